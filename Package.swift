@@ -1,0 +1,46 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "runloopd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "RunLoopCore", targets: ["RunLoopCore"]),
+        .executable(name: "runloopd", targets: ["runloopd"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        .target(name: "CLinux"),
+        .target(name: "RunLoopCore", dependencies: ["CLinux"]),
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .target(
+            name: "RunLoopServer",
+            dependencies: [
+                "RunLoopCore",
+                "CMicroHTTPD",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "runloopd",
+            dependencies: [
+                "RunLoopServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "RunLoopCoreTests", dependencies: ["RunLoopCore"]),
+        .testTarget(
+            name: "RunLoopServerTests",
+            dependencies: ["RunLoopServer", "RunLoopCore"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,9 @@
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include "CLinux.h"
+
+int clinux_gettid(void) { return (int)syscall(SYS_gettid); }
+
+int clinux_set_thread_name(const char *name) { return pthread_setname_np(pthread_self(), name); }

@@ -1,0 +1,14 @@
+// Linux calls Swift's Glibc module does not import (eventfd, thread names).
+#ifndef CLINUX_H
+#define CLINUX_H
+#include <sys/eventfd.h>
+
+/// A non-blocking, close-on-exec eventfd with counter 0, or -1 (errno set).
+static inline int clinux_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+/// Sets the calling thread's name (at most 15 bytes + NUL; the caller truncates).
+int clinux_set_thread_name(const char *name);
+
+/// The kernel thread id of the calling thread.
+int clinux_gettid(void);
+#endif

@@ -1,0 +1,156 @@
+import CoreFoundation
+import Foundation
+
+/// The custom input source of Apple's run-loop guide: a synchronized command
+/// buffer behind a version-0 `CFRunLoopSource`.
+///
+/// Any thread `enqueue`s commands and calls `fire(on:)`
+/// (`CFRunLoopSourceSignal` + `CFRunLoopWakeUp`); the loop's thread then runs the
+/// perform routine, which drains the whole buffer in order and hands the batch
+/// to the handler (so a burst becomes one perform call). `signal()` marks the
+/// source ready without waking the loop: the work then waits for the next
+/// unrelated wake-up, the delay users hit.
+public final class CommandSource<Command: Sendable>: @unchecked Sendable, SourceCallbacks {
+    /// Counters of what the source's routines saw.
+    public struct Statistics: Sendable, Hashable {
+        /// Times the schedule routine ran (added to a mode).
+        public var scheduled = 0
+        /// Times the cancel routine ran (removed from a mode or invalidated).
+        public var cancelled = 0
+        /// Times the perform routine ran.
+        public var performs = 0
+        /// Commands handed to the handler in all.
+        public var commands = 0
+        /// The largest batch one perform call drained.
+        public var largestBatch = 0
+        /// Commands waiting in the buffer now.
+        public var pending = 0
+    }
+
+    /// The CF source (version 0).
+    public private(set) var source: CFRunLoopSource! = nil
+    /// The most commands the buffer holds; `enqueue` refuses beyond it.
+    public let capacity: Int
+
+    private let lock = NSLock()
+    private var buffer: [Command] = []
+    private var stats = Statistics()
+    private let handler: @Sendable ([Command]) -> Void
+
+    /// Creates the source. `handler` runs on the loop's thread with each drained batch.
+    public init(order: Int = 0, capacity: Int = Int.max, handler: @escaping @Sendable ([Command]) -> Void) {
+        self.capacity = capacity
+        self.handler = handler
+        self.source = SourceFactory.makeSource0(order: order, target: self)
+    }
+
+    deinit {
+        CFRunLoopSourceInvalidate(source)
+    }
+
+    /// `CFRunLoopAddSource` in `mode` (schedule routine runs).
+    public func add(to runLoop: CFRunLoop, mode: RunLoopMode) {
+        CFRunLoopAddSource(runLoop, source, mode.cfMode)
+    }
+
+    /// `CFRunLoopRemoveSource` from `mode` (cancel routine runs).
+    public func remove(from runLoop: CFRunLoop, mode: RunLoopMode) {
+        CFRunLoopRemoveSource(runLoop, source, mode.cfMode)
+    }
+
+    /// Appends a command to the buffer; `false` when the buffer is full.
+    @discardableResult
+    public func enqueue(_ command: Command) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard buffer.count < capacity else { return false }
+        buffer.append(command)
+        stats.pending = buffer.count
+        return true
+    }
+
+    /// `CFRunLoopSourceSignal` + `CFRunLoopWakeUp`: the loop wakes and performs.
+    public func fire(on runLoop: CFRunLoop) {
+        CFRunLoopSourceSignal(source)
+        CFRunLoopWakeUp(runLoop)
+    }
+
+    /// `CFRunLoopSourceSignal` alone: the source is ready, but a sleeping loop
+    /// does not notice until something else wakes it.
+    public func signal() {
+        CFRunLoopSourceSignal(source)
+    }
+
+    /// Enqueues and fires in one call; `false` (and nothing signalled) when full.
+    @discardableResult
+    public func send(_ command: Command, to runLoop: CFRunLoop, wakeUp: Bool = true) -> Bool {
+        guard enqueue(command) else { return false }
+        if wakeUp { fire(on: runLoop) } else { signal() }
+        return true
+    }
+
+    /// `CFRunLoopSourceInvalidate`: removed from every mode, never fires again.
+    public func invalidate() {
+        CFRunLoopSourceInvalidate(source)
+    }
+
+    /// Whether the source is still valid.
+    public var isValid: Bool { CFRunLoopSourceIsValid(source) }
+
+    /// Commands waiting in the buffer.
+    public var pendingCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return buffer.count
+    }
+
+    /// A consistent copy of the counters.
+    public var statistics: Statistics {
+        lock.lock()
+        defer { lock.unlock() }
+        return stats
+    }
+
+    /// Takes every buffered command out (for a caller that ends the source and
+    /// must answer what never ran).
+    public func drain() -> [Command] {
+        lock.lock()
+        defer { lock.unlock() }
+        let batch = buffer
+        buffer.removeAll()
+        stats.pending = 0
+        return batch
+    }
+
+    /// Removes buffered commands matching `predicate` (they will not be performed).
+    public func withdraw(where predicate: (Command) -> Bool) {
+        lock.lock()
+        buffer.removeAll(where: predicate)
+        stats.pending = buffer.count
+        lock.unlock()
+    }
+
+    func sourceScheduled(mode: CFRunLoopMode?) {
+        lock.lock()
+        stats.scheduled += 1
+        lock.unlock()
+    }
+
+    func sourceCancelled(mode: CFRunLoopMode?) {
+        lock.lock()
+        stats.cancelled += 1
+        lock.unlock()
+    }
+
+    func sourcePerform() {
+        lock.lock()
+        let batch = buffer
+        buffer.removeAll(keepingCapacity: true)
+        stats.performs += 1
+        stats.commands += batch.count
+        stats.largestBatch = max(stats.largestBatch, batch.count)
+        stats.pending = 0
+        lock.unlock()
+        if !batch.isEmpty { handler(batch) }
+    }
+}

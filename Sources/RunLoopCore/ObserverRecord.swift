@@ -1,0 +1,80 @@
+import CoreFoundation
+import Foundation
+
+/// What a user asks for when adding an observer.
+public struct ObserverSpec: Sendable {
+    /// The activities to watch.
+    public var activities: [Activity]
+    /// Keep observing (true) or fire once.
+    public var repeats: Bool
+    /// The mode (`.common` for every common mode).
+    public var mode: RunLoopMode
+    /// CF's order among observers.
+    public var order: Int
+
+    /// Creates a spec.
+    public init(
+        activities: [Activity] = Activity.allCases, repeats: Bool = true, mode: RunLoopMode = .common,
+        order: Int = 0
+    ) {
+        self.activities = activities
+        self.repeats = repeats
+        self.mode = mode
+        self.order = order
+    }
+}
+
+/// An observer as reported.
+public struct ObserverSnapshot: Sendable {
+    /// Id (`ob1`, …).
+    public var id: String
+    /// Watched activities.
+    public var activities: [Activity]
+    /// Repeats or once.
+    public var repeats: Bool
+    /// Mode name.
+    public var mode: String
+    /// CF order.
+    public var order: Int
+    /// Whether still valid (a one-shot observer is invalidated after it fires).
+    public var valid: Bool
+    /// Callbacks so far.
+    public var fired: Int
+}
+
+/// A user `CFRunLoopObserver` that writes each activity into its worker's ring.
+final class ObserverRecord: @unchecked Sendable {
+    let id: String
+    let spec: ObserverSpec
+    private(set) var observer: CFRunLoopObserver! = nil
+    private let lock = NSLock()
+    private var fired = 0
+
+    init(id: String, spec: ObserverSpec, onActivity: @escaping @Sendable (ObserverRecord, Activity) -> Void) {
+        self.id = id
+        self.spec = spec
+        let mask = spec.activities.reduce(UInt(0)) { $0 | $1.bit }
+        self.observer = CFRunLoopObserverCreateWithHandler(
+            kCFAllocatorDefault, CFOptionFlags(mask), spec.repeats, spec.order
+        ) { [weak self] _, activity in
+            guard let self, let which = Activity(bit: UInt(activity.rawValue)) else { return }
+            self.lock.lock()
+            self.fired += 1
+            self.lock.unlock()
+            onActivity(self, which)
+        }
+    }
+
+    func invalidate() { CFRunLoopObserverInvalidate(observer) }
+
+    var isValid: Bool { CFRunLoopObserverIsValid(observer) }
+
+    var snapshot: ObserverSnapshot {
+        let valid = CFRunLoopObserverIsValid(observer)
+        lock.lock()
+        defer { lock.unlock() }
+        return ObserverSnapshot(
+            id: id, activities: spec.activities, repeats: spec.repeats, mode: spec.mode.name, order: spec.order,
+            valid: valid, fired: fired)
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+
+/// One idle task: an identifier and the selector it runs.
+public struct TaskSnapshot: Sendable, Hashable {
+    /// The caller's identifier (unique in the queue).
+    public var id: String
+    /// The selector and arguments.
+    public var call: SelectorCall
+    /// Times it ran (a task that says "not finished" runs again later).
+    public var runs: Int
+    /// Whether it is running right now.
+    public var running: Bool
+    /// When it was added.
+    public var addedAt: Date
+}
+
+/// The idle task queue as reported.
+public struct TaskQueueSnapshot: Sendable, Hashable {
+    /// Tasks in queue order.
+    public var tasks: [TaskSnapshot]
+    /// Whether running is suspended.
+    public var suspended: Bool
+    /// Tasks finished so far.
+    public var done: Int
+    /// Tasks that failed (removed after their error).
+    public var failed: Int
+    /// The queue's capacity.
+    public var capacity: Int
+}
+
+/// The idle task queue (after CPFRunloopTaskManager): an observer on
+/// `beforeWaiting` runs ONE task per loop turn. The queue itself is plain data
+/// guarded by its worker's lock.
+struct TaskQueue {
+    struct Entry {
+        var id: String
+        var call: SelectorCall
+        var runs = 0
+        var addedAt = Date()
+    }
+
+    var entries: [Entry] = []
+    var suspended = false
+    var running: String?
+    var done = 0
+    var failed = 0
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    mutating func add(id: String, call: SelectorCall) throws(RunLoopError) {
+        guard !entries.contains(where: { $0.id == id }) else {
+            throw .conflict("task_exists", "a task with id \(id) is already queued", field: "id")
+        }
+        guard entries.count < capacity else {
+            throw .conflict("queue_full", "the task queue is full (capacity \(capacity))")
+        }
+        entries.append(Entry(id: id, call: call))
+    }
+
+    mutating func remove(id: String) throws(RunLoopError) {
+        guard let index = entries.firstIndex(where: { $0.id == id }) else { throw .notFound("task", id) }
+        guard running != id else {
+            throw .conflict("task_running", "task \(id) is running; it can be removed once it returns")
+        }
+        entries.remove(at: index)
+    }
+
+    mutating func removeAll() throws(RunLoopError) -> Int {
+        if let running {
+            throw .conflict("task_running", "task \(running) is running; remove all once it returns")
+        }
+        let count = entries.count
+        entries.removeAll()
+        return count
+    }
+
+    func snapshot() -> TaskQueueSnapshot {
+        TaskQueueSnapshot(
+            tasks: entries.map {
+                TaskSnapshot(id: $0.id, call: $0.call, runs: $0.runs, running: running == $0.id, addedAt: $0.addedAt)
+            }, suspended: suspended, done: done, failed: failed, capacity: capacity)
+    }
+}

@@ -1,0 +1,164 @@
+import CoreFoundation
+import Foundation
+
+/// What a user asks for when adding a timer.
+public struct TimerSpec: Sendable {
+    /// Seconds between fires (> 0); for a one-shot timer, the default delay.
+    public var interval: Double
+    /// Repeating (true) or one-shot.
+    public var repeats: Bool
+    /// Seconds before the first fire (default: `interval`).
+    public var delay: Double?
+    /// Stored and reported; CF on Linux arms its timerfd at the exact fire date
+    /// and ignores it.
+    public var tolerance: Double
+    /// The mode (`.common` adds it to every common mode).
+    public var mode: RunLoopMode
+    /// A selector to run on every fire.
+    public var action: SelectorCall?
+    /// Invalidate after this many fires.
+    public var maxFires: Int?
+
+    /// Creates a spec.
+    public init(
+        interval: Double, repeats: Bool = true, delay: Double? = nil, tolerance: Double = 0,
+        mode: RunLoopMode = .default, action: SelectorCall? = nil, maxFires: Int? = nil
+    ) {
+        self.interval = interval
+        self.repeats = repeats
+        self.delay = delay
+        self.tolerance = tolerance
+        self.mode = mode
+        self.action = action
+        self.maxFires = maxFires
+    }
+}
+
+/// How late a timer fired, in milliseconds (over a bounded window).
+public struct Lateness: Sendable, Hashable {
+    /// The last fire's lateness.
+    public var lastMs: Double?
+    /// Median over the window.
+    public var p50Ms: Double?
+    /// 99th percentile over the window.
+    public var p99Ms: Double?
+    /// Largest since the timer was created.
+    public var maxMs: Double?
+}
+
+/// A timer as reported: configuration, fires, next fire date and lateness.
+public struct TimerSnapshot: Sendable {
+    /// Id (`tm1`, …).
+    public var id: String
+    /// Seconds between fires.
+    public var interval: Double
+    /// Repeating or one-shot.
+    public var repeats: Bool
+    /// Initial delay in seconds.
+    public var delay: Double
+    /// Requested tolerance (ignored by CF on Linux).
+    public var tolerance: Double
+    /// Mode name.
+    public var mode: String
+    /// Whether the timer can still fire.
+    public var valid: Bool
+    /// Times fired.
+    public var fires: Int
+    /// Fire limit, if any.
+    public var maxFires: Int?
+    /// The next fire date, when valid.
+    public var nextFireAt: Date?
+    /// Lateness statistics.
+    public var lateness: Lateness
+    /// The action's selector, if any.
+    public var action: SelectorCall?
+    /// Failures of the action (the last one's message).
+    public var lastActionError: String?
+    /// When the timer was added.
+    public var createdAt: Date
+}
+
+/// One `CFRunLoopTimer` on a worker, with its statistics.
+final class TimerRecord: @unchecked Sendable {
+    let id: String
+    let spec: TimerSpec
+    let createdAt = Date()
+    let firstFire: CFAbsoluteTime
+    private(set) var timer: CFRunLoopTimer! = nil
+    private let lock = NSLock()
+    private var fires = 0
+    private var window: SampleWindow
+    private var lastActionError: String?
+    private var invalidated = false
+    private let onFire: @Sendable (TimerRecord, Int, Double) -> Void
+
+    /// Creates the CF timer (not yet added to a loop). `onFire` runs on the loop's
+    /// thread after the statistics are updated, with the fire count and lateness (s).
+    init(id: String, spec: TimerSpec, window: Int, onFire: @escaping @Sendable (TimerRecord, Int, Double) -> Void) {
+        self.id = id
+        self.spec = spec
+        self.window = SampleWindow(capacity: window)
+        self.onFire = onFire
+        let delay = spec.delay ?? spec.interval
+        self.firstFire = CFAbsoluteTimeGetCurrent() + delay
+        let interval = spec.repeats ? spec.interval : 0
+        self.timer = CFRunLoopTimerCreateWithHandler(kCFAllocatorDefault, firstFire, interval, 0, 0) {
+            [weak self] _ in
+            self?.fired()
+        }
+        CFRunLoopTimerSetTolerance(timer, spec.tolerance)
+    }
+
+    /// The scheduled date of the fire happening now: repeating timers stay on
+    /// their grid (first + k·interval), so the latest grid point not after `now`.
+    private func scheduledDate(now: CFAbsoluteTime) -> CFAbsoluteTime {
+        guard spec.repeats, now > firstFire, spec.interval > 0 else { return firstFire }
+        let steps = ((now - firstFire) / spec.interval).rounded(.down)
+        return firstFire + steps * spec.interval
+    }
+
+    private func fired() {
+        let now = CFAbsoluteTimeGetCurrent()
+        let lateness = max(0, now - scheduledDate(now: now))
+        lock.lock()
+        fires += 1
+        let count = fires
+        window.add(lateness * 1000)
+        let reachedMax = spec.maxFires.map { count >= $0 } ?? false
+        lock.unlock()
+        if reachedMax { invalidate() }
+        onFire(self, count, lateness)
+    }
+
+    /// Records the failure of the timer's action.
+    func recordActionError(_ message: String?) {
+        lock.lock()
+        lastActionError = message
+        lock.unlock()
+    }
+
+    /// `CFRunLoopTimerInvalidate` (idempotent).
+    func invalidate() {
+        lock.lock()
+        invalidated = true
+        lock.unlock()
+        CFRunLoopTimerInvalidate(timer)
+    }
+
+    var isValid: Bool { CFRunLoopTimerIsValid(timer) }
+
+    var snapshot: TimerSnapshot {
+        let valid = CFRunLoopTimerIsValid(timer)
+        let next = valid ? Date(timeIntervalSinceReferenceDate: CFRunLoopTimerGetNextFireDate(timer)) : nil
+        lock.lock()
+        defer { lock.unlock() }
+        return TimerSnapshot(
+            id: id, interval: spec.interval, repeats: spec.repeats, delay: spec.delay ?? spec.interval,
+            tolerance: spec.tolerance, mode: spec.mode.name, valid: valid, fires: fires, maxFires: spec.maxFires,
+            nextFireAt: next,
+            lateness: Lateness(
+                lastMs: window.last, p50Ms: window.percentile(0.5), p99Ms: window.percentile(0.99),
+                maxMs: window.maximum),
+            action: spec.action, lastActionError: lastActionError, createdAt: createdAt)
+    }
+}

@@ -1,0 +1,222 @@
+import CoreFoundation
+import CLinux
+import Foundation
+
+/// The kind of a user source.
+public enum SourceKind: String, Sendable, CaseIterable, Hashable {
+    /// A version-0 (custom) source: fires when signalled and the loop wakes.
+    case custom
+    /// A version-1 (port) source on an eventfd: fires when a message arrives.
+    case port
+}
+
+/// What a user asks for when adding a source.
+public struct SourceSpec: Sendable {
+    /// custom or port.
+    public var kind: SourceKind
+    /// The mode (`.common` for every common mode).
+    public var mode: RunLoopMode
+    /// CF's order among sources (lower runs first).
+    public var order: Int
+    /// A selector to run on every fire.
+    public var action: SelectorCall?
+
+    /// Creates a spec.
+    public init(kind: SourceKind, mode: RunLoopMode = .default, order: Int = 0, action: SelectorCall? = nil) {
+        self.kind = kind
+        self.mode = mode
+        self.order = order
+        self.action = action
+    }
+}
+
+/// A message delivered to a port source.
+public struct PortMessage: Sendable, Hashable {
+    /// The sender's message id.
+    public var msgid: Int
+    /// The payload.
+    public var data: String
+    /// When it was sent.
+    public var sentAt: Date
+    /// When the receiving loop handled it (nil while queued).
+    public var receivedAt: Date?
+}
+
+/// A user source as reported.
+public struct SourceSnapshot: Sendable {
+    /// Id (`s1`, …).
+    public var id: String
+    /// custom or port.
+    public var kind: SourceKind
+    /// Mode name.
+    public var mode: String
+    /// CF order.
+    public var order: Int
+    /// Whether still valid.
+    public var valid: Bool
+    /// Perform routine calls.
+    public var fired: Int
+    /// Schedule routine calls (custom sources; CF calls none for port sources).
+    public var scheduled: Int
+    /// Cancel routine calls.
+    public var cancelled: Int
+    /// Whether signalled and not yet performed (custom).
+    public var signalled: Bool
+    /// Messages received (port).
+    public var received: Int
+    /// Messages queued, not yet handled (port).
+    public var queued: Int
+    /// The last messages handled (port), newest last.
+    public var recentMessages: [PortMessage]
+    /// The action, if any.
+    public var action: SelectorCall?
+    /// The port's descriptor (port sources), for people reading `/proc`.
+    public var fd: Int32?
+}
+
+/// A user-added CF source on a worker.
+final class UserSource: @unchecked Sendable, SourceCallbacks {
+    let id: String
+    let spec: SourceSpec
+    private(set) var source: CFRunLoopSource! = nil
+    let fd: Int32
+    private let lock = NSLock()
+    private var fired = 0
+    private var scheduled = 0
+    private var cancelled = 0
+    private var received = 0
+    private var queue: [PortMessage] = []
+    private var recent: Ring<PortMessage>
+    private let queueLimit: Int
+    private var closed = false
+    private var signalled = false
+    private let onFire: @Sendable (UserSource, [PortMessage]) -> Void
+
+    /// Creates the source (not yet added). For port sources, opens the eventfd.
+    init(
+        id: String, spec: SourceSpec, queueLimit: Int,
+        onFire: @escaping @Sendable (UserSource, [PortMessage]) -> Void
+    ) throws(RunLoopError) {
+        self.id = id
+        self.spec = spec
+        self.queueLimit = queueLimit
+        self.recent = Ring(capacity: 16)
+        self.onFire = onFire
+        if spec.kind == .port {
+            let fd = clinux_eventfd()
+            guard fd >= 0 else {
+                throw RunLoopError.limit("no_descriptors", "eventfd failed: \(String(cString: strerror(errno)))")
+            }
+            self.fd = fd
+            self.source = SourceFactory.makeSource1(order: spec.order, fd: fd, target: self)
+        } else {
+            self.fd = -1
+            self.source = SourceFactory.makeSource0(order: spec.order, target: self)
+        }
+    }
+
+    deinit { closeDescriptor() }
+
+    /// Queues a message and rings the eventfd (port sources).
+    func post(msgid: Int, data: String) throws(RunLoopError) {
+        lock.lock()
+        guard !closed, CFRunLoopSourceIsValid(source) else {
+            lock.unlock()
+            throw .conflict("source_invalid", "source \(id) was invalidated")
+        }
+        guard queue.count < queueLimit else {
+            lock.unlock()
+            throw .limit("queue_full", "source \(id) already holds \(queueLimit) unhandled messages")
+        }
+        queue.append(PortMessage(msgid: msgid, data: data, sentAt: Date(), receivedAt: nil))
+        var one: UInt64 = 1
+        _ = write(fd, &one, 8)
+        lock.unlock()
+    }
+
+    /// Signals (and optionally wakes) a custom source.
+    func signal(on loop: CFRunLoop, wakeUp: Bool) {
+        lock.lock()
+        signalled = true
+        lock.unlock()
+        CFRunLoopSourceSignal(source)
+        if wakeUp { CFRunLoopWakeUp(loop) }
+    }
+
+    /// Invalidates the source (cancel routine runs), then closes its descriptor.
+    func invalidate() {
+        CFRunLoopSourceInvalidate(source)
+        closeDescriptor()
+    }
+
+    private func closeDescriptor() {
+        lock.lock()
+        defer { lock.unlock() }
+        if fd >= 0 && !closed { close(fd) }
+        closed = true
+    }
+
+    var isValid: Bool { CFRunLoopSourceIsValid(source) }
+
+    var snapshot: SourceSnapshot {
+        let valid = CFRunLoopSourceIsValid(source)
+        lock.lock()
+        defer { lock.unlock() }
+        return SourceSnapshot(
+            id: id, kind: spec.kind, mode: spec.mode.name, order: spec.order, valid: valid, fired: fired,
+            scheduled: scheduled, cancelled: cancelled, signalled: valid && signalled, received: received,
+            queued: queue.count, recentMessages: recent.items, action: spec.action, fd: fd >= 0 ? fd : nil)
+    }
+
+    func sourceScheduled(mode: CFRunLoopMode?) {
+        lock.lock()
+        scheduled += 1
+        lock.unlock()
+    }
+
+    func sourceCancelled(mode: CFRunLoopMode?) {
+        lock.lock()
+        cancelled += 1
+        lock.unlock()
+    }
+
+    func sourcePerform() {
+        // Port sources: CF already read the eventfd's 8 bytes (resetting its
+        // counter); drain every queued message so none waits for another edge.
+        lock.lock()
+        fired += 1
+        signalled = false
+        var batch = queue
+        queue.removeAll()
+        let now = Date()
+        for index in batch.indices {
+            batch[index].receivedAt = now
+            recent.append(batch[index])
+        }
+        received += batch.count
+        lock.unlock()
+        onFire(self, batch)
+    }
+}
+
+/// The `port` keep-alive: a version-1 source on an eventfd nobody writes.
+final class KeepAlivePort: @unchecked Sendable, SourceCallbacks {
+    let fd: Int32
+    private(set) var source: CFRunLoopSource! = nil
+
+    init?() {
+        fd = clinux_eventfd()
+        guard fd >= 0 else { return nil }
+        source = SourceFactory.makeSource1(order: 0, fd: fd, target: self)
+    }
+
+    /// Invalidates the source, then closes the descriptor.
+    func invalidate() {
+        CFRunLoopSourceInvalidate(source)
+        close(fd)
+    }
+
+    func sourceScheduled(mode: CFRunLoopMode?) {}
+    func sourceCancelled(mode: CFRunLoopMode?) {}
+    func sourcePerform() {}
+}

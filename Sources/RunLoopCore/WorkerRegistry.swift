@@ -1,0 +1,125 @@
+import Foundation
+
+/// The workers of one process: ids, limits, the selector registry and the
+/// event sink. Thread-safe.
+public final class WorkerRegistry: @unchecked Sendable {
+    /// The bounds every worker enforces.
+    public let limits: Limits
+    /// The named actions performs, timers, sources and tasks may call.
+    public let selectors: SelectorRegistry
+    private let events: @Sendable (RunLoopEvent) -> Void
+    private let lock = NSLock()
+    private var counters: [String: Int] = [:]
+    private var workers: [String: Worker] = [:]
+    private var order: [String] = []
+
+    /// Creates a registry. `events` receives every `RunLoopEvent` on the thread
+    /// where it happened; it must not block.
+    public init(
+        limits: Limits = Limits(), selectors: SelectorRegistry? = nil,
+        events: @escaping @Sendable (RunLoopEvent) -> Void = { _ in }
+    ) {
+        self.limits = limits
+        self.selectors = selectors ?? SelectorRegistry(limits: limits)
+        self.events = events
+    }
+
+    /// The next id with `prefix` (`t1`, `tm3`, …): never reused in this registry.
+    public func nextId(_ prefix: String) -> String {
+        lock.lock()
+        defer { lock.unlock() }
+        let next = (counters[prefix] ?? 0) + 1
+        counters[prefix] = next
+        return "\(prefix)\(next)"
+    }
+
+    /// Validates options and starts a worker.
+    public func createWorker(_ options: WorkerOptions = WorkerOptions()) throws(RunLoopError) -> Worker {
+        try Self.validate(options, limits: limits)
+        lock.lock()
+        let live = workers.values.filter { !$0.hasExited && !$0.snapshot.ending }.count
+        guard live < limits.maxWorkers else {
+            lock.unlock()
+            throw .limit("too_many_threads", "\(live) threads are running (limit \(limits.maxWorkers))")
+        }
+        lock.unlock()
+        let id = nextId("t")
+        let worker = try Worker(
+            id: id, options: options, limits: limits, selectors: selectors, registry: self, events: events)
+        lock.lock()
+        workers[id] = worker
+        order.append(id)
+        pruneLocked()
+        lock.unlock()
+        return worker
+    }
+
+    /// Checks a worker's options against the limits.
+    public static func validate(_ options: WorkerOptions, limits: Limits) throws(RunLoopError) {
+        if let name = options.name {
+            guard !name.isEmpty, name.utf8.count <= limits.maxNameLength,
+                !name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f })
+            else {
+                throw .badValue("name", "a name is 1-\(limits.maxNameLength) bytes without control characters")
+            }
+        }
+        let policy = options.policy
+        try limits.checkSeconds(policy.seconds, field: "run.seconds")
+        if policy.mode.isCommon {
+            throw .badValue("run.mode", "a loop runs in one mode; common is a set of modes, not a mode to run in")
+        }
+        if policy.style == .forever && policy.mode != .default {
+            throw .badValue("run.mode", "forever runs CFRunLoopRun(), which always uses the default mode")
+        }
+    }
+
+    /// The worker with `id`, live or recently exited.
+    public func worker(_ id: String) throws(RunLoopError) -> Worker {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let worker = workers[id] else { throw .notFound("thread", id) }
+        return worker
+    }
+
+    /// Every worker known, in creation order (exited ones are kept for a while).
+    public var allWorkers: [Worker] {
+        lock.lock()
+        defer { lock.unlock() }
+        return order.compactMap { workers[$0] }
+    }
+
+    /// Forgets the oldest exited workers beyond `retainedExitedWorkers`.
+    private func pruneLocked() {
+        let exited = order.filter { workers[$0]?.hasExited ?? true }
+        guard exited.count > limits.retainedExitedWorkers else { return }
+        for id in exited.prefix(exited.count - limits.retainedExitedWorkers) { workers[id] = nil }
+        order.removeAll { workers[$0] == nil }
+    }
+
+    /// Ends every worker and waits (up to `timeout` in all) for their threads.
+    /// Returns each worker's final snapshot (nil for one that did not end in time).
+    @discardableResult
+    public func endAll(timeout: Double = 5) -> [(id: String, snapshot: WorkerSnapshot?)] {
+        let list = allWorkers
+        let group = DispatchGroup()
+        let results = ResultBox<[String: WorkerSnapshot]>()
+        results.set([:])
+        let merge = NSLock()
+        for worker in list {
+            group.enter()
+            worker.end { snapshot in
+                merge.lock()
+                var all = results.get() ?? [:]
+                all[worker.id] = snapshot
+                results.set(all)
+                merge.unlock()
+                group.leave()
+            }
+        }
+        _ = group.wait(timeout: .now() + timeout)
+        merge.lock()
+        let done = results.get() ?? [:]
+        merge.unlock()
+        return list.map { ($0.id, done[$0.id]) }
+    }
+}

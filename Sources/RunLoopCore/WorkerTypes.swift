@@ -1,0 +1,197 @@
+import Foundation
+
+/// What keeps an otherwise empty loop alive.
+public enum KeepAlive: String, Sendable, CaseIterable, Hashable {
+    /// A port source on an eventfd that is never written: the loop has
+    /// something to wait on and never wakes for it (the NSMachPort trick).
+    case port
+    /// A repeating dummy timer (one fire a day): polling in disguise.
+    case timer
+    /// Nothing: an empty mode makes CF return `finished` at once.
+    case none
+}
+
+/// How a worker runs its loop.
+public enum RunStyle: String, Sendable, CaseIterable, Hashable {
+    /// `while !cancelled { CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled) }`,
+    /// every exit recorded; a stop ends one run and the loop re-enters.
+    case loop
+    /// CF's `CFRunLoopRun()`: runs the default mode until stopped or finished,
+    /// then the thread ends.
+    case forever
+    /// Runs only when asked (`Worker.run`), one run per request.
+    case manual
+}
+
+/// A worker's run policy.
+public struct RunPolicy: Sendable, Hashable {
+    /// The style.
+    public var style: RunStyle
+    /// The mode runs use (forever: always default).
+    public var mode: RunLoopMode
+    /// Seconds per `CFRunLoopRunInMode` call (loop style).
+    public var seconds: Double
+    /// The `returnAfterSourceHandled` flag (loop style).
+    public var returnAfterSourceHandled: Bool
+
+    /// Creates a policy (defaults: loop, default mode, 1 s, false).
+    public init(
+        style: RunStyle = .loop, mode: RunLoopMode = .default, seconds: Double = 1.0,
+        returnAfterSourceHandled: Bool = false
+    ) {
+        self.style = style
+        self.mode = mode
+        self.seconds = seconds
+        self.returnAfterSourceHandled = returnAfterSourceHandled
+    }
+}
+
+/// How to create a worker.
+public struct WorkerOptions: Sendable, Hashable {
+    /// A name for people (the Linux thread name keeps its first 15 bytes).
+    public var name: String?
+    /// What keeps the loop alive.
+    public var keepAlive: KeepAlive
+    /// How it runs.
+    public var policy: RunPolicy
+
+    /// Creates options (defaults: port keep-alive, loop style).
+    public init(name: String? = nil, keepAlive: KeepAlive = .port, policy: RunPolicy = RunPolicy()) {
+        self.name = name
+        self.keepAlive = keepAlive
+        self.policy = policy
+    }
+}
+
+/// Where a worker is, as seen from another thread.
+public enum WorkerState: String, Sendable, Hashable {
+    /// Inside a run and busy (handling sources, timers, performs).
+    case running
+    /// Inside a run, asleep in epoll (`CFRunLoopIsWaiting`).
+    case waiting
+    /// Between runs (manual workers waiting for a request, parked loop workers).
+    case idle
+    /// The thread has ended.
+    case exited
+}
+
+/// A run-loop activity an observer can watch (`CFRunLoopActivity`).
+public enum Activity: String, Sendable, CaseIterable, Hashable {
+    /// `kCFRunLoopEntry` (1).
+    case entry
+    /// `kCFRunLoopBeforeTimers` (2).
+    case beforeTimers
+    /// `kCFRunLoopBeforeSources` (4).
+    case beforeSources
+    /// `kCFRunLoopBeforeWaiting` (32).
+    case beforeWaiting
+    /// `kCFRunLoopAfterWaiting` (64).
+    case afterWaiting
+    /// `kCFRunLoopExit` (128).
+    case exit
+
+    /// The CF bit.
+    public var bit: UInt {
+        switch self {
+        case .entry: return 1
+        case .beforeTimers: return 2
+        case .beforeSources: return 4
+        case .beforeWaiting: return 32
+        case .afterWaiting: return 64
+        case .exit: return 128
+        }
+    }
+
+    /// The activity for a single CF bit.
+    public init?(bit: UInt) {
+        guard let match = Activity.allCases.first(where: { $0.bit == bit }) else { return nil }
+        self = match
+    }
+}
+
+/// One recorded activity in a worker's ring.
+public struct ActivityRecord: Sendable, Hashable {
+    /// Increasing per worker, never reused.
+    public var seq: UInt64
+    /// When it happened.
+    public var at: Date
+    /// Which activity.
+    public var activity: Activity
+    /// The mode the loop was running in.
+    public var mode: String
+    /// The observer that saw it.
+    public var observer: String
+}
+
+/// The modes of a worker's loop.
+public struct ModesSnapshot: Sendable, Hashable {
+    /// Every mode CF knows for the loop (`CFRunLoopCopyAllModes`).
+    public var all: [String]
+    /// The common-modes set (default plus every `addCommonMode`).
+    public var common: [String]
+    /// The mode of the innermost run under way, if any.
+    public var current: String?
+}
+
+/// A pending (queued, not yet run) perform as listed on a worker.
+public struct PerformSnapshot: Sendable, Hashable {
+    /// Id (`p1`, …).
+    public var id: String
+    /// The selector and arguments.
+    public var call: SelectorCall
+    /// The modes it may run in.
+    public var modes: [String]
+    /// When it was queued.
+    public var queuedAt: Date
+    /// Its delay, for `afterDelay` performs (0 otherwise).
+    public var afterDelay: Double
+    /// When a delayed perform is due.
+    public var fireAt: Date?
+}
+
+/// A consistent view of a worker, readable from any thread.
+public struct WorkerSnapshot: Sendable {
+    /// Id (`t1`, …).
+    public var id: String
+    /// The requested name.
+    public var name: String
+    /// The Linux thread name (at most 15 bytes).
+    public var threadName: String
+    /// Whether the thread name had to be truncated.
+    public var threadNameTruncated: Bool
+    /// State now.
+    public var state: WorkerState
+    /// The mode of the innermost run under way.
+    public var currentMode: String?
+    /// Nesting depth of runs under way (0 = none).
+    public var depth: Int
+    /// The keep-alive.
+    public var keepAlive: KeepAlive
+    /// The run policy.
+    public var policy: RunPolicy
+    /// Runs completed (nested included).
+    public var runs: Int
+    /// Exit counts per reason.
+    public var exits: [ExitReason: Int]
+    /// The last run's exit.
+    public var lastExit: RunExit?
+    /// A loop worker whose mode was empty (CF said `finished`) sleeps until
+    /// something is added: `true` while it sleeps so.
+    public var parked: Bool
+    /// Valid timers.
+    public var timers: Int
+    /// Valid user sources.
+    public var sources: Int
+    /// Valid user observers.
+    public var observers: Int
+    /// Tasks in the idle queue.
+    public var tasks: Int
+    /// Performs queued and not yet run.
+    public var pendingPerforms: [PerformSnapshot]
+    /// When the worker was created.
+    public var createdAt: Date
+    /// When the thread ended.
+    public var endedAt: Date?
+    /// Whether `end` was asked.
+    public var ending: Bool
+}

@@ -1,0 +1,65 @@
+/// One HTTP request, fully read (headers and a bounded body), as a value.
+///
+/// The HTTP layer builds it on a libmicrohttpd thread and hands it to an
+/// `HTTPRequestHandler`; it never touches run-loop objects itself.
+public struct HTTPRequest: Sendable {
+    /// Process-unique, increasing request number (also used as a request id).
+    public var id: UInt64
+    /// Method as sent, upper-case (`GET`, `POST`, …).
+    public var method: String
+    /// The path without the query string, percent-decoding NOT applied.
+    public var path: String
+    /// Query arguments (first value wins for repeated keys), percent-decoded.
+    public var query: [String: String]
+    /// Header fields with lower-cased names (last value wins).
+    public var headers: [String: String]
+    /// The request body (bounded by the server's body limit).
+    public var body: [UInt8]
+    /// The peer address as text (`127.0.0.1`), when known.
+    public var remoteAddress: String?
+
+    /// Creates a request value (tests and in-process callers use this directly).
+    public init(
+        id: UInt64 = 0, method: String, path: String, query: [String: String] = [:],
+        headers: [String: String] = [:], body: [UInt8] = [], remoteAddress: String? = nil
+    ) {
+        self.id = id
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.remoteAddress = remoteAddress
+    }
+}
+
+/// One HTTP response: status, header fields and either a body or an event stream.
+public struct HTTPResponse: Sendable {
+    /// The status code (200, 404, …).
+    public var status: Int
+    /// Header fields in order (`Content-Type` included here, not implied).
+    public var headers: [(String, String)]
+    /// The body bytes (ignored when `stream` is set).
+    public var body: [UInt8]
+    /// When set, the response is a never-ending chunked stream fed by this object
+    /// (Server-Sent Events).
+    public var stream: EventStream?
+
+    /// Creates a response.
+    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], stream: EventStream? = nil) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.stream = stream
+    }
+}
+
+/// What the HTTP layer calls for every complete request.
+///
+/// `handle` runs on a libmicrohttpd thread and must not block. It calls `respond`
+/// exactly once, from any thread, now or later; until then the connection is
+/// suspended.
+public protocol HTTPRequestHandler: Sendable {
+    /// Handles one request; `respond` must be called exactly once.
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void)
+}

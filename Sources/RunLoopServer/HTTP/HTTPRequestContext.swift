@@ -1,0 +1,177 @@
+import CMicroHTTPD
+import Synchronization
+
+/// A libmicrohttpd connection pointer that may cross threads.
+///
+/// Only `MHD_resume_connection` is ever called on it from a foreign thread, and
+/// only while the connection is known to be suspended (so it is alive).
+struct MHDConnection: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// Per-request state kept in libmicrohttpd's `*con_cls` (one retain, released
+/// by the request-completed callback).
+///
+/// The reading half is touched only by the connection's libmicrohttpd thread;
+/// the answer half is shared with whoever calls `respond`, so both sit behind
+/// locks.
+final class HTTPRequestContext: Sendable {
+    /// Where the request is in its life.
+    enum Phase {
+        /// Headers and body are still arriving.
+        case reading
+        /// `handler.handle` is running on the libmicrohttpd thread.
+        case handling
+        /// `handle` returned without an answer; the connection is being suspended.
+        case suspending
+        /// The connection is suspended, waiting for `respond`.
+        case suspended
+        /// `respond` resumed the connection; the next access call queues the answer.
+        case resumed
+        /// A response was queued.
+        case answered
+        /// libmicrohttpd finished with the request; nothing may touch the connection.
+        case finished
+    }
+
+    /// What the libmicrohttpd thread does once `handle` has returned.
+    enum AfterHandle {
+        /// `respond` was called inside `handle`: queue this at once.
+        case respondNow(HTTPResponse)
+        /// Suspend the connection until `respond` is called.
+        case suspend
+    }
+
+    /// Body reading state.
+    struct Body {
+        var bytes: [UInt8] = []
+        var tooLarge = false
+    }
+
+    private struct Answer {
+        var phase: Phase = .reading
+        var pending: HTTPResponse?
+        var responded = false
+    }
+
+    let connection: MHDConnection
+    let remoteAddress: String?
+    private let answer = Mutex(Answer())
+    private let bodyState = Mutex(Body())
+
+    init(connection: MHDConnection, remoteAddress: String?) {
+        self.connection = connection
+        self.remoteAddress = remoteAddress
+    }
+
+    // MARK: Reading (libmicrohttpd thread)
+
+    /// Adds a body chunk; returns `false` once the body has passed `limit` (it is then dropped).
+    func appendBody(_ chunk: UnsafeRawBufferPointer, limit: Int) -> Bool {
+        bodyState.withLock { b in
+            if b.tooLarge { return false }
+            if b.bytes.count + chunk.count > limit {
+                b.tooLarge = true
+                b.bytes = []
+                return false
+            }
+            b.bytes.append(contentsOf: chunk)
+            return true
+        }
+    }
+
+    /// Marks the body as too large without reading it (Content-Length said so).
+    func markBodyTooLarge() {
+        bodyState.withLock { $0.tooLarge = true }
+    }
+
+    /// Whether the body went over the limit.
+    var bodyTooLarge: Bool { bodyState.withLock { $0.tooLarge } }
+
+    /// Takes the collected body.
+    func takeBody() -> [UInt8] {
+        bodyState.withLock { b in
+            let bytes = b.bytes
+            b.bytes = []
+            return bytes
+        }
+    }
+
+    // MARK: Answering
+
+    /// The current phase.
+    var phase: Phase { answer.withLock { $0.phase } }
+
+    /// Records that a response was queued directly (413, 503, …) without the handler.
+    func markAnswered() {
+        answer.withLock { a in
+            a.responded = true
+            a.phase = .answered
+        }
+    }
+
+    /// Enters `.handling` just before `handle` is called.
+    func beginHandling() {
+        answer.withLock { $0.phase = .handling }
+    }
+
+    /// Called on the libmicrohttpd thread when `handle` returns.
+    func afterHandle() -> AfterHandle {
+        answer.withLock { a in
+            if let response = a.pending {
+                a.pending = nil
+                a.phase = .answered
+                return .respondNow(response)
+            }
+            a.phase = .suspending
+            return .suspend
+        }
+    }
+
+    /// Called right after `MHD_suspend_connection`; `true` when an answer arrived
+    /// meanwhile and the caller must resume the connection itself.
+    func didSuspend() -> Bool {
+        answer.withLock { a in
+            if a.pending != nil {
+                a.phase = .resumed
+                return true
+            }
+            a.phase = .suspended
+            return false
+        }
+    }
+
+    /// Takes the answer stored by `respond` after a resume, if any.
+    func takeResumedResponse() -> HTTPResponse? {
+        answer.withLock { a in
+            guard a.phase == .resumed, let response = a.pending else { return nil }
+            a.pending = nil
+            a.phase = .answered
+            return response
+        }
+    }
+
+    /// Stores the answer (any thread). Returns the connection to resume when it
+    /// was suspended; `nil` otherwise. `accepted` is `false` for a second answer
+    /// or one that came after the request ended.
+    func deliver(_ response: HTTPResponse) -> (accepted: Bool, resume: MHDConnection?) {
+        answer.withLock { a in
+            guard !a.responded, a.phase != .finished else { return (false, nil) }
+            a.responded = true
+            a.pending = response
+            if a.phase == .suspended {
+                a.phase = .resumed
+                return (true, connection)
+            }
+            return (true, nil)
+        }
+    }
+
+    /// libmicrohttpd is done with the request.
+    func finish() {
+        answer.withLock { a in
+            a.phase = .finished
+            a.pending = nil
+        }
+    }
+}

@@ -1,0 +1,186 @@
+import CMicroHTTPD
+import Dispatch
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// An HTTP/1.1 server on libmicrohttpd that hands every complete request to an
+/// `HTTPRequestHandler` and writes the `HTTPResponse` it is given, now or later.
+///
+/// libmicrohttpd threads never wait for an answer: a request not answered
+/// inside `handle` has its connection suspended until `respond` is called
+/// (from any thread), then resumed. Bodies are bounded, event streams are
+/// bounded, and `stop()` answers whatever is still waiting before it returns.
+public final class HTTPServer: Sendable {
+    private enum Lifecycle {
+        case idle
+        case running(daemon: OpaquePointer, port: UInt16)
+        case stopping
+        case stopped
+    }
+
+    /// The settings this server was created with.
+    public let configuration: HTTPServerConfiguration
+    private let core: HTTPServerCore
+    private let logger: Logger
+    private let lifecycle = Mutex(Lifecycle.idle)
+
+    /// Creates a server; nothing listens until `start()`.
+    ///
+    /// - Parameters:
+    ///   - configuration: Address, threads and bounds.
+    ///   - handler: Receives every complete request (on a libmicrohttpd thread; must not block).
+    ///   - logger: Where the server and libmicrohttpd report.
+    public init(
+        configuration: HTTPServerConfiguration = HTTPServerConfiguration(), handler: any HTTPRequestHandler,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.logger = logger
+        core = HTTPServerCore(configuration: configuration, handler: handler, logger: logger)
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// The bound TCP port while running (the real one when configured with 0);
+    /// the configured port otherwise.
+    public var port: UInt16 {
+        lifecycle.withLock { state in
+            if case .running(_, let port) = state { return port }
+            return configuration.port
+        }
+    }
+
+    /// Whether the server is accepting connections.
+    public var isRunning: Bool {
+        lifecycle.withLock { state in
+            if case .running = state { return true }
+            return false
+        }
+    }
+
+    /// Request contexts still held (0 once every connection has finished); for leak checks.
+    var liveRequestCount: Int { core.liveRequestCount }
+
+    /// Event streams still attached to connections.
+    var liveStreamCount: Int { core.liveStreamCount }
+
+    /// Binds the address and starts libmicrohttpd's thread(s).
+    ///
+    /// - Throws: `HTTPServerError` when the configuration is invalid, the host
+    ///   does not resolve, the port is taken, or the server was already started.
+    public func start() throws {
+        try lifecycle.withLock { state in
+            guard case .idle = state else {
+                throw HTTPServerError(kind: .alreadyStarted, message: "the HTTP server was already started")
+            }
+            let (daemon, port) = try startDaemon()
+            state = .running(daemon: daemon, port: port)
+        }
+        logger.info(
+            "HTTP server listening",
+            metadata: ["host": "\(configuration.host)", "port": "\(port)", "threads": "\(configuration.httpThreads)"])
+    }
+
+    private func startDaemon() throws -> (OpaquePointer, UInt16) {
+        try validate(configuration)
+        guard let address = SocketAddress.resolve(host: configuration.host, port: configuration.port) else {
+            throw HTTPServerError(
+                kind: .invalidAddress, message: "cannot resolve listen host '\(configuration.host)'")
+        }
+        var flags =
+            MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+            | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
+        if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+
+        let coreCls = Unmanaged.passUnretained(core).toOpaque()
+        core.beginStartup()
+        let daemon: OpaquePointer? = address.storage.withUnsafeBytes { raw in
+            var options = runloopd_mhd_start_options()
+            options.flags = flags
+            options.address = raw.baseAddress?.assumingMemoryBound(to: sockaddr.self)
+            options.thread_pool_size = UInt32(configuration.httpThreads)
+            options.connection_limit = UInt32(configuration.connectionLimit)
+            options.per_ip_connection_limit = UInt32(configuration.perIPConnectionLimit)
+            options.connection_timeout_seconds = UInt32(configuration.connectionTimeout.rounded(.up))
+            options.connection_memory_limit = configuration.connectionMemoryLimit
+            options.access_handler = HTTPServerCore.accessHandler
+            options.access_handler_cls = coreCls
+            options.request_completed = HTTPServerCore.requestCompleted
+            options.request_completed_cls = coreCls
+            options.logger = core.loggerSink
+            return runloopd_mhd_start(&options)
+        }
+        let messages = core.endStartup()
+        guard let daemon else {
+            let detail = messages.isEmpty ? "" : ": " + messages.joined(separator: "; ")
+            throw HTTPServerError(
+                kind: .startFailed,
+                message: "cannot listen on \(configuration.host) port \(configuration.port)\(detail)")
+        }
+        let bound = runloopd_mhd_bind_port(daemon)
+        return (daemon, bound == 0 ? configuration.port : bound)
+    }
+
+    private func validate(_ c: HTTPServerConfiguration) throws {
+        func check(_ ok: Bool, _ what: String) throws {
+            if !ok { throw HTTPServerError(kind: .invalidConfiguration, message: what) }
+        }
+        try check((1...1024).contains(c.httpThreads), "httpThreads must be between 1 and 1024")
+        try check(c.connectionLimit >= 1 && c.connectionLimit <= Int(UInt32.max), "connectionLimit must be ≥ 1")
+        try check(
+            c.perIPConnectionLimit >= 0 && c.perIPConnectionLimit <= Int(UInt32.max),
+            "perIPConnectionLimit must be ≥ 0 (0 = none)")
+        try check(
+            c.connectionTimeout.isFinite && c.connectionTimeout > 0 && c.connectionTimeout <= 86_400,
+            "connectionTimeout must be > 0 and ≤ 86400 seconds")
+        try check(c.connectionMemoryLimit >= 4096, "connectionMemoryLimit must be ≥ 4096 bytes")
+        try check(c.maxBodyBytes >= 0, "maxBodyBytes must be ≥ 0")
+        try check(c.sseBufferBytes >= 1, "sseBufferBytes must be ≥ 1")
+        try check(c.sseHeartbeat.isFinite && c.sseHeartbeat > 0, "sseHeartbeat must be > 0 seconds")
+        try check(
+            c.shutdownGracePeriod.isFinite && c.shutdownGracePeriod >= 0, "shutdownGracePeriod must be ≥ 0 seconds")
+    }
+
+    /// Stops the server gracefully and returns once libmicrohttpd has stopped.
+    ///
+    /// Stops accepting connections, answers every request still waiting for an
+    /// answer with 503 `shutting_down`, ends every event stream, waits up to
+    /// `shutdownGracePeriod` for those to be written, then stops libmicrohttpd.
+    /// Safe to call more than once and from any thread except a libmicrohttpd
+    /// thread (that is, not from inside `handle`).
+    public func stop() {
+        let daemon: OpaquePointer? = lifecycle.withLock { state in
+            guard case .running(let daemon, _) = state else { return nil }
+            state = .stopping
+            return daemon
+        }
+        guard let daemon else { return }
+
+        let listenSocket = MHD_quiesce_daemon(daemon)
+        let (contexts, streams) = core.beginStopping()
+        for context in contexts {
+            core.deliver(HTTPServerCore.shuttingDown(), to: context)
+        }
+        for stream in streams {
+            stream.finish(.serverStopping)
+        }
+        let grace = DispatchTimeInterval.milliseconds(Int(min(configuration.shutdownGracePeriod, 3600) * 1000))
+        if !core.waitUntilDrained(deadline: .now() + grace) {
+            logger.warning("HTTP server stopping with connections still writing")
+        }
+        MHD_stop_daemon(daemon)
+        if listenSocket >= 0 { _ = close(listenSocket) }
+        lifecycle.withLock { $0 = .stopped }
+        logger.info("HTTP server stopped")
+    }
+}

@@ -1,0 +1,78 @@
+/// Settings for an `HTTPServer`: where it listens and every bound it enforces.
+///
+/// Every field has a named default; `HTTPServerConfiguration()` is a loopback
+/// server on port 8080 with one epoll thread.
+public struct HTTPServerConfiguration: Sendable {
+    /// Default listen address: IPv4 loopback.
+    public static let defaultHost = "127.0.0.1"
+    /// Default TCP port.
+    public static let defaultPort: UInt16 = 8080
+    /// Default number of libmicrohttpd polling threads.
+    public static let defaultHTTPThreads = 1
+    /// Default limit on simultaneous connections (libmicrohttpd's own default).
+    public static let defaultConnectionLimit = 1020
+    /// Default limit on simultaneous connections from one IP address.
+    public static let defaultPerIPConnectionLimit = 64
+    /// Default idle timeout of a connection, in seconds.
+    public static let defaultConnectionTimeout: Double = 30
+    /// Default memory per connection (headers and read buffer), in bytes.
+    public static let defaultConnectionMemoryLimit = 64 * 1024
+    /// Default largest accepted request body, in bytes.
+    public static let defaultMaxBodyBytes = 65536
+    /// Default bound on the bytes an event stream may hold for a slow client.
+    public static let defaultSSEBufferBytes = 256 * 1024
+    /// Default interval between event-stream heartbeats, in seconds.
+    public static let defaultSSEHeartbeat: Double = 15
+    /// Default time `stop()` waits for suspended requests and streams to finish, in seconds.
+    public static let defaultShutdownGracePeriod: Double = 3
+
+    /// Address to bind: an IPv4 or IPv6 literal (`127.0.0.1`, `::1`, `0.0.0.0`, `::`) or a host name.
+    public var host: String
+    /// TCP port; 0 picks a free ephemeral port (read it back from `HTTPServer.port`).
+    public var port: UInt16
+    /// libmicrohttpd threads: 1 is one internal epoll thread, more is a thread pool of that size.
+    public var httpThreads: Int
+    /// Most simultaneous connections (`MHD_OPTION_CONNECTION_LIMIT`).
+    public var connectionLimit: Int
+    /// Most simultaneous connections per client IP (`MHD_OPTION_PER_IP_CONNECTION_LIMIT`).
+    public var perIPConnectionLimit: Int
+    /// Seconds of inactivity after which a connection is closed (whole seconds, at least 1).
+    public var connectionTimeout: Double
+    /// Memory per connection for headers and the read buffer (`MHD_OPTION_CONNECTION_MEMORY_LIMIT`).
+    public var connectionMemoryLimit: Int
+    /// Largest request body accepted; larger ones are answered with 413.
+    public var maxBodyBytes: Int
+    /// Bytes an event stream may buffer for its client before the client counts as too slow.
+    public var sseBufferBytes: Int
+    /// Seconds between `: ping` comments on an idle event stream.
+    public var sseHeartbeat: Double
+    /// Most seconds `stop()` waits for answered requests and ended streams to drain.
+    public var shutdownGracePeriod: Double
+
+    /// Creates a configuration; every argument defaults to its named default.
+    public init(
+        host: String = defaultHost,
+        port: UInt16 = defaultPort,
+        httpThreads: Int = defaultHTTPThreads,
+        connectionLimit: Int = defaultConnectionLimit,
+        perIPConnectionLimit: Int = defaultPerIPConnectionLimit,
+        connectionTimeout: Double = defaultConnectionTimeout,
+        connectionMemoryLimit: Int = defaultConnectionMemoryLimit,
+        maxBodyBytes: Int = defaultMaxBodyBytes,
+        sseBufferBytes: Int = defaultSSEBufferBytes,
+        sseHeartbeat: Double = defaultSSEHeartbeat,
+        shutdownGracePeriod: Double = defaultShutdownGracePeriod
+    ) {
+        self.host = host
+        self.port = port
+        self.httpThreads = httpThreads
+        self.connectionLimit = connectionLimit
+        self.perIPConnectionLimit = perIPConnectionLimit
+        self.connectionTimeout = connectionTimeout
+        self.connectionMemoryLimit = connectionMemoryLimit
+        self.maxBodyBytes = maxBodyBytes
+        self.sseBufferBytes = sseBufferBytes
+        self.sseHeartbeat = sseHeartbeat
+        self.shutdownGracePeriod = shutdownGracePeriod
+    }
+}

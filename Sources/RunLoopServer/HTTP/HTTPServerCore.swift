@@ -1,0 +1,401 @@
+import CMicroHTTPD
+import Dispatch
+import Logging
+import Synchronization
+
+/// The object behind libmicrohttpd's callbacks: turns connections into
+/// `HTTPRequest` values, hands them to the handler and queues the answers.
+///
+/// Passed to libmicrohttpd unretained; `HTTPServer` keeps it alive until the
+/// daemon has stopped.
+final class HTTPServerCore: Sendable {
+    private struct Registry {
+        var stopping = false
+        var outstanding: [ObjectIdentifier: HTTPRequestContext] = [:]
+        var streams: [ObjectIdentifier: EventStream] = [:]
+    }
+
+    let configuration: HTTPServerConfiguration
+    let handler: any HTTPRequestHandler
+    let logger: Logger
+
+    private let nextRequestID = Atomic<UInt64>(0)
+    private let liveContexts = Atomic<Int>(0)
+    private let registry = Mutex(Registry())
+    private let drained = DispatchSemaphore(value: 0)
+    private let startupMessages = Mutex<[String]?>(nil)
+    /// Where the C logger trampoline forwards (`runloopd_mhd_logger`); freed in `deinit`.
+    nonisolated(unsafe) let loggerSink: UnsafeMutablePointer<runloopd_mhd_logger>
+
+    init(configuration: HTTPServerConfiguration, handler: any HTTPRequestHandler, logger: Logger) {
+        self.configuration = configuration
+        self.handler = handler
+        self.logger = logger
+        loggerSink = .allocate(capacity: 1)
+        loggerSink.initialize(to: runloopd_mhd_logger(fn: Self.logCallback, cls: nil))
+        loggerSink.pointee.cls = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    deinit {
+        loggerSink.deinitialize(count: 1)
+        loggerSink.deallocate()
+    }
+
+    /// Request contexts not yet released (for leak checks in tests).
+    var liveRequestCount: Int { liveContexts.load(ordering: .relaxed) }
+
+    /// Event streams currently attached to a connection.
+    var liveStreamCount: Int { registry.withLock { $0.streams.count } }
+
+    // MARK: - Start and stop support
+
+    /// Starts collecting libmicrohttpd's messages (to explain a failed start).
+    func beginStartup() {
+        startupMessages.withLock { $0 = [] }
+    }
+
+    /// Stops collecting and returns what libmicrohttpd said during start.
+    func endStartup() -> [String] {
+        startupMessages.withLock { messages in
+            let collected = messages ?? []
+            messages = nil
+            return collected
+        }
+    }
+
+    /// Refuses new work and returns every request still waiting for an answer
+    /// (or being answered) and every attached stream.
+    func beginStopping() -> (contexts: [HTTPRequestContext], streams: [EventStream]) {
+        registry.withLock { r in
+            r.stopping = true
+            return (Array(r.outstanding.values), Array(r.streams.values))
+        }
+    }
+
+    /// Waits until every outstanding request has completed and every stream has
+    /// detached, or until `deadline`. Returns whether everything drained.
+    func waitUntilDrained(deadline: DispatchTime) -> Bool {
+        while true {
+            let empty = registry.withLock { $0.outstanding.isEmpty && $0.streams.isEmpty }
+            if empty { return true }
+            if drained.wait(timeout: deadline) == .timedOut {
+                return registry.withLock { $0.outstanding.isEmpty && $0.streams.isEmpty }
+            }
+        }
+    }
+
+    /// Answers `context` with `response` unless it already has an answer;
+    /// resumes the connection when it was suspended.
+    func deliver(_ response: HTTPResponse, to context: HTTPRequestContext) {
+        let (accepted, resume) = context.deliver(response)
+        if !accepted {
+            logger.debug("HTTP answer ignored: the request was already answered or has ended")
+        }
+        if let resume {
+            MHD_resume_connection(resume.pointer)
+        }
+    }
+
+    // MARK: - Access handler
+
+    fileprivate func access(
+        connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+        uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
+        contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        guard let raw = contextSlot.pointee else {
+            return firstCall(connection: connection, contextSlot: contextSlot)
+        }
+        let context = Unmanaged<HTTPRequestContext>.fromOpaque(raw).takeUnretainedValue()
+
+        if uploadDataSize.pointee > 0 {
+            if let uploadData, !context.bodyTooLarge {
+                let chunk = UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee)
+                _ = context.appendBody(chunk, limit: configuration.maxBodyBytes)
+            }
+            uploadDataSize.pointee = 0
+            return .YES
+        }
+
+        switch context.phase {
+        case .reading:
+            if context.bodyTooLarge {
+                context.markAnswered()
+                return queue(payloadTooLarge(), on: connection)
+            }
+            return dispatch(context: context, connection: connection, url: url, method: method)
+        case .resumed:
+            guard let response = context.takeResumedResponse() else { return .YES }
+            return queue(response, on: connection)
+        case .handling, .suspending, .suspended, .answered, .finished:
+            return .YES
+        }
+    }
+
+    private func firstCall(
+        connection: OpaquePointer, contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        let remote = runloopd_mhd_client_address(connection).flatMap(SocketAddress.numericHost)
+        let context = HTTPRequestContext(connection: MHDConnection(pointer: connection), remoteAddress: remote)
+        contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
+        liveContexts.add(1, ordering: .relaxed)
+
+        if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") {
+            let text = String(cString: value).trimmingSpaces()
+            // MHD itself rejects a malformed Content-Length; a huge one may not fit in Int.
+            let length = Int(text) ?? (text.allSatisfy(\.isNumber) && !text.isEmpty ? Int.max : 0)
+            if length > configuration.maxBodyBytes {
+                context.markBodyTooLarge()
+                context.markAnswered()
+                return queue(payloadTooLarge(), on: connection)
+            }
+        }
+        return .YES
+    }
+
+    private func payloadTooLarge() -> HTTPResponse {
+        HTTPResponse.jsonError(
+            status: 413, code: "payload_too_large",
+            message: "request body exceeds \(configuration.maxBodyBytes) bytes",
+            headers: [("Connection", "close")])
+    }
+
+    private func dispatch(
+        context: HTTPRequestContext, connection: OpaquePointer, url: UnsafePointer<CChar>?,
+        method: UnsafePointer<CChar>?
+    ) -> MHD_Result {
+        let id = nextRequestID.add(1, ordering: .relaxed).newValue
+        let request = HTTPRequest(
+            id: id,
+            method: method.map { String(cString: $0) } ?? "GET",
+            path: url.map { String(cString: $0) } ?? "/",
+            query: Self.queryArguments(connection),
+            headers: Self.headerFields(connection),
+            body: context.takeBody(),
+            remoteAddress: context.remoteAddress
+        )
+        let accepted = registry.withLock { r in
+            if r.stopping { return false }
+            r.outstanding[ObjectIdentifier(context)] = context
+            return true
+        }
+        guard accepted else {
+            context.markAnswered()
+            return queue(Self.shuttingDown(), on: connection)
+        }
+
+        context.beginHandling()
+        handler.handle(request) { [self] response in
+            deliver(response, to: context)
+        }
+        switch context.afterHandle() {
+        case .respondNow(let response):
+            return queue(response, on: connection)
+        case .suspend:
+            MHD_suspend_connection(connection)
+            if context.didSuspend() {
+                MHD_resume_connection(connection)
+            }
+            return .YES
+        }
+    }
+
+    /// The answer for requests cut short by `stop()`.
+    static func shuttingDown() -> HTTPResponse {
+        HTTPResponse.jsonError(
+            status: 503, code: "shutting_down", message: "the server is shutting down",
+            headers: [("Connection", "close")])
+    }
+
+    // MARK: - Request completed
+
+    fileprivate func completed(_ context: HTTPRequestContext, code: MHD_RequestTerminationCode) {
+        context.finish()
+        liveContexts.subtract(1, ordering: .relaxed)
+        if code != .REQUEST_TERMINATED_COMPLETED_OK {
+            logger.debug("HTTP request ended early", metadata: ["reason": "\(code.rawValue)"])
+        }
+        let signal = registry.withLock { r in
+            r.outstanding.removeValue(forKey: ObjectIdentifier(context))
+            return r.stopping
+        }
+        if signal { drained.signal() }
+    }
+
+    private func streamDetached(_ stream: EventStream) {
+        let signal = registry.withLock { r in
+            r.streams.removeValue(forKey: ObjectIdentifier(stream))
+            return r.stopping
+        }
+        if signal { drained.signal() }
+    }
+
+    // MARK: - Responses
+
+    private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+        let made: OpaquePointer?
+        var headers = response.headers
+        if let stream = response.stream {
+            made = makeStreamResponse(stream, connection: connection)
+            if made == nil {
+                return queue(
+                    HTTPResponse.jsonError(
+                        status: 500, code: "internal", message: "event stream is already attached to a response"),
+                    on: connection)
+            }
+            let names = Set(headers.map { $0.0.lowercased() })
+            if !names.contains("content-type") { headers.append(("Content-Type", "text/event-stream")) }
+            if !names.contains("cache-control") { headers.append(("Cache-Control", "no-store")) }
+        } else {
+            made = response.body.withUnsafeBytes { bytes in
+                MHD_create_response_from_buffer(
+                    bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+            }
+        }
+        guard let mhdResponse = made else {
+            logger.error("libmicrohttpd could not create a response")
+            return .NO
+        }
+        defer { MHD_destroy_response(mhdResponse) }
+        for (name, value) in headers {
+            let lower = name.lowercased()
+            if lower == "content-length" || lower == "transfer-encoding" { continue }
+            if MHD_add_response_header(mhdResponse, name, value) != .YES {
+                logger.warning("HTTP response header refused", metadata: ["header": "\(name)"])
+            }
+        }
+        let status = (100...999).contains(response.status) ? UInt32(response.status) : 500
+        return MHD_queue_response(connection, status, mhdResponse)
+    }
+
+    private func makeStreamResponse(_ stream: EventStream, connection: OpaquePointer) -> OpaquePointer? {
+        let registered = registry.withLock { r in
+            if r.stopping { return false }
+            r.streams[ObjectIdentifier(stream)] = stream
+            return true
+        }
+        let attached = stream.attach(
+            connection: MHDConnection(pointer: connection),
+            defaultCapacity: configuration.sseBufferBytes,
+            heartbeat: configuration.sseHeartbeat
+        ) { [self] in
+            streamDetached(stream)
+        }
+        guard attached else {
+            if registered { registry.withLock { _ = $0.streams.removeValue(forKey: ObjectIdentifier(stream)) } }
+            return nil
+        }
+        if !registered { stream.finish(.serverStopping) }
+        let cls = Unmanaged.passRetained(stream).toOpaque()
+        let response = MHD_create_response_from_callback(
+            runloopd_mhd_size_unknown, 16 * 1024, Self.streamReader, cls, Self.streamFree)
+        if response == nil {
+            Unmanaged<EventStream>.fromOpaque(cls).release()
+            stream.detach()
+        }
+        return response
+    }
+
+    // MARK: - Header and argument collection
+
+    private final class Pairs {
+        var items: [(String, String)] = []
+    }
+
+    private static func values(_ connection: OpaquePointer, kind: MHD_ValueKind) -> [(String, String)] {
+        let pairs = Pairs()
+        withExtendedLifetime(pairs) {
+            _ = MHD_get_connection_values(
+                connection, kind,
+                { cls, _, key, value in
+                    guard let cls, let key else { return .YES }
+                    let pairs = Unmanaged<Pairs>.fromOpaque(cls).takeUnretainedValue()
+                    pairs.items.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+                    return .YES
+                }, Unmanaged.passUnretained(pairs).toOpaque())
+        }
+        return pairs.items
+    }
+
+    static func headerFields(_ connection: OpaquePointer) -> [String: String] {
+        var headers: [String: String] = [:]
+        for (name, value) in values(connection, kind: .HEADER_KIND) {
+            headers[name.lowercased()] = value
+        }
+        return headers
+    }
+
+    static func queryArguments(_ connection: OpaquePointer) -> [String: String] {
+        var query: [String: String] = [:]
+        for (rawKey, rawValue) in values(connection, kind: .GET_ARGUMENT_KIND) {
+            let key = PercentDecoding.decode(rawKey, plusIsSpace: true) ?? rawKey
+            if query[key] == nil {
+                query[key] = PercentDecoding.decode(rawValue, plusIsSpace: true) ?? rawValue
+            }
+        }
+        return query
+    }
+
+    // MARK: - C callbacks
+
+    /// `MHD_AccessHandlerCallback`; `cls` is the unretained core.
+    static let accessHandler: MHD_AccessHandlerCallback = {
+        cls, connection, url, method, _, uploadData, uploadDataSize, contextSlot in
+        guard let cls, let connection, let uploadDataSize, let contextSlot else { return .NO }
+        let core = Unmanaged<HTTPServerCore>.fromOpaque(cls).takeUnretainedValue()
+        return core.access(
+            connection: connection, url: url, method: method, uploadData: uploadData,
+            uploadDataSize: uploadDataSize, contextSlot: contextSlot)
+    }
+
+    /// `MHD_RequestCompletedCallback`: releases the per-request context.
+    static let requestCompleted: MHD_RequestCompletedCallback = { cls, _, contextSlot, code in
+        guard let cls, let contextSlot, let raw = contextSlot.pointee else { return }
+        contextSlot.pointee = nil
+        let core = Unmanaged<HTTPServerCore>.fromOpaque(cls).takeUnretainedValue()
+        let context = Unmanaged<HTTPRequestContext>.fromOpaque(raw).takeRetainedValue()
+        core.completed(context, code: code)
+    }
+
+    /// `MHD_ContentReaderCallback` for event streams.
+    static let streamReader: MHD_ContentReaderCallback = { cls, _, buffer, max in
+        guard let cls, let buffer else { return runloopd_mhd_reader_end_with_error }
+        return Unmanaged<EventStream>.fromOpaque(cls).takeUnretainedValue().read(into: buffer, max: max)
+    }
+
+    /// `MHD_ContentReaderFreeCallback` for event streams: drops the response's retain.
+    static let streamFree: MHD_ContentReaderFreeCallback = { cls in
+        guard let cls else { return }
+        Unmanaged<EventStream>.fromOpaque(cls).takeRetainedValue().detach()
+    }
+
+    /// Receives libmicrohttpd's formatted messages (via the shim's trampoline).
+    static let logCallback: runloopd_mhd_log_fn = { cls, message in
+        guard let cls, let message else { return }
+        let core = Unmanaged<HTTPServerCore>.fromOpaque(cls).takeUnretainedValue()
+        core.log(String(cString: message).trimmingSpaces())
+    }
+
+    private func log(_ message: String) {
+        let collecting = startupMessages.withLock { messages in
+            if messages == nil { return false }
+            messages?.append(message)
+            return true
+        }
+        if collecting {
+            logger.warning("libmicrohttpd: \(message)")
+        } else {
+            logger.debug("libmicrohttpd: \(message)")
+        }
+    }
+}
+
+extension String {
+    /// The string without leading and trailing spaces, tabs and line breaks.
+    fileprivate func trimmingSpaces() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) })
+        else { return "" }
+        return String(self[first...last])
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Serves the files under one directory (the dashboard in `Public/`) for GET and HEAD.
+///
+/// `/` and directories map to `index.html`. A path that tries to leave the
+/// directory (`..`, `%2e%2e`, NUL bytes, hidden `.names`, symbolic links
+/// pointing outside) is answered with 404, as is anything that resolves
+/// outside the real root.
+public struct StaticFiles: Sendable {
+    /// Default directory, relative to the working directory.
+    public static let defaultRoot = "Public"
+    /// Default file served for `/` and for directories.
+    public static let defaultIndexFile = "index.html"
+
+    /// The directory files are served from.
+    public let root: String
+    /// The file served for a directory.
+    public let indexFile: String
+
+    /// Creates a file server for `root`.
+    public init(root: String = defaultRoot, indexFile: String = defaultIndexFile) {
+        self.root = root
+        self.indexFile = indexFile
+    }
+
+    /// The answer for `request` when it concerns a static file, or `nil` when no
+    /// file exists at that path (so a router can try other routes or answer 404).
+    ///
+    /// Non-`nil` answers: 200 with the file (GET, HEAD), 405 with
+    /// `Allow: GET, HEAD` for other methods on an existing file, and 404 JSON for
+    /// paths that are malformed or try to leave the root.
+    public func response(for request: HTTPRequest) -> HTTPResponse? {
+        switch resolve(request.path) {
+        case .rejected:
+            return Self.notFound(request.path)
+        case .missing:
+            return nil
+        case .file(let path):
+            guard request.method == "GET" || request.method == "HEAD" else {
+                return HTTPResponse.jsonError(
+                    status: 405, code: "method_not_allowed",
+                    message: "\(request.method) is not allowed on \(request.path)",
+                    headers: [("Allow", "GET, HEAD")])
+            }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                return Self.notFound(request.path)
+            }
+            return HTTPResponse(
+                status: 200,
+                headers: [
+                    ("Content-Type", Self.contentType(forPath: path)),
+                    ("Cache-Control", "no-cache"),
+                    ("X-Content-Type-Options", "nosniff"),
+                ],
+                body: [UInt8](data))
+        }
+    }
+
+    /// Like `response(for:)`, but answers 404 JSON when there is no such file.
+    public func respond(to request: HTTPRequest) -> HTTPResponse {
+        response(for: request) ?? Self.notFound(request.path)
+    }
+
+    /// The `Content-Type` for a file name, by extension (`application/octet-stream` when unknown).
+    public static func contentType(forPath path: String) -> String {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        guard let dot = name.lastIndex(of: ".") else { return "application/octet-stream" }
+        switch name[name.index(after: dot)...].lowercased() {
+        case "html", "htm": return "text/html; charset=utf-8"
+        case "css": return "text/css; charset=utf-8"
+        case "js", "mjs": return "text/javascript; charset=utf-8"
+        case "json", "map": return "application/json"
+        case "svg": return "image/svg+xml"
+        case "png": return "image/png"
+        case "ico": return "image/x-icon"
+        case "txt": return "text/plain; charset=utf-8"
+        case "woff2": return "font/woff2"
+        default: return "application/octet-stream"
+        }
+    }
+
+    private static func notFound(_ path: String) -> HTTPResponse {
+        HTTPResponse.jsonError(status: 404, code: "not_found", message: "no file at \(path)")
+    }
+
+    private enum Resolution {
+        case file(String)
+        case missing
+        case rejected
+    }
+
+    private func resolve(_ rawPath: String) -> Resolution {
+        guard rawPath.hasPrefix("/"), let decoded = PercentDecoding.decode(rawPath, rejectNUL: true) else {
+            return .rejected
+        }
+        let segments = decoded.split(separator: "/", omittingEmptySubsequences: true)
+        if segments.contains(where: { $0.hasPrefix(".") || $0.contains("\\") }) {
+            return .rejected
+        }
+        guard let realRoot = Self.realPath(root) else { return .missing }
+        var candidate = realRoot
+        for segment in segments { candidate += "/" + segment }
+        if decoded.hasSuffix("/") || segments.isEmpty { candidate += "/" + indexFile }
+
+        guard var real = Self.realPath(candidate) else { return .missing }
+        guard real.hasPrefix(realRoot + "/") else { return .rejected }
+        if Self.isDirectory(real) {
+            guard let index = Self.realPath(real + "/" + indexFile), index.hasPrefix(realRoot + "/") else {
+                return .missing
+            }
+            real = index
+        }
+        return Self.isRegularFile(real) ? .file(real) : .missing
+    }
+
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    private static func mode(_ path: String) -> mode_t? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return info.st_mode & S_IFMT
+    }
+
+    private static func isDirectory(_ path: String) -> Bool { mode(path) == S_IFDIR }
+
+    private static func isRegularFile(_ path: String) -> Bool { mode(path) == S_IFREG }
+}

@@ -1,0 +1,2 @@
+// Placeholder entry point while the server is being built.
+print("runloopd")
