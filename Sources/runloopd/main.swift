@@ -1,2 +1,3 @@
-// Placeholder entry point while the server is being built.
-print("runloopd")
+import RunLoopServer
+
+RunLoopdCommand.main()

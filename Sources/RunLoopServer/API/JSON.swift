@@ -1,0 +1,148 @@
+import Foundation
+import RunLoopCore
+
+/// JSON text ↔ `Value`: the only place the server parses or writes JSON.
+public enum JSON {
+    /// Parses a JSON document. Throws a `bad_json` error for anything that is not
+    /// JSON or that holds a number outside Double's finite range.
+    public static func parse(_ bytes: [UInt8]) throws(RunLoopError) -> Value {
+        do {
+            return try JSONDecoder().decode(DecodedValue.self, from: Data(bytes)).value
+        } catch {
+            throw RunLoopError(
+                kind: .badValue, code: "bad_json", message: "the body is not valid JSON: \(describe(error))", field: nil)
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if case DecodingError.dataCorrupted(let context) = error {
+            return context.debugDescription
+        }
+        return "unreadable"
+    }
+
+    /// Serializes a value compactly (keys sorted, so output is stable).
+    public static func serialize(_ value: Value) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(value, into: &out)
+        return out
+    }
+
+    /// Serializes a value to a String.
+    public static func string(_ value: Value) -> String {
+        String(decoding: serialize(value), as: UTF8.self)
+    }
+
+    private static func write(_ value: Value, into out: inout [UInt8]) {
+        switch value {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let d): out.append(contentsOf: format(d).utf8)
+        case .string(let s): writeString(s, into: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                write(item, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                write(members[key] ?? .null, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Numbers: integers without a fraction, others in Swift's shortest
+    /// round-trip form; non-finite values (never produced) as null.
+    static func format(_ d: Double) -> String {
+        guard d.isFinite else { return "null" }
+        if d.rounded() == d && abs(d) < 1e15 { return String(Int64(d)) }
+        return "\(d)"
+    }
+
+    private static func writeString(_ s: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: "\\\"".utf8)
+            case UInt8(ascii: "\\"): out.append(contentsOf: "\\\\".utf8)
+            case 0x0A: out.append(contentsOf: "\\n".utf8)
+            case 0x0D: out.append(contentsOf: "\\r".utf8)
+            case 0x09: out.append(contentsOf: "\\t".utf8)
+            case 0..<0x20:
+                let hex = String(byte, radix: 16)
+                out.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).utf8)
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
+/// Decodes any JSON into a `Value`, keeping booleans and numbers apart.
+private struct DecodedValue: Decodable {
+    let value: Value
+
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    init(from decoder: any Decoder) throws {
+        if var array = try? decoder.unkeyedContainer() {
+            var items: [Value] = []
+            while !array.isAtEnd { items.append(try array.decode(DecodedValue.self).value) }
+            value = .array(items)
+            return
+        }
+        if let object = try? decoder.container(keyedBy: Key.self) {
+            var members: [String: Value] = [:]
+            for key in object.allKeys { members[key.stringValue] = try object.decode(DecodedValue.self, forKey: key).value }
+            value = .object(members)
+            return
+        }
+        let single = try decoder.singleValueContainer()
+        if single.decodeNil() {
+            value = .null
+        } else if let b = try? single.decode(Bool.self) {
+            value = .bool(b)
+        } else if let d = try? single.decode(Double.self) {
+            guard d.isFinite else {
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "number out of range"))
+            }
+            value = .number(d)
+        } else {
+            value = .string(try single.decode(String.self))
+        }
+    }
+}
+
+/// ISO-8601 timestamps with milliseconds, UTC (`2026-11-22T01:02:03.456Z`).
+enum Timestamp {
+    static func string(_ date: Date) -> String {
+        let interval = date.timeIntervalSince1970
+        var seconds = time_t(interval.rounded(.down))
+        let millis = Int(((interval - interval.rounded(.down)) * 1000).rounded(.down))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(min(millis, 999)), 3))Z"
+    }
+
+    static func value(_ date: Date?) -> Value {
+        date.map { .string(string($0)) } ?? .null
+    }
+}

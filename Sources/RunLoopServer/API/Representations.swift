@@ -1,0 +1,176 @@
+import Foundation
+import RunLoopCore
+
+/// How engine values look in JSON: the field names of API.md.
+enum Rep {
+    static func exit(_ exit: RunExit?) -> Value {
+        guard let exit else { return .null }
+        return [
+            "exitReason": .string(exit.reason.name), "code": .number(Double(exit.reason.code)),
+            "mode": .string(exit.mode), "durationMs": .number(ms(exit.duration)),
+            "at": Timestamp.value(exit.endedAt), "run": .number(Double(exit.run)), "depth": .number(Double(exit.depth)),
+        ]
+    }
+
+    /// Milliseconds rounded to microseconds.
+    static func ms(_ seconds: Double) -> Double { (seconds * 1_000_000).rounded() / 1000 }
+
+    static func round3(_ value: Double?) -> Value {
+        value.map { .number(($0 * 1000).rounded() / 1000) } ?? .null
+    }
+
+    static func policy(_ policy: RunPolicy) -> Value {
+        [
+            "style": .string(policy.style.rawValue), "mode": .string(policy.mode.name),
+            "seconds": .number(policy.seconds), "returnAfterSourceHandled": .bool(policy.returnAfterSourceHandled),
+        ]
+    }
+
+    static func call(_ call: SelectorCall?) -> Value {
+        guard let call else { return .null }
+        return ["selector": .string(call.selector), "args": .object(call.args)]
+    }
+
+    static func pending(_ perform: PerformSnapshot) -> Value {
+        [
+            "performId": .string(perform.id), "selector": .string(perform.call.selector),
+            "args": .object(perform.call.args), "modes": .array(perform.modes.map(Value.string)),
+            "queuedAt": Timestamp.value(perform.queuedAt), "afterDelay": .number(perform.afterDelay),
+            "fireAt": Timestamp.value(perform.fireAt),
+        ]
+    }
+
+    static func thread(_ s: WorkerSnapshot) -> Value {
+        var exits: [String: Value] = [:]
+        for reason in ExitReason.allCases { exits[reason.name] = .number(Double(s.exits[reason] ?? 0)) }
+        return [
+            "id": .string(s.id), "name": .string(s.name), "threadName": .string(s.threadName),
+            "threadNameTruncated": .bool(s.threadNameTruncated), "state": .string(s.state.rawValue),
+            "currentMode": s.currentMode.map(Value.string) ?? .null, "depth": .number(Double(s.depth)),
+            "keepAlive": .string(s.keepAlive.rawValue), "run": policy(s.policy), "runs": .number(Double(s.runs)),
+            "exits": .object(exits), "lastExit": exit(s.lastExit), "parked": .bool(s.parked),
+            "counts": [
+                "timers": .number(Double(s.timers)), "sources": .number(Double(s.sources)),
+                "observers": .number(Double(s.observers)), "tasks": .number(Double(s.tasks)),
+                "pendingPerforms": .number(Double(s.pendingPerforms.count)),
+            ],
+            "pendingPerforms": .array(s.pendingPerforms.map(pending)),
+            "createdAt": Timestamp.value(s.createdAt), "endedAt": Timestamp.value(s.endedAt), "ending": .bool(s.ending),
+        ]
+    }
+
+    static func timer(_ t: TimerSnapshot) -> Value {
+        [
+            "id": .string(t.id), "interval": .number(t.interval), "repeats": .bool(t.repeats),
+            "delay": .number(t.delay), "tolerance": .number(t.tolerance), "mode": .string(t.mode),
+            "valid": .bool(t.valid), "fires": .number(Double(t.fires)),
+            "maxFires": t.maxFires.map { .number(Double($0)) } ?? .null, "nextFireAt": Timestamp.value(t.nextFireAt),
+            "lateness": [
+                "lastMs": round3(t.lateness.lastMs), "p50Ms": round3(t.lateness.p50Ms),
+                "p99Ms": round3(t.lateness.p99Ms), "maxMs": round3(t.lateness.maxMs),
+            ],
+            "action": call(t.action), "lastActionError": t.lastActionError.map(Value.string) ?? .null,
+            "createdAt": Timestamp.value(t.createdAt),
+        ]
+    }
+
+    static func source(_ s: SourceSnapshot) -> Value {
+        [
+            "id": .string(s.id), "kind": .string(s.kind.rawValue), "mode": .string(s.mode),
+            "order": .number(Double(s.order)), "valid": .bool(s.valid), "fired": .number(Double(s.fired)),
+            "scheduled": .number(Double(s.scheduled)), "cancelled": .number(Double(s.cancelled)),
+            "signalled": .bool(s.signalled), "received": .number(Double(s.received)),
+            "queued": .number(Double(s.queued)),
+            "recentMessages": .array(
+                s.recentMessages.map {
+                    [
+                        "msgid": .number(Double($0.msgid)), "data": .string($0.data),
+                        "sentAt": Timestamp.value($0.sentAt), "receivedAt": Timestamp.value($0.receivedAt),
+                    ]
+                }), "action": call(s.action),
+        ]
+    }
+
+    static func observer(_ o: ObserverSnapshot) -> Value {
+        [
+            "id": .string(o.id), "activities": .array(o.activities.map { .string($0.rawValue) }),
+            "repeats": .bool(o.repeats), "mode": .string(o.mode), "order": .number(Double(o.order)),
+            "valid": .bool(o.valid), "fired": .number(Double(o.fired)),
+        ]
+    }
+
+    static func activity(_ a: ActivityRecord) -> Value {
+        [
+            "seq": .number(Double(a.seq)), "at": Timestamp.value(a.at), "activity": .string(a.activity.rawValue),
+            "code": .number(Double(a.activity.bit)), "mode": .string(a.mode), "observer": .string(a.observer),
+        ]
+    }
+
+    static func modes(_ m: ModesSnapshot) -> Value {
+        [
+            "all": .array(m.all.map(Value.string)), "common": .array(m.common.map(Value.string)),
+            "current": m.current.map(Value.string) ?? .null,
+        ]
+    }
+
+    static func tasks(_ q: TaskQueueSnapshot) -> Value {
+        [
+            "tasks": .array(
+                q.tasks.map {
+                    [
+                        "id": .string($0.id), "selector": .string($0.call.selector), "args": .object($0.call.args),
+                        "runs": .number(Double($0.runs)), "running": .bool($0.running),
+                        "addedAt": Timestamp.value($0.addedAt),
+                    ]
+                }), "suspended": .bool(q.suspended), "done": .number(Double(q.done)),
+            "failed": .number(Double(q.failed)), "capacity": .number(Double(q.capacity)),
+            "count": .number(Double(q.tasks.count)),
+        ]
+    }
+
+    static func error(_ e: RunLoopError) -> Value {
+        ["code": .string(e.code), "message": .string(e.message), "field": e.field.map(Value.string) ?? .null]
+    }
+
+    static func performResult(_ r: PerformResult) -> Value {
+        var object: [String: Value] = [
+            "performId": .string(r.performId), "thread": .string(r.thread), "selector": .string(r.selector),
+            "queuedMs": .number((r.queuedMs * 1000).rounded() / 1000), "ranMs": .number((r.ranMs * 1000).rounded() / 1000),
+        ]
+        switch r.outcome {
+        case .success(let value):
+            object["ok"] = true
+            object["result"] = value
+            object["error"] = .null
+        case .failure(let e):
+            object["ok"] = false
+            object["result"] = .null
+            object["error"] = error(e)
+        }
+        return .object(object)
+    }
+
+    static func selector(_ s: Selector) -> Value {
+        var properties: [String: Value] = [:]
+        var required: [Value] = []
+        for arg in s.arguments {
+            var schema: [String: Value] = ["type": .string(arg.type.rawValue), "description": .string(arg.summary)]
+            if arg.type == .string {
+                if let maxLength = arg.maximum { schema["maxLength"] = .number(maxLength) }
+            } else {
+                if let minimum = arg.minimum { schema["minimum"] = .number(minimum) }
+                if let maximum = arg.maximum { schema["maximum"] = .number(maximum) }
+            }
+            if let d = arg.defaultValue { schema["default"] = d }
+            properties[arg.name] = .object(schema)
+            if arg.required { required.append(.string(arg.name)) }
+        }
+        return [
+            "name": .string(s.name), "summary": .string(s.summary),
+            "args": [
+                "type": "object", "properties": .object(properties), "required": .array(required),
+                "additionalProperties": .bool(s.acceptsAnyArguments),
+            ],
+        ]
+    }
+}

@@ -1,0 +1,148 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RunLoopCore
+import RunLoopServer
+
+/// `runloopd`: serve real CoreFoundation run loops over HTTP.
+struct RunLoopdCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "runloopd",
+        abstract: "An HTTP service that exposes real CoreFoundation run loops.",
+        discussion: """
+            Every option can also be set with an environment variable: RUNLOOPD_ and the option's name in \
+            upper case with underscores (RUNLOOPD_PORT, RUNLOOPD_MAX_THREADS, ...). A flag on the command line wins.
+            """,
+        version: RunLoopService.version
+    )
+
+    @Option(help: "Address to bind (127.0.0.1, ::1, 0.0.0.0).")
+    var host: String = Env.string("HOST") ?? HTTPServerConfiguration.defaultHost
+
+    @Option(help: "TCP port (0 picks a free one).")
+    var port: UInt16 = Env.integer("PORT").map(UInt16.init(clamping:)) ?? HTTPServerConfiguration.defaultPort
+
+    @Option(help: "libmicrohttpd threads: 1 = one epoll thread, N > 1 = a pool.")
+    var httpThreads: Int = Env.integer("HTTP_THREADS") ?? HTTPServerConfiguration.defaultHTTPThreads
+
+    @Option(help: "Worker threads alive at once.")
+    var maxThreads: Int = Env.integer("MAX_THREADS") ?? Limits().maxWorkers
+
+    @Option(help: "Timers per worker thread.")
+    var maxTimers: Int = Env.integer("MAX_TIMERS") ?? Limits().maxTimersPerWorker
+
+    @Option(help: "Performs queued on one thread and not yet run.")
+    var maxQueued: Int = Env.integer("MAX_QUEUED") ?? Limits().maxQueuedCommands
+
+    @Option(help: "Idle tasks per thread (the task queue's capacity).")
+    var maxTasks: Int = Env.integer("MAX_TASKS") ?? Limits().taskCapacity
+
+    @Option(help: "Largest request body in bytes (413 beyond).")
+    var maxBody: Int = Env.integer("MAX_BODY") ?? HTTPServerConfiguration.defaultMaxBodyBytes
+
+    @Option(help: "Largest seconds / interval / delay accepted.")
+    var maxSeconds: Double = Env.double("MAX_SECONDS") ?? Limits().maxSeconds
+
+    @Option(help: "Longest wait one request may ask for (perform timeout, manual run), seconds.")
+    var maxWait: Double = Env.double("MAX_WAIT") ?? APILimits().maxWaitSeconds
+
+    @Option(help: "Concurrent connections.")
+    var maxConnections: Int = Env.integer("MAX_CONNECTIONS") ?? HTTPServerConfiguration.defaultConnectionLimit
+
+    @Option(help: "Concurrent connections from one IP address.")
+    var maxConnectionsPerIp: Int = Env.integer("MAX_CONNECTIONS_PER_IP") ?? HTTPServerConfiguration.defaultPerIPConnectionLimit
+
+    @Option(help: "Idle connection timeout, seconds.")
+    var connectionTimeout: Double = Env.double("CONNECTION_TIMEOUT") ?? HTTPServerConfiguration.defaultConnectionTimeout
+
+    @Option(help: "Event-stream (SSE) clients at once.")
+    var maxEventClients: Int = Env.integer("MAX_EVENT_CLIENTS") ?? APILimits().maxEventClients
+
+    @Option(help: "Requests queued for the control loop before 503.")
+    var maxQueuedRequests: Int = Env.integer("MAX_QUEUED_REQUESTS") ?? ServiceConfiguration().maxQueuedRequests
+
+    @Option(help: "The dashboard folder served at /.")
+    var publicDir: String = Env.string("PUBLIC_DIR") ?? "Public"
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = Env.string("LOG_LEVEL") ?? "info"
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard (1...64).contains(httpThreads) else { throw ValidationError("--http-threads must be 1...64") }
+        guard maxThreads >= 1, maxTimers >= 1, maxQueued >= 1, maxTasks >= 1, maxEventClients >= 0 else {
+            throw ValidationError("limits must be >= 1")
+        }
+        guard maxBody >= 0, maxConnections >= 1, maxConnectionsPerIp >= 0, maxQueuedRequests >= 1 else {
+            throw ValidationError("--max-body, --max-connections and --max-queued-requests must be positive")
+        }
+        guard maxSeconds.isFinite, maxSeconds > 0, maxSeconds <= 1e8 else {
+            throw ValidationError("--max-seconds must be in (0, 1e8] (CF waits forever past about 5e8 s)")
+        }
+        guard maxWait.isFinite, maxWait > 0, connectionTimeout.isFinite, connectionTimeout > 0 else {
+            throw ValidationError("--max-wait and --connection-timeout must be positive")
+        }
+    }
+
+    func run() throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "runloopd")
+
+        // Block SIGINT/SIGTERM before any thread starts (threads inherit the
+        // mask), then wait for them here, on the main thread.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        var config = ServiceConfiguration()
+        config.http.host = host
+        config.http.port = port
+        config.http.httpThreads = httpThreads
+        config.http.maxBodyBytes = maxBody
+        config.http.connectionLimit = maxConnections
+        config.http.perIPConnectionLimit = maxConnectionsPerIp
+        config.http.connectionTimeout = connectionTimeout
+        config.limits.maxWorkers = maxThreads
+        config.limits.maxTimersPerWorker = maxTimers
+        config.limits.maxQueuedCommands = maxQueued
+        config.limits.taskCapacity = maxTasks
+        config.limits.maxSeconds = maxSeconds
+        config.api.maxWaitSeconds = maxWait
+        config.api.maxEventClients = maxEventClients
+        config.maxQueuedRequests = maxQueuedRequests
+        config.publicDirectory = publicDir
+
+        let service = RunLoopService(configuration: config, logger: logger)
+        do {
+            try service.start()
+        } catch {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        logger.info("signal received", metadata: ["signal": "\(received == SIGINT ? "SIGINT" : "SIGTERM")"])
+        service.stop()
+    }
+}
+
+/// `RUNLOOPD_*` environment variables.
+enum Env {
+    static func string(_ name: String) -> String? {
+        ProcessInfo.processInfo.environment["RUNLOOPD_" + name].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    static func integer(_ name: String) -> Int? { string(name).flatMap { Int($0) } }
+
+    static func double(_ name: String) -> Double? { string(name).flatMap { Double($0) } }
+}
