@@ -1,0 +1,48 @@
+# runloopd — the two commands that matter: `make run` and `make test`.
+SWIFT ?= swift
+PORT ?= 8080
+HOST ?= 127.0.0.1
+RELEASE_FLAGS := -c release --static-swift-stdlib
+BIN_DEBUG := .build/debug/runloopd
+BIN_RELEASE := .build/release/runloopd
+
+.PHONY: run deps build release test test-swift test-browser lint format clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+## Build the release binary (the same command the Dockerfile runs).
+release: deps
+	$(SWIFT) build $(RELEASE_FLAGS)
+
+build: deps
+	$(SWIFT) build
+
+## Run the service on http://$(HOST):$(PORT)/ (dashboard at /, API at /api).
+run: release
+	$(BIN_RELEASE) --host $(HOST) --port $(PORT) --public-dir Public
+
+## Every test: Swift unit + end-to-end tests, browser tests, format lint.
+test: deps
+	@bash scripts/install-deps.sh test
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+	bash Tests/browser/run.sh $(BIN_DEBUG)
+	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+
+test-swift: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+test-browser: build
+	@bash scripts/install-deps.sh test
+	bash Tests/browser/run.sh $(BIN_DEBUG)
+
+lint:
+	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+
+format:
+	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+
+clean:
+	rm -rf .build
