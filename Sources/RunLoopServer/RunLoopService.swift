@@ -181,7 +181,8 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             respond(APIResponses.json(200, ["status": "ok"]))
         case "/readyz":
             if isReady {
-                respond(APIResponses.json(200, ["status": "ready", "threads": .number(Double(registry.allWorkers.count))]))
+                respond(
+                    APIResponses.json(200, ["status": "ready", "threads": .number(Double(registry.allWorkers.count))]))
             } else {
                 respond(
                     APIResponses.error(

@@ -50,7 +50,8 @@ struct RunLoopdCommand: ParsableCommand {
     var maxConnections: Int = Env.integer("MAX_CONNECTIONS") ?? HTTPServerConfiguration.defaultConnectionLimit
 
     @Option(help: "Concurrent connections from one IP address.")
-    var maxConnectionsPerIp: Int = Env.integer("MAX_CONNECTIONS_PER_IP") ?? HTTPServerConfiguration.defaultPerIPConnectionLimit
+    var maxConnectionsPerIp: Int =
+        Env.integer("MAX_CONNECTIONS_PER_IP") ?? HTTPServerConfiguration.defaultPerIPConnectionLimit
 
     @Option(help: "Idle connection timeout, seconds.")
     var connectionTimeout: Double = Env.double("CONNECTION_TIMEOUT") ?? HTTPServerConfiguration.defaultConnectionTimeout

@@ -55,7 +55,8 @@ final class EventHub: @unchecked Sendable {
             if reason == .clientTooSlow { self.dropped += 1 }
             self.lock.unlock()
         }
-        stream.send(event: "hello", data: JSON.string(["threads": .array(threads()), "client": .number(Double(client))]))
+        stream.send(
+            event: "hello", data: JSON.string(["threads": .array(threads()), "client": .number(Double(client))]))
         return .response(
             HTTPResponse(
                 status: 200,
@@ -97,7 +98,10 @@ final class EventHub: @unchecked Sendable {
         case .thread(let snapshot, let change):
             var object = Rep.thread(snapshot).object ?? [:]
             object["change"] = .string(change)
-            return ("thread", snapshot.id, ["thread": .string(snapshot.id), "change": .string(change), "snapshot": .object(object)])
+            return (
+                "thread", snapshot.id,
+                ["thread": .string(snapshot.id), "change": .string(change), "snapshot": .object(object)]
+            )
         case .runExit(let thread, let exit):
             var object = Rep.exit(exit).object ?? [:]
             object["thread"] = .string(thread)

@@ -10,7 +10,8 @@ public enum JSON {
             return try JSONDecoder().decode(DecodedValue.self, from: Data(bytes)).value
         } catch {
             throw RunLoopError(
-                kind: .badValue, code: "bad_json", message: "the body is not valid JSON: \(describe(error))", field: nil)
+                kind: .badValue, code: "bad_json", message: "the body is not valid JSON: \(describe(error))", field: nil
+            )
         }
     }
 
@@ -106,7 +107,9 @@ private struct DecodedValue: Decodable {
         }
         if let object = try? decoder.container(keyedBy: Key.self) {
             var members: [String: Value] = [:]
-            for key in object.allKeys { members[key.stringValue] = try object.decode(DecodedValue.self, forKey: key).value }
+            for key in object.allKeys {
+                members[key.stringValue] = try object.decode(DecodedValue.self, forKey: key).value
+            }
             value = .object(members)
             return
         }

@@ -135,7 +135,8 @@ enum Rep {
     static func performResult(_ r: PerformResult) -> Value {
         var object: [String: Value] = [
             "performId": .string(r.performId), "thread": .string(r.thread), "selector": .string(r.selector),
-            "queuedMs": .number((r.queuedMs * 1000).rounded() / 1000), "ranMs": .number((r.ranMs * 1000).rounded() / 1000),
+            "queuedMs": .number((r.queuedMs * 1000).rounded() / 1000),
+            "ranMs": .number((r.ranMs * 1000).rounded() / 1000),
         ]
         switch r.outcome {
         case .success(let value):

@@ -123,7 +123,8 @@ struct API: Sendable {
                     APIResponses.error(
                         RunLoopError(
                             kind: .deadline, code: "deadline_exceeded",
-                            message: "the run has not returned \(limits.stopWaitSeconds) s after its timeout (a handler is busy)"
+                            message:
+                                "the run has not returned \(limits.stopWaitSeconds) s after its timeout (a handler is busy)"
                         )))
             }
             return .deferred
@@ -153,7 +154,8 @@ struct API: Sendable {
             _ = try ctx.body([])
             let target = try worker(ctx)
             try target.wakeUp()
-            return .json(200, ["thread": .string(target.id), "woken": true, "state": .string(target.snapshot.state.rawValue)])
+            return .json(
+                200, ["thread": .string(target.id), "woken": true, "state": .string(target.snapshot.state.rawValue)])
         }
         r.add("GET", "/api/threads/{id}/log") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
@@ -237,7 +239,8 @@ struct API: Sendable {
             let spec = TimerSpec(
                 interval: interval, repeats: try body.bool("repeats") ?? true, delay: try body.number("delay"),
                 tolerance: try body.number("tolerance") ?? 0, mode: try body.mode("mode") ?? .default,
-                action: try body.selectorCall("action"), maxFires: try body.integer("maxFires", min: 1, max: 1_000_000_000))
+                action: try body.selectorCall("action"),
+                maxFires: try body.integer("maxFires", min: 1, max: 1_000_000_000))
             let timer = try target.addTimer(spec)
             return .json(201, Rep.timer(timer), headers: [("Location", "/api/threads/\(target.id)/timers/\(timer.id)")])
         }
@@ -337,7 +340,8 @@ struct API: Sendable {
                 throw .badValue("activities", "activities must be a list of activity names or \"all\"")
             }
             let spec = ObserverSpec(
-                activities: activities, repeats: try body.bool("repeats") ?? true, mode: try body.mode("mode") ?? .common,
+                activities: activities, repeats: try body.bool("repeats") ?? true,
+                mode: try body.mode("mode") ?? .common,
                 order: try body.integer("order", min: -1_000_000, max: 1_000_000) ?? 0)
             return .json(201, Rep.observer(try target.addObserver(spec)))
         }
