@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Browser tests of the dashboard (Public/) in Debian's headless Chromium.
+#   bash Tests/browser/run.sh path/to/runloopd   (or RUNLOOPD_BIN=... bash Tests/browser/run.sh)
+# Installs chromium, chromium-driver, selenium and pytest when missing (quietly),
+# starts runloopd on a free loopback port with --public-dir Public, runs pytest,
+# stops the server. Extra arguments after the binary go to pytest.
+# Screenshots: .build/artifacts/dashboard-1280.png, dashboard-390.png.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+bin="${1:-${RUNLOOPD_BIN:-}}"
+[ $# -gt 0 ] && shift
+if [ -z "$bin" ]; then
+  echo "usage: $0 path/to/runloopd [pytest args...]   (or set RUNLOOPD_BIN)" >&2
+  exit 2
+fi
+case "$bin" in /*) ;; *) bin="$PWD/$bin" ;; esac
+if [ ! -x "$bin" ]; then
+  echo "run.sh: $bin is not an executable runloopd (build it first)" >&2
+  exit 2
+fi
+
+# --- dependencies, only when missing ---------------------------------------
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "run.sh: installing ${missing[*]} (apt)" >&2
+  if ! $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; then
+    $sudo apt-get update -qq >/dev/null 2>&1
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+fi
+pip_install() {
+  echo "run.sh: installing $* (pip)" >&2
+  python3 -m pip install -q --disable-pip-version-check "$@" >/dev/null 2>&1 \
+    || python3 -m pip install -q --disable-pip-version-check --break-system-packages "$@" >/dev/null
+}
+python3 -c 'import selenium' >/dev/null 2>&1 || pip_install selenium
+python3 -c 'import pytest' >/dev/null 2>&1 || pip_install pytest
+
+# --- server -------------------------------------------------------------------
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+mkdir -p "$root/.build/artifacts"
+log="$root/.build/artifacts/runloopd-browser.log"
+cd "$root"
+"$bin" --host 127.0.0.1 --port "$port" --public-dir "$root/Public" --log-level warning >"$log" 2>&1 &
+server=$!
+cleanup() {
+  kill "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+for _ in $(seq 1 100); do
+  if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/healthz', timeout=1)" >/dev/null 2>&1; then
+    break
+  fi
+  if ! kill -0 "$server" 2>/dev/null; then
+    echo "run.sh: runloopd exited at start:" >&2
+    cat "$log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+
+export RUNLOOPD_URL="http://127.0.0.1:$port"
+export ARTIFACTS_DIR="$root/.build/artifacts"
+start=$(date +%s.%N)
+status=0
+python3 -m pytest -q -p no:cacheprovider "$here" "$@" || status=$?
+end=$(date +%s.%N)
+python3 -c "print('browser suite: %.1f s' % ($end - $start))"
+exit $status

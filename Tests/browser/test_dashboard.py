@@ -1,0 +1,225 @@
+"""The dashboard in real headless Chromium against a real runloopd.
+
+Tests share one page (no reloads: the page must stay live on SSE). They run in
+file order; the console check comes last. No sleeps: WebDriverWait only."""
+
+import os
+import re
+import uuid
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from conftest import api
+
+
+def wait(driver, seconds=5):
+    return WebDriverWait(driver, seconds, poll_frequency=0.05)
+
+
+def unique(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def card_by_name(driver, name):
+    for card in driver.find_elements(By.CSS_SELECTOR, "article.card[data-thread]"):
+        if card.find_element(By.CSS_SELECTOR, ".card-name").text == name:
+            return card
+    return None
+
+
+def create_from_form(driver, name, style="loop", seconds=None, keyboard=False):
+    form = driver.find_element(By.ID, "create-form")
+    name_input = form.find_element(By.NAME, "name")
+    name_input.clear()
+    Select(form.find_element(By.NAME, "style")).select_by_value(style)
+    secs = form.find_element(By.NAME, "seconds")
+    secs.clear()
+    if seconds is not None:
+        secs.send_keys(str(seconds))
+    if keyboard:
+        name_input.send_keys(name, Keys.ENTER)  # Enter in a field submits the form
+    else:
+        name_input.send_keys(name)
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    card = wait(driver).until(lambda d: card_by_name(d, name))
+    return card, card.get_attribute("data-thread")
+
+
+def open_details(driver, card):
+    card.find_element(By.CSS_SELECTOR, "[data-action=details]").click()
+    tid = card.get_attribute("data-thread")
+    wait(driver).until(lambda d: d.find_element(By.ID, "d-id").text == tid)
+
+
+def test_page_is_live(driver):
+    wait(driver).until(lambda d: d.find_element(By.ID, "conn-text").text == "live")
+    driver.execute_script("window.__noReload = 'still here';")
+    # the selector list came from /api/selectors and built the perform form
+    options = Select(driver.find_element(By.CSS_SELECTOR, '[data-picker="perform"] select')).options
+    assert {"echo", "sleep", "runNested"} <= {o.get_attribute("value") for o in options}
+
+
+def test_create_thread_from_form_shows_card(driver):
+    name = unique("ui-create")
+    card, tid = create_from_form(driver, name)
+    assert re.fullmatch(r"t\d+", tid)
+    status, snap = api("GET", f"/api/threads/{tid}")
+    assert status == 200 and snap["name"] == name
+    state = card.find_element(By.CSS_SELECTOR, "[data-role=state]")
+    wait(driver).until(lambda d: state.text.split(" ")[0] in {"running", "waiting", "idle"})
+    assert "loop" in card.find_element(By.CSS_SELECTOR, ".card-meta").text
+
+
+def test_timer_fire_count_rises_live(driver):
+    card, tid = create_from_form(driver, unique("ui-timer"))
+    open_details(driver, card)
+    form = driver.find_element(By.ID, "timer-form")
+    interval = form.find_element(By.NAME, "interval")
+    interval.clear()
+    interval.send_keys("0.1")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    result = form.find_element(By.CSS_SELECTOR, ".form-result")
+    wait(driver).until(lambda d: "added" in result.text)
+    timer_id = re.search(r"timer (\S+) added", result.text).group(1)
+    row = wait(driver).until(
+        EC.presence_of_element_located((By.CSS_SELECTOR, f'#timers-table tr[data-key="{timer_id}"]'))
+    )
+    fires_cell = row.find_element(By.CSS_SELECTOR, "td.fires")
+    card_fires = card.find_element(By.CSS_SELECTOR, "[data-role=fires]")
+    first = int(fires_cell.text.split()[0] or 0)
+    # 100 ms timer: several fires within 2 s, shown without a reload
+    wait(driver, 2).until(lambda d: int(fires_cell.text.split()[0]) >= first + 3)
+    wait(driver, 2).until(lambda d: int(card_fires.text) >= 3)
+    assert driver.execute_script("return window.__noReload") == "still here"
+
+
+def test_bad_interval_shows_server_error_beside_form(driver):
+    card, tid = create_from_form(driver, unique("ui-bad"))
+    open_details(driver, card)
+    status, body = api("POST", f"/api/threads/{tid}/timers", {"interval": -1})
+    assert status == 400
+    server_message = body["error"]["message"]
+    form = driver.find_element(By.ID, "timer-form")
+    interval = form.find_element(By.NAME, "interval")
+    interval.clear()
+    interval.send_keys("-1")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    error = form.find_element(By.CSS_SELECTOR, ".form-error")
+    wait(driver).until(lambda d: error.text == server_message)
+    assert interval.get_attribute("aria-invalid") == "true"  # the field the server named
+    assert error.is_displayed()
+
+
+def test_stop_loop_thread_shows_stopped(driver):
+    # 30 s runs: the run after the stop does not time out during the test
+    card, tid = create_from_form(driver, unique("ui-stop"), style="loop", seconds=30)
+    state = card.find_element(By.CSS_SELECTOR, "[data-role=state]")
+    wait(driver).until(lambda d: state.text.startswith("waiting"))
+    card.find_element(By.CSS_SELECTOR, "[data-action=stop]").click()
+    badge = card.find_element(By.CSS_SELECTOR, "[data-role=last-exit]")
+    wait(driver).until(lambda d: badge.text.startswith("stopped"))
+    assert "ex-stopped" in badge.get_attribute("class")
+    assert "stop → stopped" in card.find_element(By.CSS_SELECTOR, "[data-role=result]").text
+    count = card.find_element(By.CSS_SELECTOR, 'dd[data-exit="stopped"]')
+    wait(driver).until(lambda d: count.text == "1")
+
+
+def test_manual_run_shows_timed_out(driver):
+    card, tid = create_from_form(driver, unique("ui-manual"), style="manual", keyboard=True)
+    seconds = card.find_element(By.CSS_SELECTOR, "input.run-seconds")
+    wait(driver).until(lambda d: seconds.is_displayed())
+    seconds.clear()
+    seconds.send_keys("0.3", Keys.ENTER)  # keyboard: Enter in the seconds field runs
+    result = card.find_element(By.CSS_SELECTOR, "[data-role=result]")
+    wait(driver, 5).until(lambda d: "timedOut" in result.text)
+    badge = card.find_element(By.CSS_SELECTOR, "[data-role=last-exit]")
+    wait(driver).until(lambda d: badge.text.startswith("timedOut"))
+    status, snap = api("GET", f"/api/threads/{tid}")
+    assert snap["exits"]["timedOut"] == 1 and snap["lastExit"]["exitReason"] == "timedOut"
+    assert 250 <= snap["lastExit"]["durationMs"] <= 1500
+
+
+def test_end_thread_from_detail_panel(driver):
+    card, tid = create_from_form(driver, unique("ui-end"))
+    open_details(driver, card)
+    driver.find_element(By.CSS_SELECTOR, '[data-d-action="end"]').click()
+    result = driver.find_element(By.ID, "d-actions-result")
+    wait(driver, 20).until(lambda d: "thread ended" in result.text)
+    state = card.find_element(By.CSS_SELECTOR, "[data-role=state]")
+    wait(driver).until(lambda d: state.text == "exited")
+    assert "st-exited" in state.get_attribute("class")
+
+
+def test_observe_feeds_timeline(driver):
+    card, tid = create_from_form(driver, unique("ui-observe"))
+    button = card.find_element(By.CSS_SELECTOR, "[data-action=observe]")
+    button.click()
+    wait(driver).until(lambda d: button.get_attribute("aria-pressed") == "true")
+    # activity events reach the page: the lane title loses its "no observer" note
+    wait(driver).until(
+        lambda d: "no observer" not in d.find_element(By.CSS_SELECTOR, f'[data-lane="{tid}"] .lane-title').text
+    )
+
+
+def test_perform_with_generated_form_shows_result(driver):
+    card, tid = create_from_form(driver, unique("ui-perform"))
+    open_details(driver, card)
+    form = driver.find_element(By.ID, "perform-form")
+    Select(form.find_element(By.CSS_SELECTOR, '[data-picker="perform"] select')).select_by_value("log")
+    message = form.find_element(By.CSS_SELECTOR, 'input[data-field="args.message"]')
+    message.send_keys("hello from the browser")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    result = form.find_element(By.CSS_SELECTOR, ".form-result")
+    wait(driver).until(lambda d: "log ok" in result.text)
+    log = driver.find_element(By.ID, "log-lines")
+    wait(driver).until(lambda d: "hello from the browser" in log.text)
+    # without waitUntilDone: 202 first, the outcome arrives later on the event stream
+    Select(form.find_element(By.CSS_SELECTOR, '[data-picker="perform"] select')).select_by_value("fail")
+    form.find_element(By.NAME, "waitUntilDone").click()
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(driver).until(lambda d: "fail failed" in result.text and "failed on purpose" in result.text)
+    form.find_element(By.NAME, "waitUntilDone").click()
+
+
+def viewport(driver, width, height, mobile=False):
+    """An exact CSS viewport (window sizes include browser chrome)."""
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+    )
+    wait(driver).until(lambda d: d.execute_script("return window.innerWidth") == width)
+
+
+def no_horizontal_overflow(d):
+    return d.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_screenshots(driver, artifacts):
+    try:
+        viewport(driver, 1280, 900)
+        driver.execute_script("window.scrollTo(0, 0); document.getElementById('detail').scrollTop = 0")
+        wait(driver).until(no_horizontal_overflow)
+        assert driver.save_screenshot(os.path.join(artifacts, "dashboard-1280.png"))
+        viewport(driver, 390, 844, mobile=True)
+        driver.execute_script("window.scrollTo(0, 0)")
+        wait(driver).until(no_horizontal_overflow)  # nothing wider than a phone
+        assert driver.save_screenshot(os.path.join(artifacts, "dashboard-390.png"))
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_console_has_no_errors(driver, console):
+    entries = console.collect()
+    expected_network = re.compile(r"/api/threads/t\d+/timers - Failed to load resource: the server responded with a status of 400")
+    problems = [
+        e
+        for e in entries
+        if e["level"] in ("SEVERE", "ERROR")
+        # the deliberate bad-interval request (Chrome logs every 4xx fetch)
+        and not (e.get("source") == "network" and expected_network.search(e["message"]))
+    ]
+    assert problems == [], problems
+    assert driver.execute_script("return window.__noReload") == "still here"

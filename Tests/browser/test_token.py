@@ -1,0 +1,106 @@
+"""Token support, against a small authenticating proxy in front of runloopd
+(runloopd has no token option yet): a 401 makes the page ask once, keep the
+token in sessionStorage, send `Authorization: Bearer` on fetch and
+`?access_token=` on the event stream (EventSource cannot set headers)."""
+
+import http.client
+import json
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from conftest import BASE
+
+TOKEN = "s3cret-token"
+UPSTREAM = urllib.parse.urlsplit(BASE)
+HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+
+
+class Proxy(BaseHTTPRequestHandler):
+    seen = []  # (path, how it authenticated)
+
+    def log_message(self, *args):
+        pass
+
+    def _auth(self):
+        if self.headers.get("Authorization") == "Bearer " + TOKEN:
+            return "header"
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        if query.get("access_token") == [TOKEN]:
+            return "query"
+        return None
+
+    def _handle(self):
+        how = self._auth()
+        if self.path.startswith("/api/") and how is None:
+            body = json.dumps({"error": {"code": "unauthorized", "message": "a token is required", "field": None}}).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        Proxy.seen.append((urllib.parse.urlsplit(self.path).path, how))
+        length = int(self.headers.get("Content-Length") or 0)
+        data = self.rfile.read(length) if length else None
+        conn = http.client.HTTPConnection(UPSTREAM.hostname, UPSTREAM.port, timeout=60)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP | {"host", "authorization"}}
+        conn.request(self.command, self.path, body=data, headers=headers)
+        res = conn.getresponse()
+        self.send_response(res.status)
+        for k, v in res.getheaders():
+            if k.lower() not in HOP:
+                self.send_header(k, v)
+        self.end_headers()
+        try:
+            while True:
+                chunk = res.read1(65536)
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            conn.close()
+
+    do_GET = do_POST = do_DELETE = do_HEAD = _handle
+
+
+@pytest.fixture
+def proxy():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_token_prompted_once_and_sent(driver, console, proxy):
+    console.collect()  # earlier tests' entries were checked already
+    driver.get(proxy + "/")
+    wait = WebDriverWait(driver, 10, poll_frequency=0.05)
+    dialog = driver.find_element(By.ID, "token-dialog")
+    wait.until(lambda d: dialog.get_attribute("open") is not None)
+    field = dialog.find_element(By.NAME, "token")
+    field.send_keys(TOKEN)
+    dialog.find_element(By.CSS_SELECTOR, 'button[value="ok"]').click()
+    wait.until(lambda d: d.find_element(By.ID, "conn-text").text == "live")
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "article.card[data-thread]"))
+    assert driver.execute_script("return sessionStorage.getItem('runloopd.token')") == TOKEN
+    assert ("/api/events", "query") in Proxy.seen
+    assert ("/api/threads", "header") in Proxy.seen
+    # asked once: the dialog is closed and stays closed
+    assert driver.find_element(By.ID, "token-dialog").get_attribute("open") is None
+    entries = driver.get_log("browser")
+    bad = [
+        e for e in entries
+        if e["level"] == "SEVERE" and not ("status of 401" in e["message"] and e.get("source") == "network")
+    ]
+    assert bad == [], bad
