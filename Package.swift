@@ -39,7 +39,10 @@ let package = Package(
         .testTarget(name: "RunLoopCoreTests", dependencies: ["RunLoopCore"]),
         .testTarget(
             name: "RunLoopServerTests",
-            dependencies: ["RunLoopServer", "RunLoopCore"]
+            dependencies: [
+                "RunLoopServer", "RunLoopCore",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

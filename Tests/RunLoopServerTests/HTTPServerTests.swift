@@ -84,15 +84,14 @@ struct HTTPServerTests {
                 DispatchQueue.global().async { respond(textResponse("async \(request.path)")) }
             }
         }
-        let urls = (0..<100).map { "\(base)/r/\($0)" }
+        let urls = (0..<100).flatMap { ["-o", "/dev/null", "\(base)/r/\($0)"] }
         let curl = try CurlProcess(
-            ["-sS", "-Z", "--parallel-max", "100", "--max-time", "15", "-w", "%{http_code}\n", "-o", "/dev/null"]
-                + urls)
+            ["-sS", "-Z", "--parallel-max", "100", "--max-time", "15", "-w", "%{http_code}\n"] + urls)
         let (exitCode, output, stderr) = try #require(curl.finish(timeout: 60))
         #expect(exitCode == 0, "\(stderr)")
         let codes = String(decoding: output, as: UTF8.self).split(separator: "\n")
         #expect(codes.count == 100)
-        #expect(codes.allSatisfy { $0 == "200" })
+        #expect(codes.allSatisfy { $0 == "200" }, "\(codes) \(stderr)")
         #expect(Set(handled.all).count == 100)
         server.stop()
         #expect(server.liveRequestCount == 0)
@@ -177,6 +176,24 @@ struct HTTPServerTests {
         #expect(server.liveRequestCount == 0)
         server.stop()
         respond(textResponse("too late"))
+    }
+
+    @Test("a handler that keeps `respond` does not keep the stopped server alive")
+    func serverReleased() throws {
+        let kept = Awaited<@Sendable (HTTPResponse) -> Void>()
+        weak var weakServer: HTTPServer?
+        do {
+            let (server, base) = try startServer { _, respond in kept.put(respond) }
+            weakServer = server
+            let curl = try CurlProcess(["-sS", "--max-time", "15", "\(base)/kept"])
+            _ = try #require(kept.first())
+            server.stop()
+            #expect(curl.finish() != nil)
+            #expect(server.liveRequestCount == 0)
+        }
+        #expect(weakServer == nil)
+        // Answering after the server is gone is harmless.
+        kept.first()?(textResponse("late"))
     }
 
     @Test("start fails with a thrown error when the port is taken")

@@ -103,36 +103,53 @@ final class CurlProcess: @unchecked Sendable {
     private var finished = false
     private var openPipes = 2
 
+    /// Serialises pipe creation and spawning: pipes are made close-on-exec under
+    /// it, so no other curl inherits them (which would delay end-of-file).
+    private static let spawnLock = NSLock()
+
     init(_ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        process.terminationHandler = { [weak self] _ in self?.markFinished() }
+        Self.spawnLock.lock()
+        defer { Self.spawnLock.unlock() }
         let out = Pipe()
         let err = Pipe()
+        for pipe in [out, err] {
+            _ = fcntl(pipe.fileHandleForReading.fileDescriptor, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(pipe.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
+        }
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = FileHandle.nullDevice
         collect(out.fileHandleForReading, isError: false)
         collect(err.fileHandleForReading, isError: true)
-        process.terminationHandler = { [weak self] _ in self?.markFinished() }
         try process.run()
     }
 
+    /// Reads `handle` to end-of-file on a thread of its own (blocking reads).
     private func collect(_ handle: FileHandle, isError: Bool) {
-        handle.readabilityHandler = { [weak self] handle in
-            let chunk = handle.availableData
-            guard let self else { return }
-            self.condition.lock()
-            if chunk.isEmpty {
-                handle.readabilityHandler = nil
-                self.openPipes -= 1
-            } else if isError {
-                self.errorOutput.append(chunk)
-            } else {
-                self.output.append(chunk)
+        let fd = handle.fileDescriptor
+        let thread = Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                condition.lock()
+                if count <= 0 {
+                    openPipes -= 1
+                } else if isError {
+                    errorOutput.append(contentsOf: buffer[0..<count])
+                } else {
+                    output.append(contentsOf: buffer[0..<count])
+                }
+                condition.broadcast()
+                condition.unlock()
+                if count <= 0 { break }
             }
-            self.condition.broadcast()
-            self.condition.unlock()
+            withExtendedLifetime(handle) {}
         }
+        thread.start()
     }
 
     private func markFinished() {

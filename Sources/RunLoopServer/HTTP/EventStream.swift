@@ -1,6 +1,5 @@
 import CMicroHTTPD
 import Dispatch
-import Synchronization
 
 /// A Server-Sent Events stream to one client: a bounded buffer of frames that
 /// libmicrohttpd drains as chunked output.
@@ -10,7 +9,9 @@ import Synchronization
 /// for the buffer to hold what is sent, the stream closes (`isClosed` becomes
 /// true and the `onClose` handlers run with `.clientTooSlow`). While the stream
 /// is attached, the server writes a `: ping` comment every heartbeat interval so
-/// that a vanished client is noticed.
+/// that a vanished client is noticed. A stream with nothing buffered when it
+/// is attached starts with an `: open` comment, so that the response header
+/// goes out at once.
 public final class EventStream: Sendable {
     /// Why a stream ended.
     public enum CloseReason: Sendable, Equatable {
@@ -55,7 +56,7 @@ public final class EventStream: Sendable {
     }
 
     private let explicitCapacity: Int?
-    private let state: Mutex<State>
+    private let state: LockedState<State>
 
     /// Creates an unattached stream.
     ///
@@ -64,7 +65,7 @@ public final class EventStream: Sendable {
     ///   `HTTPServerConfiguration.defaultSSEBufferBytes` before that).
     public init(bufferBytes: Int? = nil) {
         explicitCapacity = bufferBytes.map { max(1, $0) }
-        state = Mutex(State(capacity: bufferBytes ?? HTTPServerConfiguration.defaultSSEBufferBytes))
+        state = LockedState(State(capacity: bufferBytes ?? HTTPServerConfiguration.defaultSSEBufferBytes))
     }
 
     /// Whether the stream has ended; further sends are dropped.
@@ -198,6 +199,11 @@ public final class EventStream: Sendable {
             s.connection = connection
             s.onDetach = onDetach
             if explicitCapacity == nil { s.capacity = max(1, defaultCapacity) }
+            // libmicrohttpd sends the header with the first chunk: give it one at once,
+            // so that clients see the stream open (EventSource `onopen`) before any event.
+            if s.pending == 0 && s.closeReason == nil {
+                s.buffer.append(contentsOf: Self.openingComment)
+            }
             if s.closeReason == nil && heartbeat > 0 && heartbeat.isFinite {
                 let timer = DispatchSource.makeTimerSource(queue: Self.heartbeatQueue)
                 let interval = DispatchTimeInterval.nanoseconds(Int(min(heartbeat, 86_400) * 1e9))
@@ -273,6 +279,8 @@ public final class EventStream: Sendable {
             return 0
         }
     }
+
+    private static let openingComment = Array(": open\n\n".utf8)
 
     private static let heartbeatQueue = DispatchQueue(label: "runloopd.http.sse-heartbeat")
 }

@@ -1,5 +1,4 @@
 import CMicroHTTPD
-import Synchronization
 
 /// A libmicrohttpd connection pointer that may cross threads.
 ///
@@ -46,6 +45,7 @@ final class HTTPRequestContext: Sendable {
     struct Body {
         var bytes: [UInt8] = []
         var tooLarge = false
+        var discarded = 0
     }
 
     private struct Answer {
@@ -56,8 +56,8 @@ final class HTTPRequestContext: Sendable {
 
     let connection: MHDConnection
     let remoteAddress: String?
-    private let answer = Mutex(Answer())
-    private let bodyState = Mutex(Body())
+    private let answer = LockedState(Answer())
+    private let bodyState = LockedState(Body())
 
     init(connection: MHDConnection, remoteAddress: String?) {
         self.connection = connection
@@ -66,17 +66,21 @@ final class HTTPRequestContext: Sendable {
 
     // MARK: Reading (libmicrohttpd thread)
 
-    /// Adds a body chunk; returns `false` once the body has passed `limit` (it is then dropped).
-    func appendBody(_ chunk: UnsafeRawBufferPointer, limit: Int) -> Bool {
+    /// Adds a body chunk, or drops it once the body has passed `limit`.
+    /// Returns how many bytes have been dropped so far (0 while within the limit).
+    func appendBody(_ chunk: UnsafeRawBufferPointer, limit: Int) -> Int {
         bodyState.withLock { b in
-            if b.tooLarge { return false }
-            if b.bytes.count + chunk.count > limit {
+            if !b.tooLarge && b.bytes.count + chunk.count > limit {
                 b.tooLarge = true
+                b.discarded = b.bytes.count
                 b.bytes = []
-                return false
+            }
+            if b.tooLarge {
+                b.discarded += chunk.count
+                return b.discarded
             }
             b.bytes.append(contentsOf: chunk)
-            return true
+            return 0
         }
     }
 

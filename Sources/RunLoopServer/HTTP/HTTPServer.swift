@@ -1,7 +1,6 @@
 import CMicroHTTPD
 import Dispatch
 import Logging
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -30,7 +29,7 @@ public final class HTTPServer: Sendable {
     public let configuration: HTTPServerConfiguration
     private let core: HTTPServerCore
     private let logger: Logger
-    private let lifecycle = Mutex(Lifecycle.idle)
+    private let lifecycle = LockedState(Lifecycle.idle)
 
     /// Creates a server; nothing listens until `start()`.
     ///

@@ -21,9 +21,9 @@ final class HTTPServerCore: Sendable {
 
     private let nextRequestID = Atomic<UInt64>(0)
     private let liveContexts = Atomic<Int>(0)
-    private let registry = Mutex(Registry())
+    private let registry = LockedState(Registry())
     private let drained = DispatchSemaphore(value: 0)
-    private let startupMessages = Mutex<[String]?>(nil)
+    private let startupMessages = LockedState<[String]?>(nil)
     /// Where the C logger trampoline forwards (`runloopd_mhd_logger`); freed in `deinit`.
     nonisolated(unsafe) let loggerSink: UnsafeMutablePointer<runloopd_mhd_logger>
 
@@ -39,6 +39,12 @@ final class HTTPServerCore: Sendable {
     deinit {
         loggerSink.deinitialize(count: 1)
         loggerSink.deallocate()
+    }
+
+    /// Most body bytes drained past the limit before the connection is closed.
+    private var drainLimit: Int {
+        let limit = configuration.maxBodyBytes
+        return max(1 << 20, limit > Int.max / 4 ? Int.max : limit * 4)
     }
 
     /// Request contexts not yet released (for leak checks in tests).
@@ -109,11 +115,19 @@ final class HTTPServerCore: Sendable {
         let context = Unmanaged<HTTPRequestContext>.fromOpaque(raw).takeUnretainedValue()
 
         if uploadDataSize.pointee > 0 {
-            if let uploadData, !context.bodyTooLarge {
-                let chunk = UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee)
-                _ = context.appendBody(chunk, limit: configuration.maxBodyBytes)
-            }
+            // MHD refuses a response queued mid-body, so a chunked body over the limit
+            // is drained (and dropped) and answered 413 at its end; one that goes on
+            // far past the limit gets its connection closed instead.
+            let count = uploadDataSize.pointee
             uploadDataSize.pointee = 0
+            if let uploadData {
+                let chunk = UnsafeRawBufferPointer(start: uploadData, count: count)
+                let discarded = context.appendBody(chunk, limit: configuration.maxBodyBytes)
+                if discarded > drainLimit {
+                    logger.debug("HTTP body far over the limit: closing the connection")
+                    return .NO
+                }
+            }
             return .YES
         }
 
@@ -185,8 +199,9 @@ final class HTTPServerCore: Sendable {
         }
 
         context.beginHandling()
-        handler.handle(request) { [self] response in
-            deliver(response, to: context)
+        // Weak: a handler that keeps `respond` around must not keep the server alive.
+        handler.handle(request) { [weak self] response in
+            self?.deliver(response, to: context)
         }
         switch context.afterHandle() {
         case .respondNow(let response):
@@ -222,9 +237,9 @@ final class HTTPServerCore: Sendable {
         if signal { drained.signal() }
     }
 
-    private func streamDetached(_ stream: EventStream) {
+    private func streamDetached(_ key: ObjectIdentifier) {
         let signal = registry.withLock { r in
-            r.streams.removeValue(forKey: ObjectIdentifier(stream))
+            r.streams.removeValue(forKey: key)
             return r.stopping
         }
         if signal { drained.signal() }
@@ -278,8 +293,8 @@ final class HTTPServerCore: Sendable {
             connection: MHDConnection(pointer: connection),
             defaultCapacity: configuration.sseBufferBytes,
             heartbeat: configuration.sseHeartbeat
-        ) { [self] in
-            streamDetached(stream)
+        ) { [weak self, key = ObjectIdentifier(stream)] in
+            self?.streamDetached(key)
         }
         guard attached else {
             if registered { registry.withLock { _ = $0.streams.removeValue(forKey: ObjectIdentifier(stream)) } }
