@@ -14,7 +14,7 @@ let package = Package(
     ],
     targets: [
         .target(name: "CLinux"),
-        .target(name: "RunLoopCore", dependencies: ["CLinux"]),
+        .target(name: "RunLoopCore", dependencies: ["CLinux"], exclude: ["README.md"]),
         .systemLibrary(
             name: "CMicroHTTPD",
             pkgConfig: "libmicrohttpd",

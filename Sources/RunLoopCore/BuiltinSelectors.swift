@@ -42,7 +42,9 @@ enum BuiltinSelectors {
                 let until = Monotonic.now() + Double(context.integer("us")) / 1e6
                 var turns = 0
                 while Monotonic.now() < until { turns &+= 1 }
-                return SelectorOutcome(["spunUs": .number(Double(context.integer("us"))), "turns": .number(Double(turns))])
+                return SelectorOutcome([
+                    "spunUs": .number(Double(context.integer("us"))), "turns": .number(Double(turns)),
+                ])
             },
             Selector(
                 name: "count", summary: "Adds by (default 1) to the thread's counter name; returns the new value.",
@@ -57,7 +59,8 @@ enum BuiltinSelectors {
             },
             Selector(
                 name: "step",
-                summary: "Adds 1 to counter name and reports finished once it reaches until (an idle task that runs over several turns).",
+                summary:
+                    "Adds 1 to counter name and reports finished once it reaches until (an idle task that runs over several turns).",
                 arguments: [
                     ArgumentSpec("name", .string, maximum: 64, defaultValue: "steps", summary: "counter name"),
                     ArgumentSpec("until", .integer, required: true, minimum: 1, maximum: 1_000_000, summary: "target"),
@@ -87,8 +90,10 @@ enum BuiltinSelectors {
                 arguments: [
                     ArgumentSpec("thread", .string, required: true, maximum: 32, summary: "target thread id"),
                     ArgumentSpec("source", .string, required: true, maximum: 32, summary: "target port source id"),
-                    ArgumentSpec("msgid", .integer, minimum: 0, maximum: 2_147_483_647, defaultValue: 0, summary: "message id"),
-                    ArgumentSpec("data", .string, maximum: Double(limits.maxMessageBytes), defaultValue: "", summary: "payload"),
+                    ArgumentSpec(
+                        "msgid", .integer, minimum: 0, maximum: 2_147_483_647, defaultValue: 0, summary: "message id"),
+                    ArgumentSpec(
+                        "data", .string, maximum: Double(limits.maxMessageBytes), defaultValue: "", summary: "payload"),
                 ]
             ) { context throws(RunLoopError) in
                 guard let registry = context.registry else {
@@ -97,7 +102,10 @@ enum BuiltinSelectors {
                 let target = try registry.worker(context.string("thread"))
                 let snapshot = try target.sendMessage(
                     toSource: context.string("source"), msgid: context.integer("msgid"), data: context.string("data"))
-                return SelectorOutcome(["thread": .string(target.id), "source": .string(snapshot.id), "queued": .number(Double(snapshot.queued))])
+                return SelectorOutcome([
+                    "thread": .string(target.id), "source": .string(snapshot.id),
+                    "queued": .number(Double(snapshot.queued)),
+                ])
             },
             Selector(
                 name: "runNested",

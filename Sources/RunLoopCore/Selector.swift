@@ -131,13 +131,16 @@ public struct Selector: Sendable {
                 throw .badValue(
                     "\(fieldPrefix).\(key)",
                     "selector \(name) has no argument \(key)"
-                        + (known.isEmpty ? " (it takes none)" : " (it takes \(known.sorted().joined(separator: ", ")))"))
+                        + (known.isEmpty ? " (it takes none)" : " (it takes \(known.sorted().joined(separator: ", ")))")
+                )
             }
         }
         for spec in arguments {
             let field = "\(fieldPrefix).\(spec.name)"
             guard let value = args[spec.name], value != .null else {
-                if spec.required { throw .badValue(field, "selector \(name) needs \(spec.name) (\(spec.type.rawValue))") }
+                if spec.required {
+                    throw .badValue(field, "selector \(name) needs \(spec.name) (\(spec.type.rawValue))")
+                }
                 if let d = spec.defaultValue { result[spec.name] = d }
                 continue
             }

@@ -21,8 +21,16 @@ public final class Worker: @unchecked Sendable {
     public let policy: RunPolicy
     /// When the worker was created.
     public let createdAt = Date()
-    /// The worker's run loop (valid for the worker's whole life).
-    public private(set) var runLoop: CFRunLoop! = nil
+    /// The worker's run loop while its thread lives; `nil` once the thread has
+    /// ended: the worker then lets go of the loop so CF can free it and close
+    /// its descriptors (an eventfd, plus an epoll set and a timerfd per mode).
+    public var runLoop: CFRunLoop! {
+        loopLock.lock()
+        defer { loopLock.unlock() }
+        return loopStorage
+    }
+    private var loopStorage: CFRunLoop?
+    private let loopLock = NSLock()
 
     let limits: Limits
     let selectors: SelectorRegistry
@@ -123,7 +131,8 @@ public final class Worker: @unchecked Sendable {
             }, box.toOpaque())
         guard status == 0 else {
             box.release()
-            throw RunLoopError.limit("thread_create_failed", "pthread_create failed: \(String(cString: strerror(status)))")
+            throw RunLoopError.limit(
+                "thread_create_failed", "pthread_create failed: \(String(cString: strerror(status)))")
         }
         ready.wait()
     }
@@ -140,7 +149,9 @@ public final class Worker: @unchecked Sendable {
     private func threadMain(ready: DispatchSemaphore) {
         _ = threadName.withCString { clinux_set_thread_name($0) }
         let loop: CFRunLoop = CFRunLoopGetCurrent()
-        runLoop = loop
+        loopLock.lock()
+        loopStorage = loop
+        loopLock.unlock()
         installKeepAlive(on: loop)
         installTaskObserver(on: loop)
         ready.signal()
@@ -320,11 +331,17 @@ public final class Worker: @unchecked Sendable {
         for carrier in carriers { carrier.invalidate() }
         for request in unanswered {
             if let timer = request.timer { CFRunLoopTimerInvalidate(timer) }
+            request.timer = nil
             answer(request, .failure(Worker.endedError(id)), queuedMs: 0, ranMs: 0)
         }
         for waiter in stops { waiter.reply(.failure(Worker.endedError(id))) }
         manual?.reply(.failure(Worker.endedError(id)))
         emit(.thread(snapshot, change: "exited"))
+        // CF's thread-exit destructor releases its own reference; with ours gone
+        // too the loop is freed and its descriptors closed.
+        loopLock.lock()
+        loopStorage = nil
+        loopLock.unlock()
     }
 
     static func endedError(_ id: String) -> RunLoopError {
@@ -344,6 +361,16 @@ public final class Worker: @unchecked Sendable {
     private func touchLocked() {
         generation &+= 1
         cond.broadcast()
+    }
+
+    /// `touchLocked` for callers that just made the CF call adding the item.
+    /// It must come after that call: a parked worker woken before the item is
+    /// in the loop would find the mode still empty, get `finished` and park
+    /// again with the new generation, never to see the item.
+    private func touch() {
+        cond.lock()
+        touchLocked()
+        cond.unlock()
     }
 
     // MARK: - Reading
@@ -396,7 +423,7 @@ public final class Worker: @unchecked Sendable {
         }
         stopWaiters.append((innermost.seq, reply))
         cond.unlock()
-        CFRunLoopStop(runLoop)
+        if let loop = runLoop { CFRunLoopStop(loop) }
     }
 
     /// `CFRunLoopWakeUp`.
@@ -404,8 +431,8 @@ public final class Worker: @unchecked Sendable {
         cond.lock()
         let gone = exited
         cond.unlock()
-        if gone { throw exitedError() }
-        CFRunLoopWakeUp(runLoop)
+        guard !gone, let loop = runLoop else { throw exitedError() }
+        CFRunLoopWakeUp(loop)
     }
 
     /// Runs a manual worker's loop once; `reply` gets that run's exit.
@@ -422,7 +449,9 @@ public final class Worker: @unchecked Sendable {
         try checkAliveLocked()
         guard policy.style == .manual else {
             throw .conflict(
-                "not_manual", "thread \(id) runs its loop itself (style \(policy.style.rawValue)); only manual threads run on request")
+                "not_manual",
+                "thread \(id) runs its loop itself (style \(policy.style.rawValue)); only manual threads run on request"
+            )
         }
         guard manualRequest == nil else {
             throw .conflict("already_running", "thread \(id) is already running a requested run")
@@ -506,22 +535,24 @@ public final class Worker: @unchecked Sendable {
             try checkAliveLocked()
             let valid = timers.values.filter(\.isValid).count
             guard valid < limits.maxTimersPerWorker else {
-                throw .limit("too_many_timers", "thread \(id) already has \(valid) timers (limit \(limits.maxTimersPerWorker))")
+                throw .limit(
+                    "too_many_timers", "thread \(id) already has \(valid) timers (limit \(limits.maxTimersPerWorker))")
             }
         } catch {
             cond.unlock()
             throw error
         }
         let timerId = registry?.nextId("tm") ?? "tm\(timers.count + 1)"
-        let record = TimerRecord(id: timerId, spec: checked, window: limits.latenessWindow) { [weak self] record, fires, late in
+        let record = TimerRecord(id: timerId, spec: checked, window: limits.latenessWindow) {
+            [weak self] record, fires, late in
             self?.timerFired(record, fires: fires, lateness: late)
         }
         timers[timerId] = record
         timerOrder.append(timerId)
         pruneLocked()
-        touchLocked()
         cond.unlock()
-        CFRunLoopAddTimer(runLoop, record.timer, checked.mode.cfMode)
+        if let loop = runLoop { CFRunLoopAddTimer(loop, record.timer, checked.mode.cfMode) }
+        touch()
         return record.snapshot
     }
 
@@ -579,7 +610,9 @@ public final class Worker: @unchecked Sendable {
             try checkAliveLocked()
             let valid = sources.values.filter(\.isValid).count
             guard valid < limits.maxSourcesPerWorker else {
-                throw .limit("too_many_sources", "thread \(id) already has \(valid) sources (limit \(limits.maxSourcesPerWorker))")
+                throw .limit(
+                    "too_many_sources",
+                    "thread \(id) already has \(valid) sources (limit \(limits.maxSourcesPerWorker))")
             }
         } catch {
             cond.unlock()
@@ -595,16 +628,17 @@ public final class Worker: @unchecked Sendable {
         sources[sourceId] = record
         sourceOrder.append(sourceId)
         pruneLocked()
-        touchLocked()
         cond.unlock()
-        CFRunLoopAddSource(runLoop, record.source, checked.mode.cfMode)
+        if let loop = runLoop { CFRunLoopAddSource(loop, record.source, checked.mode.cfMode) }
+        touch()
         return record.snapshot
     }
 
     private func sourceFired(_ source: UserSource, messages: [PortMessage]) {
         if let action = source.spec.action { _ = runSelector(action) }
         let snap = source.snapshot
-        emit(.source(thread: id, source: source.id, kind: source.spec.kind, fired: snap.fired, messages: messages.count))
+        emit(
+            .source(thread: id, source: source.id, kind: source.spec.kind, fired: snap.fired, messages: messages.count))
     }
 
     private func userSource(_ sourceId: String) throws(RunLoopError) -> UserSource {
@@ -631,7 +665,8 @@ public final class Worker: @unchecked Sendable {
                 "wrong_kind", "source \(sourceId) is a port source: send it a message instead", field: "sourceId")
         }
         guard record.isValid else { throw .conflict("source_invalid", "source \(sourceId) was invalidated") }
-        record.signal(on: runLoop, wakeUp: wakeUp)
+        guard let loop = runLoop else { throw exitedError() }
+        record.signal(on: loop, wakeUp: wakeUp)
         return record.snapshot
     }
 
@@ -670,7 +705,8 @@ public final class Worker: @unchecked Sendable {
             let valid = observers.values.filter(\.isValid).count
             guard valid < limits.maxObserversPerWorker else {
                 throw .limit(
-                    "too_many_observers", "thread \(id) already has \(valid) observers (limit \(limits.maxObserversPerWorker))")
+                    "too_many_observers",
+                    "thread \(id) already has \(valid) observers (limit \(limits.maxObserversPerWorker))")
             }
         } catch {
             cond.unlock()
@@ -683,7 +719,7 @@ public final class Worker: @unchecked Sendable {
         observers[observerId] = record
         observerOrder.append(observerId)
         cond.unlock()
-        CFRunLoopAddObserver(runLoop, record.observer, spec.mode.cfMode)
+        if let loop = runLoop { CFRunLoopAddObserver(loop, record.observer, spec.mode.cfMode) }
         return record.snapshot
     }
 
@@ -715,7 +751,7 @@ public final class Worker: @unchecked Sendable {
     /// Every mode, the common set and the current mode.
     public func modes() -> ModesSnapshot {
         var all: [String] = []
-        if let array = CFRunLoopCopyAllModes(runLoop) {
+        if let loop = runLoop, let array = CFRunLoopCopyAllModes(loop) {
             for index in 0..<CFArrayGetCount(array) {
                 let raw = CFArrayGetValueAtIndex(array, index)
                 let string = unsafeBitCast(raw, to: CFString.self)
@@ -736,9 +772,9 @@ public final class Worker: @unchecked Sendable {
             throw error
         }
         if !commonModes.contains(mode.name) { commonModes.append(mode.name) }
-        touchLocked()
         cond.unlock()
-        CFRunLoopAddCommonMode(runLoop, mode.cfMode)
+        if let loop = runLoop { CFRunLoopAddCommonMode(loop, mode.cfMode) }
+        touch()
         return modes()
     }
 
@@ -812,7 +848,9 @@ public final class Worker: @unchecked Sendable {
             try checkAliveLocked()
             guard pending.count + delayed.count < limits.maxQueuedCommands else {
                 throw .limit(
-                    "queue_full", "thread \(id) already has \(pending.count + delayed.count) queued performs (limit \(limits.maxQueuedCommands))")
+                    "queue_full",
+                    "thread \(id) already has \(pending.count + delayed.count) queued performs (limit \(limits.maxQueuedCommands))"
+                )
             }
         } catch {
             cond.unlock()
@@ -830,15 +868,16 @@ public final class Worker: @unchecked Sendable {
                 self?.delayedFired(request)
             }
             request.timer = timer
-            touchLocked()
             cond.unlock()
-            for mode in modes { CFRunLoopAddTimer(runLoop, timer, mode.cfMode) }
+            if let loop = runLoop {
+                for mode in modes { CFRunLoopAddTimer(loop, timer, mode.cfMode) }
+            }
         } else {
             pending.append(request)
-            touchLocked()
             cond.unlock()
             post(request)
         }
+        touch()
         if let timeout, completion != nil {
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [id] in
                 request.reply(
@@ -864,6 +903,9 @@ public final class Worker: @unchecked Sendable {
         }
         delayed.removeAll { $0 === request }
         request.stage = .pending
+        // The timer's block holds the request: break the cycle (CF keeps the
+        // timer alive for the rest of this callout).
+        request.timer = nil
         pending.append(request)
         cond.unlock()
         execute(request)
@@ -872,6 +914,7 @@ public final class Worker: @unchecked Sendable {
     /// Posts a pending perform into the command source of each of its modes
     /// (adding the source to the mode while it has work): signal + wake-up.
     private func post(_ request: PerformRequest) {
+        guard let runLoop else { return }  // ended: teardown answered the request
         for mode in request.modes {
             memberLock.lock()
             var entry = performSources[mode.name] ?? (makePerformSource(mode: mode.name), false)
@@ -901,6 +944,7 @@ public final class Worker: @unchecked Sendable {
     /// left in it, so a loop with nothing else in the mode still finishes (CF's
     /// own rule for performs: the source is removed once the call ran).
     private func retireEmptySources(_ names: [String]) {
+        guard let runLoop else { return }
         memberLock.lock()
         defer { memberLock.unlock() }
         for name in names {
@@ -955,10 +999,14 @@ public final class Worker: @unchecked Sendable {
         cond.lock()
         let matching = delayed.filter { $0.call.selector == selector }
         delayed.removeAll { $0.call.selector == selector }
-        for request in matching { request.stage = .done }
-        cond.unlock()
+        let timers = matching.compactMap(\.timer)
         for request in matching {
-            if let timer = request.timer { CFRunLoopTimerInvalidate(timer) }
+            request.stage = .done
+            request.timer = nil
+        }
+        cond.unlock()
+        for timer in timers { CFRunLoopTimerInvalidate(timer) }
+        for request in matching {
             answer(
                 request,
                 .failure(.conflict("cancelled", "perform \(request.id) was cancelled before its delay passed")),
@@ -976,26 +1024,42 @@ public final class Worker: @unchecked Sendable {
 
     // MARK: - Idle task queue
 
-    /// Adds a task; the loop runs one task per turn, before it waits.
+    /// Adds a task; the loop runs one task per turn, before it waits. A loop
+    /// asleep in a run is woken so it reaches its next idle moment now.
     public func addTask(id taskId: String, call: SelectorCall) throws(RunLoopError) -> TaskQueueSnapshot {
         guard !taskId.isEmpty, taskId.utf8.count <= 64 else { throw .badValue("id", "a task id is 1-64 bytes") }
         let checked = try selectors.validate(call)
         cond.lock()
-        defer { cond.unlock() }
-        try checkAliveLocked()
-        try taskQueue.add(id: taskId, call: checked)
-        touchLocked()
-        emitLater(.task(thread: id, task: taskId, change: "added", runs: 0))
-        return taskQueue.snapshot()
+        let snap: TaskQueueSnapshot
+        do throws(RunLoopError) {
+            try checkAliveLocked()
+            try taskQueue.add(id: taskId, call: checked)
+            snap = taskQueue.snapshot()
+        } catch {
+            cond.unlock()
+            throw error
+        }
+        cond.unlock()
+        // Emitted before the wake-up, so "added" always precedes "started".
+        emit(.task(thread: id, task: taskId, change: "added", runs: 0))
+        if let loop = runLoop { CFRunLoopWakeUp(loop) }
+        return snap
     }
 
     /// Removes one task (refused while it runs).
     public func removeTask(id taskId: String) throws(RunLoopError) -> TaskQueueSnapshot {
         cond.lock()
-        defer { cond.unlock() }
-        try taskQueue.remove(id: taskId)
-        emitLater(.task(thread: id, task: taskId, change: "removed", runs: 0))
-        return taskQueue.snapshot()
+        let snap: TaskQueueSnapshot
+        do throws(RunLoopError) {
+            try taskQueue.remove(id: taskId)
+            snap = taskQueue.snapshot()
+        } catch {
+            cond.unlock()
+            throw error
+        }
+        cond.unlock()
+        emit(.task(thread: id, task: taskId, change: "removed", runs: 0))
+        return snap
     }
 
     /// Removes every task (refused while one runs); returns how many.
@@ -1012,7 +1076,7 @@ public final class Worker: @unchecked Sendable {
         taskQueue.suspended = suspended
         let snap = taskQueue.snapshot()
         cond.unlock()
-        if !suspended { CFRunLoopWakeUp(runLoop) }
+        if !suspended, let loop = runLoop { CFRunLoopWakeUp(loop) }
         return snap
     }
 
@@ -1041,6 +1105,7 @@ public final class Worker: @unchecked Sendable {
         }
         taskQueue.running = first.id
         cond.unlock()
+        emit(.task(thread: id, task: first.id, change: "started", runs: first.runs))
         let outcome = runSelector(first.call)
         cond.lock()
         taskQueue.running = nil
@@ -1068,11 +1133,6 @@ public final class Worker: @unchecked Sendable {
         cond.unlock()
         emit(.task(thread: id, task: first.id, change: change, runs: runsSoFar))
         if more, let loop = CFRunLoopGetCurrent() { CFRunLoopWakeUp(loop) }
-    }
-
-    private func emitLater(_ event: RunLoopEvent) {
-        let emit = self.emit
-        DispatchQueue.global().async { emit(event) }
     }
 
     // MARK: - Nested runs

@@ -1,0 +1,210 @@
+import CoreFoundation
+import Foundation
+import Testing
+
+@testable import RunLoopCore
+
+/// Records every event of one registry and lets a test block until a condition
+/// holds. The wait is woken by each event and re-checks at least every 20 ms
+/// (for state read through snapshots); it never runs past its deadline. No test
+/// sleeps.
+final class Probe: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var recorded: [RunLoopEvent] = []
+    private var generation = 0
+
+    /// The registry's event sink.
+    func record(_ event: RunLoopEvent) {
+        condition.lock()
+        recorded.append(event)
+        generation += 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Every event so far, in the order they were delivered.
+    var events: [RunLoopEvent] {
+        condition.lock()
+        defer { condition.unlock() }
+        return recorded
+    }
+
+    /// Blocks until `predicate` is true or `seconds` pass; returns the last
+    /// evaluation. The predicate runs without the probe's lock held.
+    @discardableResult
+    func waitUntil(_ seconds: Double = 10, _ predicate: () -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while true {
+            condition.lock()
+            let seen = generation
+            condition.unlock()
+            if predicate() { return true }
+            if Date() >= deadline { return predicate() }
+            condition.lock()
+            if generation == seen {
+                _ = condition.wait(until: min(deadline, Date(timeIntervalSinceNow: 0.02)))
+            }
+            condition.unlock()
+        }
+    }
+
+    /// Task events (`added`, `started`, `ran`, `finished`, …) of `thread`, in order.
+    func taskChanges(_ thread: String) -> [(task: String, change: String)] {
+        events.compactMap {
+            guard case .task(let tid, let task, let change, _) = $0, tid == thread else { return nil }
+            return (task, change)
+        }
+    }
+
+    /// Perform results delivered as events for `performId`.
+    func performResults(_ performId: String) -> [PerformResult] {
+        events.compactMap {
+            guard case .perform(_, let result) = $0, result.performId == performId else { return nil }
+            return result
+        }
+    }
+
+    /// Thread events of `thread` with `change` (`parked`, `unparked`, `exited`, …).
+    func threadChanges(_ thread: String, _ change: String) -> Int {
+        events.filter {
+            guard case .thread(let snapshot, let what) = $0 else { return false }
+            return snapshot.id == thread && what == change
+        }.count
+    }
+}
+
+/// A value one thread delivers and another waits for, with a deadline.
+final class Pending<Value: Sendable>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var values: [Value] = []
+
+    /// Delivers a value.
+    func put(_ value: Value) {
+        condition.lock()
+        values.append(value)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Every value delivered so far.
+    var all: [Value] {
+        condition.lock()
+        defer { condition.unlock() }
+        return values
+    }
+
+    /// The first value, waiting up to `seconds` for it (nil if none came).
+    func wait(_ seconds: Double = 10) -> Value? {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while values.isEmpty {
+            if !condition.wait(until: deadline) { break }
+        }
+        return values.first
+    }
+}
+
+/// A registry of its own (tests run in parallel) with a probe on its events.
+func makeRegistry(_ limits: Limits = Limits()) -> (WorkerRegistry, Probe) {
+    let probe = Probe()
+    let registry = WorkerRegistry(limits: limits) { probe.record($0) }
+    return (registry, probe)
+}
+
+/// Options for a worker in `style` with `keepAlive`.
+func options(
+    _ style: RunStyle, keepAlive: KeepAlive = .port, mode: RunLoopMode = .default, seconds: Double = 30,
+    returnAfterSourceHandled: Bool = false, name: String? = nil
+) -> WorkerOptions {
+    WorkerOptions(
+        name: name, keepAlive: keepAlive,
+        policy: RunPolicy(
+            style: style, mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled))
+}
+
+extension Worker {
+    /// Starts one run of a manual worker; the returned value gets its result.
+    func startRun(
+        _ mode: RunLoopMode = .default, seconds: Double, returnAfterSourceHandled: Bool = false
+    ) throws -> Pending<Result<RunExit, RunLoopError>> {
+        let result = Pending<Result<RunExit, RunLoopError>>()
+        try run(mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled) { result.put($0) }
+        return result
+    }
+
+    /// Runs a manual worker once and waits for the run's exit.
+    func runAndWait(
+        _ mode: RunLoopMode = .default, seconds: Double, returnAfterSourceHandled: Bool = false
+    ) throws -> RunExit {
+        let pending = try startRun(mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled)
+        let result = try #require(pending.wait(seconds + 15), "the run never returned")
+        return try result.get()
+    }
+
+    /// `stop`, waiting for the reply.
+    func stopAndWait() throws -> Result<RunExit, RunLoopError> {
+        let pending = Pending<Result<RunExit, RunLoopError>>()
+        stop { pending.put($0) }
+        return try #require(pending.wait(), "stop never replied")
+    }
+
+    /// Queues a perform; the returned value gets its (first) answer.
+    func performCall(
+        _ selector: String, _ args: [String: Value] = [:], modes: [RunLoopMode] = [.common], afterDelay: Double = 0,
+        timeout: Double? = nil
+    ) throws -> (id: String, result: Pending<PerformResult>) {
+        let result = Pending<PerformResult>()
+        let id = try perform(
+            PerformSpec(call: SelectorCall(selector: selector, args: args), modes: modes, afterDelay: afterDelay),
+            timeout: timeout
+        ) { result.put($0) }
+        return (id, result)
+    }
+
+    /// The activities recorded by user observers, oldest first.
+    var activityNames: [Activity] { activities().map(\.activity) }
+}
+
+/// The value of a perform that succeeded (fails the test otherwise).
+func value(_ pending: Pending<PerformResult>, _ seconds: Double = 10) throws -> Value {
+    let result = try #require(pending.wait(seconds), "the perform was never answered")
+    return try result.outcome.get()
+}
+
+/// The error a throwing call raised, as a `RunLoopError`.
+func runLoopError(_ body: () throws -> Void) -> RunLoopError? {
+    do {
+        try body()
+        return nil
+    } catch let error as RunLoopError {
+        return error
+    } catch {
+        Issue.record("unexpected error \(error)")
+        return nil
+    }
+}
+
+/// The names (`comm`) of this process's threads.
+func threadNames() -> [String] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return tasks.compactMap { tid in
+        (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?
+            .trimmingCharacters(in: .newlines)
+    }
+}
+
+/// How many threads this process has.
+func threadCount() -> Int {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).count
+}
+
+/// How many descriptors this process has open.
+func descriptorCount() -> Int {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
+}
+
+/// A short random tag to make names unique across parallel tests.
+func uniqueTag() -> String {
+    String(UInt32.random(in: 0x1000_0000...0xffff_ffff), radix: 16)
+}
