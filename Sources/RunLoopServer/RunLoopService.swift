@@ -176,6 +176,14 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             }
             return
         }
+        if path == "/healthz" || path == "/readyz", request.method != "GET" && request.method != "HEAD" {
+            respond(
+                APIResponses.error(
+                    status: 405, code: "method_not_allowed",
+                    message: "\(request.method) is not allowed on \(path); allowed: GET, HEAD",
+                    headers: [("Allow", "GET, HEAD")]))
+            return
+        }
         switch path {
         case "/healthz":
             respond(APIResponses.json(200, ["status": "ok"]))

@@ -68,6 +68,9 @@ struct RunLoopdCommand: ParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = Env.string("LOG_LEVEL") ?? "info"
 
+    @Option(help: "Write the bound port to this file once listening (for scripts and tests with --port 0).")
+    var portFile: String = Env.string("PORT_FILE") ?? ""
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -129,6 +132,21 @@ struct RunLoopdCommand: ParsableCommand {
         } catch {
             logger.critical("cannot start: \(error)")
             throw ExitCode(1)
+        }
+        if !portFile.isEmpty {
+            // Written to a temporary name, then renamed: a reader never sees a partial file.
+            let temporary = portFile + ".tmp"
+            do {
+                try Data("\(service.port)\n".utf8).write(to: URL(fileURLWithPath: temporary))
+                guard rename(temporary, portFile) == 0 else {
+                    throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: portFile])
+                }
+            } catch {
+                logger.critical("cannot write --port-file \(portFile): \(error)")
+                service.stop()
+                throw ExitCode(1)
+            }
+            logger.info("port file written", metadata: ["path": "\(portFile)", "port": "\(service.port)"])
         }
         var received: Int32 = 0
         sigwait(&signals, &received)

@@ -12,6 +12,10 @@ public struct APILimits: Sendable, Hashable {
     public var endWaitSeconds: Double = 15
     /// Event-stream clients at once.
     public var maxEventClients = 32
+    /// Shortest interval of a repeating timer, in seconds. CF halts the
+    /// process when a repeating timer's interval rounds to 0 ns, and a
+    /// shorter one would only spin the loop.
+    public var minTimerInterval: Double = 0.0001
 
     /// The defaults.
     public init() {}
@@ -236,8 +240,13 @@ struct API: Sendable {
             guard let interval = try body.number("interval") else {
                 throw .badValue("interval", "interval is required (seconds between fires)")
             }
+            let repeats = try body.bool("repeats") ?? true
+            guard !repeats || interval >= limits.minTimerInterval else {
+                throw .badValue(
+                    "interval", "a repeating timer's interval must be >= \(limits.minTimerInterval) seconds")
+            }
             let spec = TimerSpec(
-                interval: interval, repeats: try body.bool("repeats") ?? true, delay: try body.number("delay"),
+                interval: interval, repeats: repeats, delay: try body.number("delay"),
                 tolerance: try body.number("tolerance") ?? 0, mode: try body.mode("mode") ?? .default,
                 action: try body.selectorCall("action"),
                 maxFires: try body.integer("maxFires", min: 1, max: 1_000_000_000))
@@ -352,10 +361,11 @@ struct API: Sendable {
             let target = try worker(ctx)
             var since: UInt64 = 0
             if let text = ctx.request.query["since"] {
-                guard let value = UInt64(text) else {
+                // Digits only (no sign); a seq beyond UInt64 is past every record.
+                guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
                     throw .badValue("since", "since must be a non-negative whole number (a seq)")
                 }
-                since = value
+                since = UInt64(text) ?? .max
             }
             let records = target.activities(since: since)
             return .json(

@@ -1,0 +1,126 @@
+import Foundation
+import RunLoopCore
+import RunLoopServer
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The event stream, load, and graceful shutdown, against the real binary.
+@Suite("E2E service")
+struct E2EServiceTests {
+    @Test("SSE delivers a run-exit event within 1 s of a stop")
+    func eventStreamRunExit() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            let t = try await c.createThread(["run": ["style": "loop", "seconds": 30]])
+            let stream = try E2EEventStream(port: server.port, path: "/api/events?thread=\(t)")
+            defer { stream.disconnect() }
+            let hello = stream.next(timeout: 10) { $0.name == "hello" }
+            #expect(stream.state.value.status == 200)
+            #expect(hello?.data["threads"].items.contains { $0["id"] == .string(t) } == true)
+            try await c.waitUntilWaiting(t)
+            let stoppedAt = Date()
+            let stop = try await c.post("/api/threads/\(t)/stop")
+            #expect(stop["exitReason"] == "stopped")
+            let event = stream.next(timeout: 5) { $0.name == "run-exit" && $0.data["exitReason"] == "stopped" }
+            let received = try #require(event)
+            #expect(received.data["thread"] == .string(t))
+            #expect(received.receivedAt.timeIntervalSince(stoppedAt) < 1)
+        }
+    }
+
+    @Test("200 concurrent requests from several client threads are all answered")
+    func concurrentRequests() async throws {
+        try await RunLoopd.with(["--max-connections-per-ip", "512"]) { server in
+            let c = server.client
+            let t = try await c.createThread()
+            let threads = 8
+            let perThread = 25
+            let results = E2EMonitor([Int]())
+            for index in 0..<threads {
+                Thread.detachNewThread {
+                    var statuses: [Int] = []
+                    // Open every connection and send every request first, then read:
+                    // all 200 are in flight at once.
+                    var sockets: [(Int32, Int)] = []
+                    for k in 0..<perThread {
+                        let request: [UInt8]
+                        switch (index + k) % 3 {
+                        case 0:
+                            request = E2EHTTP.request("GET", "/api/version", body: nil, contentType: nil, headers: [])
+                        case 1:
+                            request = E2EHTTP.request(
+                                "GET", "/api/threads/\(t)", body: nil, contentType: nil, headers: [])
+                        default:
+                            request = E2EHTTP.request(
+                                "POST", "/api/threads/\(t)/perform", body: Array(#"{"selector":"echo"}"#.utf8),
+                                contentType: "application/json", headers: [])
+                        }
+                        guard let socket = try? E2ESocket(port: server.port, timeout: 30) else {
+                            statuses.append(-1)
+                            continue
+                        }
+                        _ = socket.write(request)
+                        sockets.append((dup(socket.fd), k))
+                    }
+                    for (fd, _) in sockets {
+                        var data: [UInt8] = []
+                        var buffer = [UInt8](repeating: 0, count: 8192)
+                        var tv = timeval(tv_sec: 30, tv_usec: 0)
+                        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                        while true {
+                            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                            if n <= 0 { break }
+                            data += buffer[0..<n]
+                        }
+                        close(fd)
+                        statuses.append(E2EHTTP.parseHead(data)?.status ?? -1)
+                    }
+                    let finished = statuses
+                    results.update { $0 += finished }
+                }
+            }
+            let all = results.wait(timeout: 60) { $0.count == threads * perThread }
+            #expect(all)
+            let statuses = results.value
+            #expect(statuses.count == 200)
+            #expect(statuses.allSatisfy { $0 == 200 || $0 == 202 }, "\(statuses.filter { $0 != 200 && $0 != 202 })")
+            #expect(try await c.get("/healthz").status == 200)
+        }
+    }
+
+    @Test("SIGTERM answers every suspended request and exits 0 within 5 s")
+    func gracefulShutdown() async throws {
+        let server = try RunLoopd.start()
+        defer { server.stop() }
+        let c = server.client
+        let manual = try await c.manualThread()
+        let busy = try await c.manualThread()
+        let answers = E2EMonitor([Int]())
+        func inFlight(_ path: String, _ body: Value) {
+            Thread.detachNewThread {
+                let response = try? c.sendBlocking(
+                    "POST", path, body: JSON.serialize(body), contentType: "application/json", timeout: 30)
+                answers.update { $0.append(response?.status ?? -1) }
+            }
+        }
+        for _ in 0..<5 {
+            inFlight("/api/threads/\(manual)/perform", ["selector": "echo", "waitUntilDone": true, "timeout": 60])
+        }
+        inFlight("/api/threads/\(busy)/run", ["seconds": 60])
+        _ = try await c.poll("/api/threads/\(manual)") { $0["counts", "pendingPerforms"] == 5 }
+        try await c.waitUntilWaiting(busy)
+        let signalledAt = Date()
+        server.send(signal: SIGTERM)
+        let status = server.waitForExit(timeout: 5)
+        #expect(status == 0, "\(server.log)")
+        #expect(Date().timeIntervalSince(signalledAt) < 5)
+        #expect(answers.wait(timeout: 5) { $0.count == 6 })
+        let statuses = answers.value
+        #expect(statuses.count == 6)
+        #expect(statuses.allSatisfy { $0 > 0 }, "every suspended request got an HTTP answer: \(statuses)")
+        #expect(server.log.contains("runloopd stopped"))
+    }
+}
