@@ -40,7 +40,7 @@ public final class Worker: @unchecked Sendable {
     // MARK: state, all guarded by `cond`
     private let cond = NSCondition()
     private var runSeq = 0
-    private var runStack: [(seq: Int, mode: String)] = []
+    private var runStack: [RunFrame] = []
     private var runs = 0
     private var exits: [ExitReason: Int] = [:]
     private var lastExit: RunExit?
@@ -76,6 +76,21 @@ public final class Worker: @unchecked Sendable {
     /// Per-mode command sources carrying performs; guarded by `memberLock`.
     private var performSources: [String: (source: CommandSource<PerformRequest>, inLoop: Bool)] = [:]
     private let memberLock = NSLock()
+
+    /// One run under way. `entered` turns true when CF notifies `entry`, i.e.
+    /// once the run's own stop flag exists: a stop asked before that is kept in
+    /// `stopRequested` and applied at entry, so it is never lost in the gap
+    /// between deciding to run and CF starting the run.
+    private struct RunFrame {
+        var seq: Int
+        var mode: String
+        var entered = false
+        var stopRequested = false
+    }
+
+    /// The internal `entry` observer (loop thread only) and the modes it is in.
+    private var entryObserver: CFRunLoopObserver?
+    private var entryObserverModes = Set<String>()
 
     private struct ManualRun {
         var mode: RunLoopMode
@@ -154,6 +169,11 @@ public final class Worker: @unchecked Sendable {
         loopLock.unlock()
         installKeepAlive(on: loop)
         installTaskObserver(on: loop)
+        entryObserver = CFRunLoopObserverCreateWithHandler(
+            kCFAllocatorDefault, CFOptionFlags(Activity.entry.bit), true, Int.min
+        ) { [weak self] _, _ in
+            self?.runEntered()
+        }
         ready.signal()
         emit(.thread(snapshot, change: "created"))
 
@@ -234,8 +254,12 @@ public final class Worker: @unchecked Sendable {
         runSeq += 1
         let seq = runSeq
         let depth = runStack.count
-        runStack.append((seq, mode.name))
+        runStack.append(RunFrame(seq: seq, mode: mode.name))
         cond.unlock()
+        if let observer = entryObserver, !entryObserverModes.contains(mode.name), let loop = CFRunLoopGetCurrent() {
+            CFRunLoopAddObserver(loop, observer, mode.cfMode)
+            entryObserverModes.insert(mode.name)
+        }
 
         let started = Monotonic.now()
         let raw = CFRunLoopRunInMode(mode.cfMode, seconds, returnAfterSourceHandled)
@@ -261,6 +285,20 @@ public final class Worker: @unchecked Sendable {
         emit(.runExit(thread: id, exit: exit))
         if stopOuter, let loop = CFRunLoopGetCurrent() { CFRunLoopStop(loop) }
         return exit
+    }
+
+    /// The `entry` observer: the innermost run now has its stop flag; apply a
+    /// stop that arrived before it did.
+    private func runEntered() {
+        cond.lock()
+        guard !runStack.isEmpty else {
+            cond.unlock()
+            return
+        }
+        runStack[runStack.count - 1].entered = true
+        let stopNow = runStack[runStack.count - 1].stopRequested
+        cond.unlock()
+        if stopNow, let loop = CFRunLoopGetCurrent() { CFRunLoopStop(loop) }
     }
 
     private func installKeepAlive(on loop: CFRunLoop) {
@@ -305,6 +343,7 @@ public final class Worker: @unchecked Sendable {
     private func teardown(loop: CFRunLoop) {
         removeKeepAlive()
         if let observer = taskObserver { CFRunLoopObserverInvalidate(observer) }
+        if let observer = entryObserver { CFRunLoopObserverInvalidate(observer) }
         cond.lock()
         exited = true
         endedAt = Date()
@@ -393,6 +432,13 @@ public final class Worker: @unchecked Sendable {
         return snapshot
     }
 
+    /// Whether `end` was asked (the thread may still be finishing).
+    public var isEnding: Bool {
+        cond.lock()
+        defer { cond.unlock() }
+        return cancelled
+    }
+
     /// Whether the thread has ended.
     public var hasExited: Bool {
         cond.lock()
@@ -422,6 +468,12 @@ public final class Worker: @unchecked Sendable {
             return
         }
         stopWaiters.append((innermost.seq, reply))
+        guard innermost.entered else {
+            // CF has not started this run yet: its entry observer stops it.
+            runStack[runStack.count - 1].stopRequested = true
+            cond.unlock()
+            return
+        }
         cond.unlock()
         if let loop = runLoop { CFRunLoopStop(loop) }
     }
@@ -533,7 +585,9 @@ public final class Worker: @unchecked Sendable {
         cond.lock()
         do throws(RunLoopError) {
             try checkAliveLocked()
-            let valid = timers.values.filter(\.isValid).count
+            // Fewer records than the limit means fewer valid timers: skip the
+            // O(n) count (it made adding the n-th timer cost O(n), see BENCHMARKS.md).
+            let valid = timers.count < limits.maxTimersPerWorker ? timers.count : timers.values.filter(\.isValid).count
             guard valid < limits.maxTimersPerWorker else {
                 throw .limit(
                     "too_many_timers", "thread \(id) already has \(valid) timers (limit \(limits.maxTimersPerWorker))")

@@ -9,6 +9,9 @@ public final class WorkerRegistry: @unchecked Sendable {
     public let selectors: SelectorRegistry
     private let events: @Sendable (RunLoopEvent) -> Void
     private let lock = NSLock()
+    /// Guards only `counters`: workers take it while holding their own lock, so
+    /// it never calls out (no lock-order cycle with `lock`).
+    private let idLock = NSLock()
     private var counters: [String: Int] = [:]
     private var workers: [String: Worker] = [:]
     private var order: [String] = []
@@ -26,8 +29,8 @@ public final class WorkerRegistry: @unchecked Sendable {
 
     /// The next id with `prefix` (`t1`, `tm3`, …): never reused in this registry.
     public func nextId(_ prefix: String) -> String {
-        lock.lock()
-        defer { lock.unlock() }
+        idLock.lock()
+        defer { idLock.unlock() }
         let next = (counters[prefix] ?? 0) + 1
         counters[prefix] = next
         return "\(prefix)\(next)"
@@ -36,13 +39,14 @@ public final class WorkerRegistry: @unchecked Sendable {
     /// Validates options and starts a worker.
     public func createWorker(_ options: WorkerOptions = WorkerOptions()) throws(RunLoopError) -> Worker {
         try Self.validate(options, limits: limits)
+        // Count live workers without holding `lock` while reading them.
         lock.lock()
-        let live = workers.values.filter { !$0.hasExited && !$0.snapshot.ending }.count
+        let known = order.compactMap { workers[$0] }
+        lock.unlock()
+        let live = known.filter { !$0.hasExited && !$0.isEnding }.count
         guard live < limits.maxWorkers else {
-            lock.unlock()
             throw .limit("too_many_threads", "\(live) threads are running (limit \(limits.maxWorkers))")
         }
-        lock.unlock()
         let id = nextId("t")
         let worker = try Worker(
             id: id, options: options, limits: limits, selectors: selectors, registry: self, events: events)

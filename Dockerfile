@@ -1,0 +1,38 @@
+# runloopd container image.
+#   docker build -t runloopd .
+#   docker run --rm -p 8080:8080 -e RUNLOOPD_TOKEN=change-me runloopd
+# The runtime stage is proven without a Docker engine by `make test-container`
+# (a debootstrap'd bookworm root holding exactly RUNTIME_PACKAGES).
+
+# ---- build: the official Swift 6.3 image on Debian bookworm ----
+FROM swift:6.3-bookworm AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libmicrohttpd-dev pkg-config make \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+# Resolve packages before copying sources, so the dependency layer is cached.
+COPY Package.swift ./
+RUN swift package resolve
+COPY Makefile ./
+COPY scripts ./scripts
+COPY Sources ./Sources
+# The Makefile's release target: `swift build -c release --static-swift-stdlib`.
+RUN make release && cp .build/release/runloopd /runloopd
+
+# ---- runtime: bookworm-slim with only what the binary needs ----
+FROM debian:bookworm-slim AS runtime
+ARG RUNTIME_PACKAGES="libmicrohttpd12"
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${RUNTIME_PACKAGES} \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin runloopd
+COPY --from=build /runloopd /usr/local/bin/runloopd
+COPY Public /srv/runloopd/Public
+WORKDIR /srv/runloopd
+USER 10001:10001
+EXPOSE 8080
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["/usr/local/bin/runloopd", "healthcheck", "--port", "8080"]
+ENTRYPOINT ["/usr/local/bin/runloopd"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080", "--public-dir", "/srv/runloopd/Public"]
