@@ -1,7 +1,10 @@
 import Foundation
 
 /// Monotonic time in seconds (CLOCK_MONOTONIC), for durations.
-enum Monotonic {
+public enum Monotonic {
+    /// Seconds on the monotonic clock (for measuring intervals only).
+    public static func seconds() -> Double { now() }
+
     static func now() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)

@@ -933,16 +933,18 @@ public final class Worker: @unchecked Sendable {
         }
         touch()
         if let timeout, completion != nil {
+            let emit = self.emit
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [id] in
-                request.reply(
-                    PerformResult(
-                        performId: performId, thread: id, selector: call.selector,
-                        outcome: .failure(
-                            RunLoopError(
-                                kind: .deadline, code: "deadline_exceeded",
-                                message:
-                                    "perform \(performId) did not finish within \(timeout) s; it stays pending and runs when thread \(id)'s loop next runs in one of its modes"
-                            )), queuedMs: 0, ranMs: 0))
+                let result = PerformResult(
+                    performId: performId, thread: id, selector: call.selector,
+                    outcome: .failure(
+                        RunLoopError(
+                            kind: .deadline, code: "deadline_exceeded",
+                            message:
+                                "perform \(performId) did not finish within \(timeout) s; it stays pending and runs when thread \(id)'s loop next runs in one of its modes"
+                        )), queuedMs: 0, ranMs: 0)
+                // The caller is told; the perform itself stays queued.
+                if request.reply(result) { emit(.perform(thread: id, result: result)) }
             }
         }
         return performId

@@ -16,6 +16,11 @@ public struct ServiceConfiguration: Sendable {
     public var maxQueuedRequests = 4096
     /// The dashboard folder served at `/`.
     public var publicDirectory = "Public"
+    /// When set, every `/api` request needs `Authorization: Bearer <token>`
+    /// (`/healthz`, `/readyz` and `/metrics` stay open for probes and scrapers).
+    public var token: String?
+    /// When true, every mutating API call (POST, PUT, PATCH, DELETE) answers 403.
+    public var readOnly = false
 
     /// The defaults.
     public init() {}
@@ -35,6 +40,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     public let registry: WorkerRegistry
     private let logger: Logger
     private let hub: EventHub
+    private let metrics = ServiceMetrics()
     private let staticFiles: StaticFiles
     private var control: Worker! = nil
     private var commands: CommandSource<Job>! = nil
@@ -48,6 +54,35 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     struct Job: Sendable {
         let request: HTTPRequest
         let respond: @Sendable (HTTPResponse) -> Void
+        let trace: RequestTrace
+        let postedAt: Double
+    }
+
+    /// Per-request bookkeeping for the access log and metrics: the route
+    /// template is filled in by the control loop once the request is routed.
+    final class RequestTrace: @unchecked Sendable {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let requestId: String
+        private let lock = NSLock()
+        private var routeTemplate: String
+
+        init(requestId: String, route: String) {
+            self.requestId = requestId
+            self.routeTemplate = route
+        }
+
+        var route: String {
+            get {
+                lock.lock()
+                defer { lock.unlock() }
+                return routeTemplate
+            }
+            set {
+                lock.lock()
+                routeTemplate = newValue
+                lock.unlock()
+            }
+        }
     }
 
     /// Creates the service (nothing runs until `start`).
@@ -55,7 +90,11 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         let hubBox = HubBox()
-        self.registry = WorkerRegistry(limits: configuration.limits) { event in hubBox.hub?.publish(event) }
+        let metrics = self.metrics
+        self.registry = WorkerRegistry(limits: configuration.limits) { event in
+            metrics.record(event)
+            hubBox.hub?.publish(event)
+        }
         let registry = self.registry
         self.hub = EventHub(maxClients: configuration.api.maxEventClients) {
             registry.allWorkers.map { Rep.thread($0.snapshot) }
@@ -153,12 +192,34 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     // MARK: - HTTP thread side
 
     /// Called on a libmicrohttpd thread: `/api/*` goes to the control loop;
-    /// probes and static files are answered here.
+    /// probes, metrics and static files are answered here. Every answer gets an
+    /// `X-Request-Id`, an access-log line and its metrics.
     public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         let path = request.path
-        if path == "/api" || path.hasPrefix("/api/") {
-            guard isReady else {
-                respond(
+        let isAPI = path == "/api" || path.hasPrefix("/api/")
+        let trace = RequestTrace(requestId: Self.requestId(for: request), route: isAPI ? "unmatched" : Self.route(path))
+        let logger = self.logger
+        let metrics = self.metrics
+        let answer: @Sendable (HTTPResponse) -> Void = { response in
+            var response = response
+            response.headers.append(("X-Request-Id", trace.requestId))
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - trace.started) / 1e9
+            let route = trace.route
+            metrics.recordRequest(route: route, status: response.status, seconds: seconds)
+            if response.status == 429 || response.status == 503 {
+                metrics.recordRefusal(Self.errorCode(response) ?? "status_\(response.status)")
+            }
+            respond(response)
+            logger.info(
+                "\(request.method) \(request.path) \(response.status)",
+                metadata: [
+                    "requestId": "\(trace.requestId)", "route": "\(route)", "status": "\(response.status)",
+                    "durationMs": "\((seconds * 1e6).rounded() / 1000)", "remote": "\(request.remoteAddress ?? "-")",
+                ])
+        }
+        if isAPI {
+            guard isReady, let loop = control?.runLoop else {
+                answer(
                     APIResponses.error(
                         status: 503, code: "shutting_down", message: "runloopd is not accepting requests",
                         headers: [("Retry-After", "1")]))
@@ -166,8 +227,9 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             }
             // The one path every API request takes: into the control worker's
             // command buffer, then CFRunLoopSourceSignal + CFRunLoopWakeUp.
-            guard commands.send(Job(request: request, respond: respond), to: control.runLoop) else {
-                respond(
+            let job = Job(request: request, respond: answer, trace: trace, postedAt: Monotonic.seconds())
+            guard commands.send(job, to: loop) else {
+                answer(
                     APIResponses.error(
                         status: 503, code: "overloaded",
                         message: "\(configuration.maxQueuedRequests) requests are already queued for the control loop",
@@ -176,8 +238,9 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             }
             return
         }
-        if path == "/healthz" || path == "/readyz", request.method != "GET" && request.method != "HEAD" {
-            respond(
+        let probes = ["/healthz", "/readyz", "/metrics"]
+        if probes.contains(path), request.method != "GET" && request.method != "HEAD" {
+            answer(
                 APIResponses.error(
                     status: 405, code: "method_not_allowed",
                     message: "\(request.method) is not allowed on \(path); allowed: GET, HEAD",
@@ -186,36 +249,115 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
         }
         switch path {
         case "/healthz":
-            respond(APIResponses.json(200, ["status": "ok"]))
+            answer(APIResponses.json(200, ["status": "ok"]))
         case "/readyz":
             if isReady {
-                respond(
+                answer(
                     APIResponses.json(200, ["status": "ready", "threads": .number(Double(registry.allWorkers.count))]))
             } else {
-                respond(
+                answer(
                     APIResponses.error(
                         status: 503, code: "not_ready", message: "runloopd is starting or stopping",
                         headers: [("Retry-After", "1")]))
             }
+        case "/metrics":
+            let body = metrics.exposition(
+                threads: registry.allWorkers.map(\.snapshot), queued: commands?.pendingCount ?? 0,
+                eventClients: hub.clientCount)
+            answer(
+                HTTPResponse(
+                    status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: body))
         default:
             if let response = staticFiles.response(for: request) {
-                respond(response)
+                answer(response)
             } else {
-                respond(APIResponses.error(status: 404, code: "not_found", message: "no such page \(path)"))
+                answer(APIResponses.error(status: 404, code: "not_found", message: "no such page \(path)"))
             }
         }
+    }
+
+    /// The caller's `X-Request-Id` when it is short and printable, else `r<n>`.
+    static func requestId(for request: HTTPRequest) -> String {
+        if let given = request.headers["x-request-id"], !given.isEmpty, given.utf8.count <= 128,
+            given.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
+        {
+            return given
+        }
+        return "r\(request.id)"
+    }
+
+    /// The metrics label for a non-API path (bounded set: never the raw path).
+    static func route(_ path: String) -> String {
+        switch path {
+        case "/healthz", "/readyz", "/metrics": return path
+        default: return "static"
+        }
+    }
+
+    /// The `error.code` of a JSON error response, if it is one.
+    static func errorCode(_ response: HTTPResponse) -> String? {
+        guard let value = try? JSON.parse(response.body), case .object(let top) = value,
+            case .object(let error)? = top["error"], case .string(let code)? = error["code"]
+        else { return nil }
+        return code
     }
 
     // MARK: - Control loop side
 
     /// The control worker's command source perform routine: one batch of
     /// requests, in arrival order, on the control thread.
+    /// Whether the request carries the token: `Authorization: Bearer <token>`,
+    /// or `?access_token=` on the event stream (EventSource cannot set headers).
+    /// Compared in constant time.
+    static func authorized(_ request: HTTPRequest, token: String) -> Bool {
+        var presented: String?
+        if let header = request.headers["authorization"] {
+            let parts = header.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" {
+                presented = parts[1].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        if presented == nil, request.path == "/api/events" { presented = request.query["access_token"] }
+        guard let presented else { return false }
+        return constantTimeEqual(Array(presented.utf8), Array(token.utf8))
+    }
+
+    /// Compares without an early exit, so timing does not reveal a prefix.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var difference = UInt8(a.count == b.count ? 0 : 1)
+        for index in 0..<max(a.count, b.count) {
+            let x = index < a.count ? a[index] : 0
+            let y = index < b.count ? b[index] : 0xFF
+            difference |= x ^ y
+        }
+        return difference == 0
+    }
+
     private func handle(_ batch: [Job]) {
         for job in batch { dispatch(job) }
     }
 
     private func dispatch(_ job: Job) {
         let request = job.request
+        metrics.recordWakeup(seconds: Monotonic.seconds() - job.postedAt)
+        if case .some(.some(let (route, _))) = router.resolve(method: request.method, path: request.path) {
+            job.trace.route = route.template
+        }
+        if let token = configuration.token, !Self.authorized(request, token: token) {
+            job.respond(
+                APIResponses.error(
+                    status: 401, code: "unauthorized",
+                    message: "this runloopd needs a token: send Authorization: Bearer <token>",
+                    headers: [("WWW-Authenticate", "Bearer realm=\"runloopd\"")]))
+            return
+        }
+        if configuration.readOnly, ["POST", "PUT", "PATCH", "DELETE"].contains(request.method) {
+            job.respond(
+                APIResponses.error(
+                    status: 403, code: "read_only",
+                    message: "this runloopd is read-only (--read-only): \(request.method) is refused"))
+            return
+        }
         if ["POST", "PUT", "PATCH"].contains(request.method), !request.body.isEmpty {
             let type = request.headers["content-type"]?.lowercased() ?? ""
             guard type.hasPrefix("application/json") else {
@@ -239,6 +381,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
                     headers: [("Allow", allow)]))
             return
         }
+        job.trace.route = route.template
         let context = RouteContext(request: request, params: params, respond: job.respond)
         do throws(RunLoopError) {
             switch try route.handler(context) {

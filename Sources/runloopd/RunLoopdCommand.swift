@@ -4,11 +4,23 @@ import Logging
 import RunLoopCore
 import RunLoopServer
 
-/// `runloopd`: serve real CoreFoundation run loops over HTTP.
+/// `runloopd`: serve real CoreFoundation run loops over HTTP (`serve`, the
+/// default), or probe a running server (`healthcheck`).
 struct RunLoopdCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "runloopd",
         abstract: "An HTTP service that exposes real CoreFoundation run loops.",
+        version: RunLoopService.version,
+        subcommands: [Serve.self, Healthcheck.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+/// `runloopd serve`: the service.
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve the API and the dashboard (the default command).",
         discussion: """
             Every option can also be set with an environment variable: RUNLOOPD_ and the option's name in \
             upper case with underscores (RUNLOOPD_PORT, RUNLOOPD_MAX_THREADS, ...). A flag on the command line wins.
@@ -68,10 +80,20 @@ struct RunLoopdCommand: ParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = Env.string("LOG_LEVEL") ?? "info"
 
+    @Option(help: "text (human-readable) or json (one JSON object per line).")
+    var logFormat: String = Env.string("LOG_FORMAT") ?? "text"
+
+    @Option(help: "Require Authorization: Bearer <token> on every /api request (prefer RUNLOOPD_TOKEN).")
+    var token: String = Env.string("TOKEN") ?? ""
+
+    @Flag(help: "Refuse every mutating API call with 403.")
+    var readOnly: Bool = Env.string("READ_ONLY").map { ["1", "true", "yes"].contains($0.lowercased()) } ?? false
+
     @Option(help: "Write the bound port to this file once listening (for scripts and tests with --port 0).")
     var portFile: String = Env.string("PORT_FILE") ?? ""
 
     func validate() throws {
+        guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
@@ -92,12 +114,15 @@ struct RunLoopdCommand: ParsableCommand {
 
     func run() throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
+        let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, level: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
         let logger = Logger(label: "runloopd")
+        raiseDescriptorLimit(logger: logger)
 
         // Block SIGINT/SIGTERM before any thread starts (threads inherit the
         // mask), then wait for them here, on the main thread.
@@ -125,6 +150,13 @@ struct RunLoopdCommand: ParsableCommand {
         config.api.maxEventClients = maxEventClients
         config.maxQueuedRequests = maxQueuedRequests
         config.publicDirectory = publicDir
+        config.token = token.isEmpty ? nil : token
+        config.readOnly = readOnly
+        if token.isEmpty && !["127.0.0.1", "::1", "localhost"].contains(host) && !host.hasPrefix("127.") {
+            logger.warning(
+                "LISTENING ON \(host) WITHOUT A TOKEN: anyone who can reach this port controls every run loop. Set RUNLOOPD_TOKEN (or --token), or bind to 127.0.0.1."
+            )
+        }
 
         let service = RunLoopService(configuration: config, logger: logger)
         do {
@@ -152,6 +184,19 @@ struct RunLoopdCommand: ParsableCommand {
         sigwait(&signals, &received)
         logger.info("signal received", metadata: ["signal": "\(received == SIGINT ? "SIGINT" : "SIGTERM")"])
         service.stop()
+    }
+}
+
+/// Each worker costs descriptors (its loop's eventfd, epoll and timerfds, a
+/// port keep-alive): raise the soft RLIMIT_NOFILE to the hard limit at start.
+func raiseDescriptorLimit(logger: Logger) {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+    let before = limit.rlim_cur
+    guard limit.rlim_cur < limit.rlim_max else { return }
+    limit.rlim_cur = limit.rlim_max
+    if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+        logger.debug("raised RLIMIT_NOFILE", metadata: ["from": "\(before)", "to": "\(limit.rlim_cur)"])
     }
 }
 

@@ -52,8 +52,10 @@ import Testing
         let exit = try worker.runAndWait(seconds: 10, returnAfterSourceHandled: true)
 
         #expect(exit.reason == .handledSource)
-        #expect(probe.waitUntil { !probe.performResults(perform.id).isEmpty })
-        #expect(try probe.performResults(perform.id).first?.outcome.get().object?["value"] == .number(1))
+        // Two perform events: the caller's deadline, then the run itself.
+        #expect(probe.waitUntil { probe.performResults(perform.id).count == 2 })
+        #expect(probe.performResults(perform.id).first.map { (try? $0.outcome.get()) == nil } == true)
+        #expect(try probe.performResults(perform.id).last?.outcome.get().object?["value"] == .number(1))
         #expect(worker.counterValues["default"] == 1)
         #expect(worker.pendingPerforms().isEmpty)
     }

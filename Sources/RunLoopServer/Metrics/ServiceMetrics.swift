@@ -1,0 +1,109 @@
+import CoreMetrics
+import Metrics
+import Foundation
+import Prometheus
+import RunLoopCore
+
+/// runloopd's Prometheus metrics, recorded through swift-metrics into a
+/// registry of this service's own (so several services in one process, as in
+/// tests, never share counts). Served as text at `/metrics`.
+final class ServiceMetrics: Sendable {
+    let registry: PrometheusCollectorRegistry
+    private let factory: PrometheusMetricsFactory
+    private let timerFires: CoreMetrics.Counter
+    private let timerLateness: CoreMetrics.Timer
+    private let wakeupLatency: CoreMetrics.Timer
+    private let commandsQueued: CoreMetrics.Gauge
+    private let eventClients: CoreMetrics.Gauge
+
+    init() {
+        registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        let fine: [Duration] = [
+            .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
+            .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5), .milliseconds(10),
+            .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
+        ]
+        factory.durationHistogramBuckets = [
+            "runloopd_timer_lateness_seconds": fine,
+            "runloopd_wakeup_latency_seconds": fine,
+            "runloopd_http_request_duration_seconds": fine + [.seconds(2.5), .seconds(5), .seconds(10), .seconds(30)],
+        ]
+        self.factory = factory
+        timerFires = CoreMetrics.Counter(label: "runloopd_timer_fires_total", factory: factory)
+        timerLateness = CoreMetrics.Timer(label: "runloopd_timer_lateness_seconds", factory: factory)
+        wakeupLatency = CoreMetrics.Timer(label: "runloopd_wakeup_latency_seconds", factory: factory)
+        commandsQueued = CoreMetrics.Gauge(label: "runloopd_commands_queued", factory: factory)
+        eventClients = CoreMetrics.Gauge(label: "runloopd_event_clients", factory: factory)
+        for reason in ExitReason.allCases {
+            CoreMetrics.Counter(
+                label: "runloopd_run_exits_total", dimensions: [("reason", reason.name)], factory: factory
+            )
+            .increment(by: 0)
+        }
+    }
+
+    /// Records what the engine reports.
+    func record(_ event: RunLoopEvent) {
+        switch event {
+        case .runExit(_, let exit):
+            counter("runloopd_run_exits_total", [("reason", exit.reason.name)]).increment()
+        case .timer(_, _, _, let latenessMs, _):
+            timerFires.increment()
+            timerLateness.recordNanoseconds(Int64(latenessMs * 1_000_000))
+        case .perform(_, let result):
+            let outcome: String
+            switch result.outcome {
+            case .success: outcome = "ok"
+            case .failure(let error):
+                switch error.kind {
+                case .deadline: outcome = "deadline"
+                case .gone: outcome = "thread_ended"
+                case .conflict: outcome = "cancelled"
+                default: outcome = "failed"
+                }
+            }
+            counter("runloopd_performs_total", [("outcome", outcome)]).increment()
+        default:
+            break
+        }
+    }
+
+    /// A control-loop command went from signal + wake-up to its perform routine.
+    func recordWakeup(seconds: Double) {
+        wakeupLatency.recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    /// One HTTP request answered.
+    func recordRequest(route: String, status: Int, seconds: Double) {
+        counter("runloopd_http_requests_total", [("route", route), ("status", String(status))]).increment()
+        CoreMetrics.Timer(
+            label: "runloopd_http_request_duration_seconds", dimensions: [("route", route)], factory: factory
+        )
+        .recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    /// A limit refused work.
+    func recordRefusal(_ reason: String) {
+        counter("runloopd_limit_refusals_total", [("reason", reason)]).increment()
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
+        CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
+    }
+
+    /// The text exposition, with gauges sampled now.
+    func exposition(threads: [WorkerSnapshot], queued: Int, eventClients clients: Int) -> [UInt8] {
+        var byState: [WorkerState: Int] = [.running: 0, .waiting: 0, .idle: 0, .exited: 0]
+        for thread in threads { byState[thread.state, default: 0] += 1 }
+        for (state, count) in byState {
+            CoreMetrics.Gauge(label: "runloopd_threads", dimensions: [("state", state.rawValue)], factory: factory)
+                .record(Double(count))
+        }
+        commandsQueued.record(Double(queued + threads.reduce(0) { $0 + $1.pendingPerforms.count }))
+        eventClients.record(Double(clients))
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return buffer
+    }
+}
