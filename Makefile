@@ -6,7 +6,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/runloopd
 BIN_RELEASE := .build/release/runloopd
 
-.PHONY: run deps build release test test-swift test-browser lint format clean
+.PHONY: run deps build release test test-swift test-browser lint format clean bench
 
 deps:
 	@bash scripts/install-deps.sh
@@ -46,3 +46,8 @@ format:
 
 clean:
 	rm -rf .build
+
+## Benchmarks of issue 6 (release builds, own package in benchmarks/): prints
+## PASS/FAIL per goal and rewrites BENCHMARKS.md. About 6-8 minutes.
+bench: deps
+	bash benchmarks/run.sh

@@ -77,7 +77,9 @@ final class EventHub: @unchecked Sendable {
         let targets = streams.values.map { $0 }
         lock.unlock()
         let (name, thread, data) = Self.describe(event)
-        let text = JSON.string(data)
+        var stamped = data.object ?? [:]
+        if stamped["at"] == nil { stamped["at"] = Timestamp.value(Date()) }
+        let text = JSON.string(.object(stamped))
         for target in targets where target.thread == nil || target.thread == thread {
             target.stream.send(event: name, data: text, id: id)
         }

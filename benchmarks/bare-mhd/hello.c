@@ -1,0 +1,83 @@
+/*
+ * The baseline of the HTTP-hop benchmark: a bare libmicrohttpd server that
+ * answers every request itself, inside the access handler, with a fixed JSON
+ * body. Same daemon flags as runloopd (internal polling thread + epoll, or a
+ * thread pool), same connection options; no suspend/resume, no run loop.
+ *
+ *   hello PORT [THREADS] [BODY_BYTES]
+ *
+ * THREADS 1 = one epoll thread (runloopd --http-threads 1), N > 1 = a pool of N.
+ * BODY_BYTES pads the body to the size of the runloopd answer it stands for.
+ * A POST body is read and dropped; the answer comes once it is complete.
+ * Runs until SIGINT or SIGTERM.
+ */
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct MHD_Response *canned;
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *connection, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls) {
+    (void)cls; (void)url; (void)method; (void)version; (void)upload_data;
+    static int first_call_marker;
+    if (*req_cls == NULL) {          /* headers only: wait for the body (if any) */
+        *req_cls = &first_call_marker;
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) {    /* a body chunk: consume it */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return MHD_queue_response(connection, MHD_HTTP_OK, canned);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PORT [THREADS] [BODY_BYTES]\n", argv[0]);
+        return 2;
+    }
+    unsigned short port = (unsigned short)atoi(argv[1]);
+    unsigned int threads = argc > 2 ? (unsigned int)atoi(argv[2]) : 1;
+    size_t size = argc > 3 ? (size_t)atol(argv[3]) : 16;
+    if (size < 16) size = 16;
+
+    char *body = malloc(size);
+    memset(body, ' ', size);
+    memcpy(body, "{\"hello\":\"world\"", 16);
+    body[size - 1] = '}';
+    canned = MHD_create_response_from_buffer(size, body, MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(canned, "Content-Type", "application/json");
+    free(body);
+
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);   /* MHD threads inherit the mask */
+    signal(SIGPIPE, SIG_IGN);
+
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+    struct MHD_Daemon *daemon = MHD_start_daemon(
+        flags, port, NULL, NULL, answer, NULL,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1020,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)64,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
+        MHD_OPTION_END);
+    if (daemon == NULL) {
+        fprintf(stderr, "hello: cannot start on port %u\n", port);
+        return 1;
+    }
+    printf("listening %u threads %u body %zu\n", port, threads, size);
+    fflush(stdout);
+    int received = 0;
+    sigwait(&stop, &received);
+    MHD_stop_daemon(daemon);
+    MHD_destroy_response(canned);
+    return 0;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the benchmarks (release), runs them and writes BENCHMARKS.md.
+#   benchmarks/run.sh                      every benchmark (what `make bench` runs)
+#   benchmarks/run.sh wakeup timers        a subset (BENCHMARKS.md keeps the others' last results)
+# Environment: BENCH_OUT (results folder), BENCH_REPORT (report path).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+SCRATCH=benchmarks/.build
+OUT=${BENCH_OUT:-$SCRATCH/results}
+REPORT=${BENCH_REPORT:-BENCHMARKS.md}
+SWIFT=${SWIFT:-swift}
+benches=("$@")
+[ ${#benches[@]} -eq 0 ] && benches=(hop wakeup timers idle scale)
+
+# wrk (Debian) for the HTTP hop; libmicrohttpd-dev for the bare baseline.
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+dpkg-query -W -f='${Status}' libmicrohttpd-dev 2>/dev/null | grep -q "install ok installed" || need+=(libmicrohttpd-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+echo "== building (release): rlbench, runloopd, bare-mhd/hello.c"
+$SWIFT build -c release --package-path benchmarks --scratch-path "$SCRATCH" --product rlbench
+$SWIFT build -c release --package-path benchmarks --scratch-path "$SCRATCH" --product runloopd
+BIN=$($SWIFT build -c release --package-path benchmarks --scratch-path "$SCRATCH" --show-bin-path)
+cc -O2 -Wall -o "$SCRATCH/hello" benchmarks/bare-mhd/hello.c $(pkg-config --cflags --libs libmicrohttpd)
+mkdir -p "$OUT"
+echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg) (figures are cleanest below 1.0)"
+
+for bench in "${benches[@]}"; do
+  echo
+  case "$bench" in
+    hop)    "$BIN/rlbench" hop --runloopd "$BIN/runloopd" --hello "$SCRATCH/hello" --out "$OUT" ;;
+    scale)  "$BIN/rlbench" scale --runloopd "$BIN/runloopd" --out "$OUT" ;;
+    wakeup|timers|idle) "$BIN/rlbench" "$bench" --out "$OUT" ;;
+    *) echo "unknown benchmark: $bench" >&2; exit 2 ;;
+  esac 2>&1 | tee "$OUT/$bench.log"
+done
+
+total=$(( $(date +%s) - started ))
+"$BIN/rlbench" report --out "$OUT" --to "$REPORT" --total "$total"
+echo
+echo "== goals ($total s in all)"
+for bench in "${benches[@]}"; do grep -hE '^\s+\[(PASS|FAIL)\]' "$OUT/$bench.log" | sed "s/^ */$bench: /" || true; done
