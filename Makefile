@@ -6,7 +6,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/runloopd
 BIN_RELEASE := .build/release/runloopd
 
-.PHONY: run deps build release test test-swift test-browser lint format clean bench
+.PHONY: run deps build release test test-swift test-browser test-container lint format clean bench
 
 deps:
 	@bash scripts/install-deps.sh
@@ -37,6 +37,12 @@ test-swift: deps
 test-browser: build
 	@bash scripts/install-deps.sh test
 	bash Tests/browser/run.sh $(BIN_DEBUG)
+
+## Prove the Dockerfile's runtime stage without Docker: release build, a
+## debootstrap'd bookworm root with only the runtime packages, the binary run
+## inside it (chroot) as the non-root user. Needs root. About 2-8 minutes.
+test-container: deps
+	bash scripts/test-container.sh
 
 lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
