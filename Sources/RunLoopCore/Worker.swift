@@ -787,6 +787,16 @@ public final class Worker: @unchecked Sendable {
         emit(.activity(thread: id, record: record))
     }
 
+    /// `CFRunLoopObserverInvalidate` on one observer: it records nothing more.
+    public func invalidateObserver(_ observerId: String) throws(RunLoopError) -> ObserverSnapshot {
+        cond.lock()
+        let record = observers[observerId]
+        cond.unlock()
+        guard let record else { throw .notFound("observer", observerId) }
+        record.invalidate()
+        return record.snapshot
+    }
+
     /// Every observer, in creation order.
     public func observerSnapshots() -> [ObserverSnapshot] {
         cond.lock()
@@ -1128,10 +1138,15 @@ public final class Worker: @unchecked Sendable {
     /// Suspends (true) or resumes (false) the queue; a running task finishes.
     public func setTasksSuspended(_ suspended: Bool) throws(RunLoopError) -> TaskQueueSnapshot {
         cond.lock()
-        try checkAliveLocked()
-        taskQueue.suspended = suspended
-        let snap = taskQueue.snapshot()
-        cond.unlock()
+        // `defer`, not a bare unlock: a throw here (the thread has exited or is
+        // ending) once left `cond` held, wedging every later caller.
+        let snap: TaskQueueSnapshot
+        do {
+            defer { cond.unlock() }
+            try checkAliveLocked()
+            taskQueue.suspended = suspended
+            snap = taskQueue.snapshot()
+        }
         if !suspended, let loop = runLoop { CFRunLoopWakeUp(loop) }
         return snap
     }

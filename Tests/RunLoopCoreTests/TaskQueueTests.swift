@@ -143,4 +143,37 @@ import Testing
         _ = try value(done)
         #expect(worker.counterValues["default"] == 1)
     }
+
+    /// Regression (issue 7): `setTasksSuspended` on an ended thread threw while
+    /// holding the worker's lock, so the next reader (`GET /api/threads`) and
+    /// shutdown (`end`) blocked forever. Every refused call must leave the
+    /// worker readable; the calls run on a helper thread under a deadline.
+    @Test func refusedCallsOnAnEndedThreadLeaveItReadable() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.loop, seconds: 30))
+        #expect(worker.endAndWait(timeout: 10) != nil)
+        let finished = DispatchSemaphore(value: 0)
+        let codes = ResultBox<[String]>()
+        Thread.detachNewThread {
+            var seen: [String] = []
+            for _ in 0..<2 {
+                seen.append(runLoopError { _ = try worker.setTasksSuspended(true) }?.code ?? "none")
+                seen.append(runLoopError { _ = try worker.setTasksSuspended(false) }?.code ?? "none")
+                seen.append(runLoopError { _ = try worker.addTask(id: "x", call: SelectorCall(selector: "count")) }?.code ?? "none")
+                seen.append(runLoopError { _ = try worker.addTimer(TimerSpec(interval: 1)) }?.code ?? "none")
+                seen.append(runLoopError { _ = try worker.addSource(SourceSpec(kind: .custom)) }?.code ?? "none")
+                seen.append(runLoopError { _ = try worker.addObserver(ObserverSpec(activities: [.entry])) }?.code ?? "none")
+                seen.append(runLoopError { _ = try worker.addCommonMode(try RunLoopMode("x")) }?.code ?? "none")
+                seen.append(runLoopError { _ = try worker.perform(PerformSpec(call: SelectorCall(selector: "count"))) }?.code ?? "none")
+                _ = worker.snapshot
+                _ = worker.taskSnapshot()
+            }
+            worker.end()
+            codes.set(seen)
+            finished.signal()
+        }
+        #expect(finished.wait(timeout: .now() + 10) == .success, "a refused call left the worker's lock held")
+        #expect(codes.get()?.allSatisfy { $0 == "thread_exited" } == true, "\(codes.get() ?? [])")
+    }
 }

@@ -163,6 +163,11 @@ struct E2EEndpointTests {
             let activity = try await c.poll("/api/threads/\(t)/activity") { $0["activity"].items.count >= 2 }
             #expect(activity["activity"].items.allSatisfy { $0["activity"] == "entry" || $0["activity"] == "exit" })
             #expect((activity["lastSeq"].number ?? 0) >= 2)
+            let oid = try #require(observer["id"].string)
+            let removed = try await c.delete("/api/threads/\(t)/observers/\(oid)")
+            #expect(removed.status == 200)
+            #expect(removed["valid"] == false)
+            #expect(try await c.delete("/api/threads/\(t)/observers/ob999").status == 404)
         }
     }
 

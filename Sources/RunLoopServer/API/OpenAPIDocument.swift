@@ -501,6 +501,7 @@ private struct OpenAPIBuilder {
         }
         return [
             "ThreadId": path("id", "A thread id (t1, ...)"), "TimerId": path("tid", "A timer id (tm1, ...)"),
+            "ObserverId": path("oid", "An observer id (ob1, ...)"),
             "SourceId": path("sid", "A source id (s1, ...)"), "TaskId": path("taskId", "A task's id"),
         ]
     }
@@ -775,6 +776,12 @@ private struct OpenAPIBuilder {
             "get": operation(
                 "listObservers", "observers", "The thread's observers", [(ok, json("Observers", "ObserverList"))],
                 failures: .notFound),
+        ]
+        p["/api/threads/{id}/observers/{oid}"] = [
+            "parameters": [thread, param("ObserverId")],
+            "delete": operation(
+                "invalidateObserver", "observers", "CFRunLoopObserverInvalidate (no more activities recorded)",
+                [(ok, json("The observer", "Observer"))], failures: .notFound),
         ]
         p["/api/threads/{id}/activity"] = [
             "parameters": [thread],

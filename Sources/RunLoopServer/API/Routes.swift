@@ -354,6 +354,9 @@ struct API: Sendable {
                 order: try body.integer("order", min: -1_000_000, max: 1_000_000) ?? 0)
             return .json(201, Rep.observer(try target.addObserver(spec)))
         }
+        r.add("DELETE", "/api/threads/{id}/observers/{oid}") { ctx throws(RunLoopError) in
+            .json(200, Rep.observer(try worker(ctx).invalidateObserver(ctx.param("oid"))))
+        }
         r.add("GET", "/api/threads/{id}/observers") { ctx throws(RunLoopError) in
             .json(200, ["observers": .array(try worker(ctx).observerSnapshots().map(Rep.observer))])
         }
