@@ -67,16 +67,21 @@ final class PerformRequest: @unchecked Sendable {
         self.completion = completion
     }
 
-    /// Answers the caller once; later answers are dropped. Returns whether this
-    /// answer was the one delivered.
+    /// Answers the caller once; later answers are dropped. `first` runs just
+    /// before the answer is delivered, only for the answer that wins (so events
+    /// and metrics are recorded before the caller can observe the result).
+    /// Returns whether this answer was the one delivered.
     @discardableResult
-    func reply(_ result: PerformResult) -> Bool {
+    func reply(_ result: PerformResult, first: () -> Void = {}) -> Bool {
         replyLock.lock()
-        let first = !replied
+        let won = !replied
         replied = true
         replyLock.unlock()
-        if first { completion?(result) }
-        return first
+        if won {
+            first()
+            completion?(result)
+        }
+        return won
     }
 
     var snapshot: PerformSnapshot {

@@ -954,7 +954,7 @@ public final class Worker: @unchecked Sendable {
                                 "perform \(performId) did not finish within \(timeout) s; it stays pending and runs when thread \(id)'s loop next runs in one of its modes"
                         )), queuedMs: 0, ranMs: 0)
                 // The caller is told; the perform itself stays queued.
-                if request.reply(result) { emit(.perform(thread: id, result: result)) }
+                request.reply(result) { emit(.perform(thread: id, result: result)) }
             }
         }
         return performId
@@ -1055,8 +1055,10 @@ public final class Worker: @unchecked Sendable {
         let result = PerformResult(
             performId: request.id, thread: id, selector: request.call.selector, outcome: outcome, queuedMs: queuedMs,
             ranMs: ranMs)
-        request.reply(result)
+        // The event (and so the metrics) first: a caller who sees the answer
+        // can count on them.
         emit(.perform(thread: id, result: result))
+        request.reply(result)
     }
 
     /// Cancels delayed performs of `selector` whose timers have not fired

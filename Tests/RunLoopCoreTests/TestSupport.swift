@@ -204,6 +204,20 @@ func descriptorCount() -> Int {
     ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
 }
 
+/// Open eventfd, epoll and timerfd descriptors: what a CF run loop and a port
+/// source are made of. Pipes and sockets (which end-to-end suites running in
+/// parallel open by the hundred) are not counted.
+func runLoopDescriptorCount() -> Int {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return entries.filter { entry in
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(entry)") else {
+            return false
+        }
+        return target.hasPrefix("anon_inode:[eventfd]") || target.hasPrefix("anon_inode:[eventpoll]")
+            || target.hasPrefix("anon_inode:[timerfd]")
+    }.count
+}
+
 /// A short random tag to make names unique across parallel tests.
 func uniqueTag() -> String {
     String(UInt32.random(in: 0x1000_0000...0xffff_ffff), radix: 16)

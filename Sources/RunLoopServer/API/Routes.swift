@@ -192,7 +192,9 @@ struct API: Sendable {
                 }
             }
             let afterDelay = try body.number("afterDelay") ?? 0
-            let timeout = try body.number("timeout") ?? 30
+            // The default is 30 s, capped at --max-wait: an omitted field must never
+            // make a valid request fail with "timeout must be <= max-wait".
+            let timeout = try body.number("timeout") ?? min(30, limits.maxWaitSeconds)
             try registry.limits.checkSeconds(timeout, field: "timeout")
             guard timeout <= limits.maxWaitSeconds else {
                 throw .badValue("timeout", "timeout must be <= \(limits.maxWaitSeconds) (--max-wait)")
