@@ -160,12 +160,17 @@ import Testing
             for _ in 0..<2 {
                 seen.append(runLoopError { _ = try worker.setTasksSuspended(true) }?.code ?? "none")
                 seen.append(runLoopError { _ = try worker.setTasksSuspended(false) }?.code ?? "none")
-                seen.append(runLoopError { _ = try worker.addTask(id: "x", call: SelectorCall(selector: "count")) }?.code ?? "none")
+                seen.append(
+                    runLoopError { _ = try worker.addTask(id: "x", call: SelectorCall(selector: "count")) }?.code
+                        ?? "none")
                 seen.append(runLoopError { _ = try worker.addTimer(TimerSpec(interval: 1)) }?.code ?? "none")
                 seen.append(runLoopError { _ = try worker.addSource(SourceSpec(kind: .custom)) }?.code ?? "none")
-                seen.append(runLoopError { _ = try worker.addObserver(ObserverSpec(activities: [.entry])) }?.code ?? "none")
+                seen.append(
+                    runLoopError { _ = try worker.addObserver(ObserverSpec(activities: [.entry])) }?.code ?? "none")
                 seen.append(runLoopError { _ = try worker.addCommonMode(try RunLoopMode("x")) }?.code ?? "none")
-                seen.append(runLoopError { _ = try worker.perform(PerformSpec(call: SelectorCall(selector: "count"))) }?.code ?? "none")
+                seen.append(
+                    runLoopError { _ = try worker.perform(PerformSpec(call: SelectorCall(selector: "count"))) }?.code
+                        ?? "none")
                 _ = worker.snapshot
                 _ = worker.taskSnapshot()
             }
