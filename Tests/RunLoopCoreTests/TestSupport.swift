@@ -222,3 +222,11 @@ func runLoopDescriptorCount() -> Int {
 func uniqueTag() -> String {
     String(UInt32.random(in: 0x1000_0000...0xffff_ffff), radix: 16)
 }
+
+extension Result where Failure == RunLoopError {
+    /// The error's code, when this is a failure.
+    var errorCode: String? {
+        if case .failure(let error) = self { return error.code }
+        return nil
+    }
+}

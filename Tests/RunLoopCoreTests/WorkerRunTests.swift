@@ -74,6 +74,30 @@ import Testing
         #expect(worker.snapshot.exits[.stopped] == 1)
     }
 
+    /// A stop sent the moment a run is recorded may land before CF has entered
+    /// the run (when CF would drop it): it is applied at `entry`, never lost.
+    /// The window is a few hundred nanoseconds, so this is a regression guard
+    /// for the whole path (stop right after start → `stopped`, promptly), not
+    /// a deterministic reproduction of the race.
+    @Test func aStopRightAfterARunStartsIsNeverLost() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.manual))
+        for _ in 0..<200 {
+            let run = try worker.startRun(seconds: 30)
+            // Stop as early as possible: retry while the run is not yet recorded.
+            var reply: Result<RunExit, RunLoopError>
+            repeat {
+                reply = try worker.stopAndWait()
+            } while (try? reply.get()) == nil && reply.errorCode == "not_running"
+            let exit = try reply.get()
+            #expect(exit.reason == .stopped)
+            #expect(exit.duration < 10, "the stop, not the 30 s timeout, ended the run")
+            let done = try #require(run.wait(15))
+            #expect(try done.get().reason == .stopped)
+        }
+    }
+
     @Test func loopStyleReentersAfterEachStop() throws {
         let (registry, probe) = makeRegistry()
         defer { registry.endAll() }
