@@ -126,7 +126,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
 
         let api = API(
             registry: registry, events: hub, limits: configuration.api, version: versionValue(),
-            openAPI: { OpenAPIDocument.document(limits: self.configuration) })
+            openAPI: OpenAPIDocument.document(limits: configuration))
         router = api.makeRouter()
         server = HTTPServer(configuration: configuration.http, handler: self, logger: logger)
         try server.start()
@@ -340,9 +340,9 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     private func dispatch(_ job: Job) {
         let request = job.request
         metrics.recordWakeup(seconds: Monotonic.seconds() - job.postedAt)
-        if case .some(.some(let (route, _))) = router.resolve(method: request.method, path: request.path) {
-            job.trace.route = route.template
-        }
+        // Resolved once, first, so even a refused request is counted under its route.
+        let resolved = router.resolve(method: request.method, path: request.path)
+        if case .some(.some(let (route, _))) = resolved { job.trace.route = route.template }
         if let token = configuration.token, !Self.authorized(request, token: token) {
             job.respond(
                 APIResponses.error(
@@ -368,7 +368,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
                 return
             }
         }
-        guard let resolved = router.resolve(method: request.method, path: request.path) else {
+        guard let resolved else {
             job.respond(APIResponses.error(status: 404, code: "not_found", message: "no endpoint \(request.path)"))
             return
         }
@@ -381,7 +381,6 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
                     headers: [("Allow", allow)]))
             return
         }
-        job.trace.route = route.template
         let context = RouteContext(request: request, params: params, respond: job.respond)
         do throws(RunLoopError) {
             switch try route.handler(context) {

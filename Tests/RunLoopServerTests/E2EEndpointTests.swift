@@ -206,7 +206,7 @@ struct E2EEndpointTests {
             let paths = try #require(document["paths"].object)
             let api = API(
                 registry: WorkerRegistry(), events: EventHub(maxClients: 1) { [] }, limits: APILimits(), version: .null,
-                openAPI: { .null })
+                openAPI: .null)
             let routes = api.makeRouter().routes
             #expect(routes.count > 30)
             for route in routes {

@@ -27,12 +27,13 @@ struct API: Sendable {
     let events: EventHub
     let limits: APILimits
     let version: Value
-    let openAPI: @Sendable () -> Value
+    /// The OpenAPI document (built once: it depends only on the configuration).
+    let openAPI: Value
 
     func makeRouter() -> Router {
         var r = Router()
         r.add("GET", "/api/version") { _ throws(RunLoopError) in .json(200, version) }
-        r.add("GET", "/api/openapi.json") { _ throws(RunLoopError) in .json(200, openAPI()) }
+        r.add("GET", "/api/openapi.json") { _ throws(RunLoopError) in .json(200, openAPI) }
         r.add("GET", "/api/selectors") { _ throws(RunLoopError) in
             .json(200, ["selectors": .array(registry.selectors.all.map(Rep.selector))])
         }

@@ -2,6 +2,7 @@ import CoreMetrics
 import Metrics
 import Foundation
 import Prometheus
+import Synchronization
 import RunLoopCore
 
 /// runloopd's Prometheus metrics, recorded through swift-metrics into a
@@ -74,14 +75,30 @@ final class ServiceMetrics: Sendable {
         wakeupLatency.recordNanoseconds(Int64(seconds * 1e9))
     }
 
-    /// One HTTP request answered.
+    /// One HTTP request answered. The handles per route (a bounded set of
+    /// templates) are made once and reused: this runs for every request.
     func recordRequest(route: String, status: Int, seconds: Double) {
-        counter("runloopd_http_requests_total", [("route", route), ("status", String(status))]).increment()
-        CoreMetrics.Timer(
-            label: "runloopd_http_request_duration_seconds", dimensions: [("route", route)], factory: factory
-        )
-        .recordNanoseconds(Int64(seconds * 1e9))
+        let key = RequestKey(route: route, status: status)
+        let handles = requestHandles.withLock { cache -> (CoreMetrics.Counter, CoreMetrics.Timer) in
+            if let found = cache[key] { return found }
+            let made = (
+                counter("runloopd_http_requests_total", [("route", route), ("status", String(status))]),
+                CoreMetrics.Timer(
+                    label: "runloopd_http_request_duration_seconds", dimensions: [("route", route)], factory: factory)
+            )
+            cache[key] = made
+            return made
+        }
+        handles.0.increment()
+        handles.1.recordNanoseconds(Int64(seconds * 1e9))
     }
+
+    private struct RequestKey: Hashable {
+        let route: String
+        let status: Int
+    }
+
+    private let requestHandles = Mutex<[RequestKey: (CoreMetrics.Counter, CoreMetrics.Timer)]>([:])
 
     /// A limit refused work.
     func recordRefusal(_ reason: String) {
