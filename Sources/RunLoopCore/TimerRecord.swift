@@ -91,14 +91,23 @@ final class TimerRecord: @unchecked Sendable {
     private var lastActionError: String?
     private var invalidated = false
     private let onFire: @Sendable (TimerRecord, Int, Double) -> Void
+    private let onInvalid: @Sendable () -> Void
 
     /// Creates the CF timer (not yet added to a loop). `onFire` runs on the loop's
     /// thread after the statistics are updated, with the fire count and lateness (s).
-    init(id: String, spec: TimerSpec, window: Int, onFire: @escaping @Sendable (TimerRecord, Int, Double) -> Void) {
+    /// `onInvalid` runs once, when the timer can no longer fire (one-shot fired,
+    /// `maxFires` reached, or invalidated), so the owner can count live timers
+    /// without scanning them.
+    init(
+        id: String, spec: TimerSpec, window: Int,
+        onFire: @escaping @Sendable (TimerRecord, Int, Double) -> Void,
+        onInvalid: @escaping @Sendable () -> Void = {}
+    ) {
         self.id = id
         self.spec = spec
         self.window = SampleWindow(capacity: window)
         self.onFire = onFire
+        self.onInvalid = onInvalid
         let delay = spec.delay ?? spec.interval
         self.firstFire = CFAbsoluteTimeGetCurrent() + delay
         let interval = spec.repeats ? spec.interval : 0
@@ -126,7 +135,12 @@ final class TimerRecord: @unchecked Sendable {
         window.add(lateness * 1000)
         let reachedMax = spec.maxFires.map { count >= $0 } ?? false
         lock.unlock()
-        if reachedMax { invalidate() }
+        if reachedMax {
+            invalidate()
+        } else if !spec.repeats {
+            // CF invalidates a one-shot timer after this callout.
+            markInvalid()
+        }
         onFire(self, count, lateness)
     }
 
@@ -139,10 +153,17 @@ final class TimerRecord: @unchecked Sendable {
 
     /// `CFRunLoopTimerInvalidate` (idempotent).
     func invalidate() {
+        markInvalid()
+        CFRunLoopTimerInvalidate(timer)
+    }
+
+    /// Reports the end of the timer's life once.
+    private func markInvalid() {
         lock.lock()
+        let first = !invalidated
         invalidated = true
         lock.unlock()
-        CFRunLoopTimerInvalidate(timer)
+        if first { onInvalid() }
     }
 
     var isValid: Bool { CFRunLoopTimerIsValid(timer) }

@@ -53,6 +53,8 @@ public final class Worker: @unchecked Sendable {
     private var manualRequest: ManualRun?
     private var timers: [String: TimerRecord] = [:]
     private var timerOrder: [String] = []
+    /// Timers that can still fire (kept by the timers' `onInvalid`).
+    private var liveTimers = 0
     private var sources: [String: UserSource] = [:]
     private var sourceOrder: [String] = []
     private var observers: [String: ObserverRecord] = [:]
@@ -423,7 +425,7 @@ public final class Worker: @unchecked Sendable {
             id: id, name: name, threadName: threadName, threadNameTruncated: threadName != name,
             state: exited ? .exited : (inRun ? .running : .idle), currentMode: runStack.last?.mode,
             depth: runStack.count, keepAlive: keepAlive, policy: policy, runs: runs, exits: exits,
-            lastExit: lastExit, parked: parked, timers: timers.values.filter(\.isValid).count,
+            lastExit: lastExit, parked: parked, timers: liveTimers,
             sources: sources.values.filter(\.isValid).count, observers: observers.values.filter(\.isValid).count,
             tasks: taskQueue.entries.count, pendingPerforms: (pending + delayed).map(\.snapshot),
             createdAt: createdAt, endedAt: endedAt, ending: cancelled)
@@ -585,22 +587,22 @@ public final class Worker: @unchecked Sendable {
         cond.lock()
         do throws(RunLoopError) {
             try checkAliveLocked()
-            // Fewer records than the limit means fewer valid timers: skip the
-            // O(n) count (it made adding the n-th timer cost O(n), see BENCHMARKS.md).
-            let valid = timers.count < limits.maxTimersPerWorker ? timers.count : timers.values.filter(\.isValid).count
-            guard valid < limits.maxTimersPerWorker else {
+            // A counter, not a scan: adding the n-th timer must not cost O(n).
+            guard liveTimers < limits.maxTimersPerWorker else {
                 throw .limit(
-                    "too_many_timers", "thread \(id) already has \(valid) timers (limit \(limits.maxTimersPerWorker))")
+                    "too_many_timers",
+                    "thread \(id) already has \(liveTimers) timers (limit \(limits.maxTimersPerWorker))")
             }
         } catch {
             cond.unlock()
             throw error
         }
         let timerId = registry?.nextId("tm") ?? "tm\(timers.count + 1)"
-        let record = TimerRecord(id: timerId, spec: checked, window: limits.latenessWindow) {
-            [weak self] record, fires, late in
-            self?.timerFired(record, fires: fires, lateness: late)
-        }
+        let record = TimerRecord(
+            id: timerId, spec: checked, window: limits.latenessWindow,
+            onFire: { [weak self] record, fires, late in self?.timerFired(record, fires: fires, lateness: late) },
+            onInvalid: { [weak self] in self?.timerInvalidated() })
+        liveTimers += 1
         timers[timerId] = record
         timerOrder.append(timerId)
         pruneLocked()
@@ -608,6 +610,12 @@ public final class Worker: @unchecked Sendable {
         if let loop = runLoop { CFRunLoopAddTimer(loop, record.timer, checked.mode.cfMode) }
         touch()
         return record.snapshot
+    }
+
+    private func timerInvalidated() {
+        cond.lock()
+        liveTimers -= 1
+        cond.unlock()
     }
 
     private func timerFired(_ record: TimerRecord, fires: Int, lateness: Double) {

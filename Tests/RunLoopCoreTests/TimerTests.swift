@@ -28,6 +28,30 @@ import Testing
         #expect(worker.snapshot.timers == 0)
     }
 
+    @Test func liveTimerCountFollowsOneShotsInvalidationAndTheLimit() throws {
+        var limits = Limits()
+        limits.maxTimersPerWorker = 3
+        let (registry, _) = makeRegistry(limits)
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
+        _ = try worker.addTimer(TimerSpec(interval: 0.05, repeats: false))
+        let repeating = try worker.addTimer(TimerSpec(interval: 60))
+        _ = try worker.addTimer(TimerSpec(interval: 60))
+        #expect(worker.snapshot.timers == 3)
+        #expect(throws: RunLoopError.self) { try worker.addTimer(TimerSpec(interval: 60)) }
+
+        _ = try worker.invalidateTimer(repeating.id)
+        _ = try worker.invalidateTimer(repeating.id)
+        #expect(worker.snapshot.timers == 2, "invalidating twice counts once")
+        // The one-shot fires once, then CF invalidates it.
+        #expect(try worker.runAndWait(seconds: 0.3).reason == .timedOut)
+        #expect(worker.timerSnapshots().first?.fires == 1)
+        #expect(worker.snapshot.timers == 1)
+        _ = try worker.addTimer(TimerSpec(interval: 60))
+        _ = try worker.addTimer(TimerSpec(interval: 60))
+        #expect(worker.snapshot.timers == 3)
+    }
+
     @Test func aTimerNeverMakesAReturnAfterSourceHandledRunReturn() throws {
         let (registry, _) = makeRegistry()
         defer { registry.endAll() }
