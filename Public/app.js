@@ -146,7 +146,7 @@ let countsDirty = false;
 function model(id) {
   let m = threads.get(id);
   if (!m) {
-    m = { id, snap: null, lastRun: 0, timerFires: new Map(), observed: false, ring: [], recentActs: [], card: null, hint: null };
+    m = { id, snap: null, lastRun: 0, timerFires: new Map(), observed: false, showActs: true, ring: [], recentActs: [], card: null, hint: null };
     threads.set(id, m);
     countsDirty = true;
   }
@@ -174,7 +174,7 @@ function applySnapshot(snap) {
   if (old && old.state === 'exited') snap = { ...snap, state: 'exited' };
   m.snap = snap;
   m.hint = null;
-  if (snap.counts && snap.counts.observers > 0) m.observed = true;
+  m.observed = !!(snap.counts && snap.counts.observers > 0);
   markDirty(snap.id);
 }
 
@@ -577,9 +577,14 @@ function buildCard(m) {
   r.observe.addEventListener('click', () =>
     act(r.observe, r.error, r.result, async () => {
       if (m.observed) {
-        m.showActs = !m.showActs;
+        // Stop observing: invalidate every observer still valid on the thread.
+        const list = await api('GET', `/api/threads/${id}/observers`);
+        const valid = list.observers.filter((o) => o.valid);
+        for (const o of valid) await api('DELETE', `/api/threads/${id}/observers/${encodeURIComponent(o.id)}`);
+        m.observed = false;
         markDirty(id);
-        return m.showActs ? 'activity lanes shown' : 'activity lanes hidden (the server has no way to remove an observer)';
+        if (id === selectedId) refreshDetailSoon();
+        return `stopped observing (${valid.length} observer${valid.length === 1 ? '' : 's'} invalidated)`;
       }
       const o = await api('POST', `/api/threads/${id}/observers`, { activities: 'all' });
       m.observed = true;
@@ -634,8 +639,8 @@ function updateCard(m) {
   r.runBox.hidden = s.run.style !== 'manual';
   const exited = state === 'exited';
   for (const b of [r.stop, r.wake, r.observe, r.run]) b.setAttribute('aria-disabled', exited ? 'true' : 'false');
-  r.observe.setAttribute('aria-pressed', m.observed && m.showActs ? 'true' : 'false');
-  setText(r.observe, m.observed ? (m.showActs ? 'Observing' : 'Observe (hidden)') : 'Observe');
+  r.observe.setAttribute('aria-pressed', m.observed ? 'true' : 'false');
+  setText(r.observe, m.observed ? 'Stop observing' : 'Observe');
 }
 
 // ---------------------------------------------------------------- flush

@@ -162,6 +162,12 @@ def test_observe_feeds_timeline(driver):
     wait(driver).until(
         lambda d: "no observer" not in d.find_element(By.CSS_SELECTOR, f'[data-lane="{tid}"] .lane-title').text
     )
+    # pressing it again invalidates the observer on the server
+    button.click()
+    wait(driver).until(lambda d: button.get_attribute("aria-pressed") == "false")
+    status, body = api("GET", f"/api/threads/{tid}/observers")
+    assert status == 200
+    assert body["observers"] and not any(o["valid"] for o in body["observers"])
 
 
 def test_perform_with_generated_form_shows_result(driver):
