@@ -57,3 +57,11 @@ clean:
 ## PASS/FAIL per goal and rewrites BENCHMARKS.md. About 6-8 minutes.
 bench: deps
 	bash benchmarks/run.sh
+
+## Hardening of issue 7 (Tests/hardening): schemathesis fuzzing, protocol abuse,
+## slowloris + a 10,000-connection flood, faults in loops, churn, SIGTERM under
+## load, then LeakSanitizer on the core tests and a sanitized server. ~9 min.
+test-hardening: deps
+	$(SWIFT) build
+	bash Tests/hardening/run.sh $(BIN_DEBUG)
+	bash Tests/hardening/leaks.sh

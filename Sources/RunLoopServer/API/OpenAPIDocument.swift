@@ -189,7 +189,12 @@ private struct OpenAPIBuilder {
             switch arg.type {
             case .string:
                 schema["type"] = "string"
-                if let maxLength = arg.maximum { schema["maxLength"] = .number(maxLength) }
+                if let maxLength = arg.maximum {
+                    // The server counts UTF-8 bytes (JSON Schema counts characters, so
+                    // this bound is necessary, not sufficient, for non-ASCII text).
+                    schema["maxLength"] = .number(maxLength)
+                    schema["description"] = .string("\(arg.summary) (at most \(Int(maxLength)) UTF-8 bytes)")
+                }
             case .integer, .number, .boolean:
                 schema["type"] = .string(arg.type.rawValue)
                 if arg.type != .boolean {
@@ -446,7 +451,12 @@ private struct OpenAPIBuilder {
                 "waitUntilDone": Schema.nullable(Schema.boolean),
                 "modes": Schema.nullable(Schema.array(Schema.ref("ModeName"), minItems: 1, maxItems: 16)),
                 "afterDelay": Schema.nullable(seconds),
-                "timeout": Schema.nullable(Schema.number(minimum: 0, maximum: maxWait)),
+                "timeout": Schema.nullable(
+                    Schema.number(
+                        minimum: 0, maximum: maxWait,
+                        description:
+                            "waitUntilDone: seconds to wait after afterDelay (default 30, capped at --max-wait); the whole wait never exceeds --max-wait, then 504 and the perform stays pending"
+                    )),
             ], description: "performSelector:onThread: (modes default to [common])")
         var timerRequest = Schema.closed(
             [

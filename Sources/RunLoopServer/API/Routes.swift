@@ -211,7 +211,11 @@ struct API: Sendable {
                         "afterDelay": .number(afterDelay),
                     ], headers: [("Location", "/api/threads/\(target.id)/perform")])
             }
-            try target.perform(spec, timeout: timeout + afterDelay) { result in
+            // The caller waits afterDelay + timeout, but never past --max-wait (an
+            // afterDelay of hours once held the connection for hours): then 504, and
+            // the perform stays pending as documented.
+            let callerWait = min(timeout + afterDelay, limits.maxWaitSeconds)
+            try target.perform(spec, timeout: callerWait) { result in
                 if case .failure(let error) = result.outcome, error.kind == .deadline || error.kind == .gone {
                     ctx.fail(error)
                 } else {

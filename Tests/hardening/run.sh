@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Hardening suite of issue 7 against the real binary: API fuzzing
+# (schemathesis), protocol abuse, slowloris + a 10,000-connection flood with a
+# latency probe, faults inside loops, churn, shutdown under load.
+#   bash Tests/hardening/run.sh path/to/runloopd [pytest args...]
+# Installs pytest, requests and schemathesis (pip) only when missing. Each test
+# starts its own runloopd on a free 127.0.0.1 port (--port 0 --port-file) and
+# stops it with SIGTERM (it must exit 0 within 5 s). Figures go to the end of
+# the output and to .build/hardening/results.json. Knobs (defaults):
+#   HARDENING_FUZZ_SECONDS=150 HARDENING_FUZZ_EXAMPLES=25 HARDENING_FUZZ_WORKERS=4
+#   HARDENING_FLOOD_ATTEMPTS=10000 HARDENING_PROBE_BUDGET_MS=100
+#   HARDENING_CHURN_WORKERS=2000 HARDENING_CHURN_TIMERS=20000
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+bin="${1:-${RUNLOOPD_BIN:-}}"
+[ $# -gt 0 ] && shift
+if [ -z "$bin" ]; then
+  echo "usage: $0 path/to/runloopd [pytest args...]   (or set RUNLOOPD_BIN)" >&2
+  exit 2
+fi
+case "$bin" in /*) ;; *) bin="$PWD/$bin" ;; esac
+if [ ! -x "$bin" ]; then
+  echo "run.sh: $bin is not an executable runloopd (build it first)" >&2
+  exit 2
+fi
+
+missing=()
+python3 -c 'import pytest' 2>/dev/null || missing+=(pytest)
+python3 -c 'import requests' 2>/dev/null || missing+=(requests)
+python3 -c 'import schemathesis' 2>/dev/null || missing+=(schemathesis)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "run.sh: installing ${missing[*]} (pip)" >&2
+  python3 -m pip install -q --disable-pip-version-check "${missing[@]}" >/dev/null 2>&1 \
+    || python3 -m pip install -q --disable-pip-version-check --break-system-packages "${missing[@]}" >/dev/null
+fi
+
+# Many sockets at once (slowloris, the flood): raise our own descriptor limit.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+mkdir -p "$root/.build/hardening"
+started=$(date +%s)
+cd "$here"
+status=0
+RUNLOOPD_BIN="$bin" HARDENING_RESULTS="$root/.build/hardening/results.json" \
+  python3 -m pytest -q -p no:cacheprovider -o console_output_style=classic \
+  --basetemp="$root/.build/hardening/tmp" "${@:-.}" || status=$?
+echo "run.sh: hardening suite took $(( $(date +%s) - started )) s (exit $status)"
+exit $status
