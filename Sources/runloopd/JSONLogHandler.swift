@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import RunLoopServer
 
 /// A swift-log handler writing one JSON object per line to standard error
 /// (`--log-format json`): `ts`, `level`, `label`, `msg`, `source` and every
@@ -44,30 +45,7 @@ struct JSONLogHandler: LogHandler {
         }
     }
 
-    static func timestamp() -> String {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        var seconds = now.tv_sec
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-            parts.tm_hour, parts.tm_min, parts.tm_sec, Int(now.tv_nsec / 1_000_000))
-    }
+    static func timestamp() -> String { Timestamp.string(Date()) }
 
-    static func quote(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
+    static func quote(_ text: String) -> String { JSON.quoted(text) }
 }

@@ -59,6 +59,27 @@ struct E2EOperationsTests {
         }
     }
 
+    @Test("--log-format json: every log line is one JSON object, access lines carry the request id")
+    func jsonLogs() async throws {
+        try await RunLoopd.with(["--log-format", "json"]) { server in
+            let c = server.client
+            _ = try await c.send("GET", "/api/version", headers: [("X-Request-Id", "json-log-1")])
+            let logged = server.output.wait(timeout: 10) { $0.log.contains("json-log-1") }
+            #expect(logged)
+            let lines = server.log.split(separator: "\n")
+            #expect(lines.count >= 3)
+            for line in lines {
+                let parsed = (try? JSON.parse(Array(line.utf8))) ?? .null
+                #expect(parsed["ts"].string != nil && parsed["level"].string != nil, "not a JSON log line: \(line)")
+            }
+            let access = lines.compactMap { try? JSON.parse(Array($0.utf8)) }.first {
+                $0["requestId"] == "json-log-1"
+            }
+            #expect(access?["route"] == .string("/api/version"))
+            #expect(access?["status"] == .string("200"))
+        }
+    }
+
     @Test("/metrics: Prometheus text whose values move after real work")
     func metricsMove() async throws {
         try await RunLoopd.with { server in

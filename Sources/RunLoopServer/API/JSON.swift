@@ -30,6 +30,13 @@ public enum JSON {
         return out
     }
 
+    /// `text` as a JSON string literal, quotes included.
+    public static func quoted(_ text: String) -> String {
+        var out: [UInt8] = []
+        writeString(text, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Serializes a value to a String.
     public static func string(_ value: Value) -> String {
         String(decoding: serialize(value), as: UTF8.self)
@@ -130,8 +137,9 @@ private struct DecodedValue: Decodable {
 }
 
 /// ISO-8601 timestamps with milliseconds, UTC (`2026-11-22T01:02:03.456Z`).
-enum Timestamp {
-    static func string(_ date: Date) -> String {
+public enum Timestamp {
+    /// The timestamp of `date`.
+    public static func string(_ date: Date) -> String {
         let interval = date.timeIntervalSince1970
         var seconds = time_t(interval.rounded(.down))
         let millis = Int(((interval - interval.rounded(.down)) * 1000).rounded(.down))
