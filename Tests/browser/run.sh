@@ -9,17 +9,10 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-bin="${1:-${RUNLOOPD_BIN:-}}"
-[ $# -gt 0 ] && shift
-if [ -z "$bin" ]; then
-  echo "usage: $0 path/to/runloopd [pytest args...]   (or set RUNLOOPD_BIN)" >&2
-  exit 2
-fi
-case "$bin" in /*) ;; *) bin="$PWD/$bin" ;; esac
-if [ ! -x "$bin" ]; then
-  echo "run.sh: $bin is not an executable runloopd (build it first)" >&2
-  exit 2
-fi
+# shellcheck source=../../scripts/lib/runloopd-bin.sh
+. "$root/scripts/lib/runloopd-bin.sh"
+resolve_runloopd_bin "$@"
+set -- "${args[@]}"
 
 # --- dependencies, only when missing ---------------------------------------
 missing=()
