@@ -340,6 +340,15 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     private func dispatch(_ job: Job) {
         let request = job.request
         metrics.recordWakeup(seconds: Monotonic.seconds() - job.postedAt)
+        guard isReady else {
+            // Queued before a stop began: answered, but never acted on (no new
+            // thread may start once every worker is being ended).
+            job.respond(
+                APIResponses.error(
+                    status: 503, code: "shutting_down", message: "runloopd is stopping",
+                    headers: [("Retry-After", "1")]))
+            return
+        }
         // Resolved once, first, so even a refused request is counted under its route.
         let resolved = router.resolve(method: request.method, path: request.path)
         if case .some(.some(let (route, _))) = resolved { job.trace.route = route.template }
