@@ -638,12 +638,22 @@ public final class Worker: @unchecked Sendable {
 
     /// `CFRunLoopTimerInvalidate` on one timer.
     public func invalidateTimer(_ timerId: String) throws(RunLoopError) -> TimerSnapshot {
+        let record = try timerRecord(timerId)
+        record.invalidate()
+        return record.snapshot
+    }
+
+    /// One timer, by id (a lookup, not a scan of every timer).
+    public func timerSnapshot(_ timerId: String) throws(RunLoopError) -> TimerSnapshot {
+        try timerRecord(timerId).snapshot
+    }
+
+    private func timerRecord(_ timerId: String) throws(RunLoopError) -> TimerRecord {
         cond.lock()
         let record = timers[timerId]
         cond.unlock()
         guard let record else { throw .notFound("timer", timerId) }
-        record.invalidate()
-        return record.snapshot
+        return record
     }
 
     /// Forgets invalidated timers and sources beyond the per-worker limits, so
@@ -709,6 +719,11 @@ public final class Worker: @unchecked Sendable {
         cond.unlock()
         guard let record else { throw .notFound("source", sourceId) }
         return record
+    }
+
+    /// One source, by id.
+    public func sourceSnapshot(_ sourceId: String) throws(RunLoopError) -> SourceSnapshot {
+        try userSource(sourceId).snapshot
     }
 
     /// Every source, in creation order.

@@ -264,11 +264,7 @@ struct API: Sendable {
             .json(200, ["timers": .array(try worker(ctx).timerSnapshots().map(Rep.timer))])
         }
         r.add("GET", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
-            let target = try worker(ctx)
-            guard let timer = target.timerSnapshots().first(where: { $0.id == ctx.param("tid") }) else {
-                throw .notFound("timer", ctx.param("tid"))
-            }
-            return .json(200, Rep.timer(timer))
+            .json(200, Rep.timer(try worker(ctx).timerSnapshot(ctx.param("tid"))))
         }
         r.add("DELETE", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
             .json(200, Rep.timer(try worker(ctx).invalidateTimer(ctx.param("tid"))))
@@ -296,11 +292,7 @@ struct API: Sendable {
             .json(200, ["sources": .array(try worker(ctx).sourceSnapshots().map(Rep.source))])
         }
         r.add("GET", "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
-            let target = try worker(ctx)
-            guard let source = target.sourceSnapshots().first(where: { $0.id == ctx.param("sid") }) else {
-                throw .notFound("source", ctx.param("sid"))
-            }
-            return .json(200, Rep.source(source))
+            .json(200, Rep.source(try worker(ctx).sourceSnapshot(ctx.param("sid"))))
         }
         r.add("DELETE", "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
             .json(200, Rep.source(try worker(ctx).invalidateSource(ctx.param("sid"))))
