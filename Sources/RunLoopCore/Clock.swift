@@ -3,9 +3,7 @@ import Foundation
 /// Monotonic time in seconds (CLOCK_MONOTONIC), for durations.
 public enum Monotonic {
     /// Seconds on the monotonic clock (for measuring intervals only).
-    public static func seconds() -> Double { now() }
-
-    static func now() -> Double {
+    public static func now() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9

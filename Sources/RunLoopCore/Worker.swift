@@ -1263,4 +1263,10 @@ final class ResultBox<T: Sendable>: @unchecked Sendable {
         defer { lock.unlock() }
         return value
     }
+    /// Changes the value in place, under the lock.
+    func update(_ change: (inout T?) -> Void) {
+        lock.lock()
+        change(&value)
+        lock.unlock()
+    }
 }

@@ -107,23 +107,15 @@ public final class WorkerRegistry: @unchecked Sendable {
         let list = allWorkers
         let group = DispatchGroup()
         let results = ResultBox<[String: WorkerSnapshot]>()
-        results.set([:])
-        let merge = NSLock()
         for worker in list {
             group.enter()
             worker.end { snapshot in
-                merge.lock()
-                var all = results.get() ?? [:]
-                all[worker.id] = snapshot
-                results.set(all)
-                merge.unlock()
+                results.update { $0 = ($0 ?? [:]).merging([worker.id: snapshot]) { $1 } }
                 group.leave()
             }
         }
         _ = group.wait(timeout: .now() + timeout)
-        merge.lock()
         let done = results.get() ?? [:]
-        merge.unlock()
         return list.map { ($0.id, done[$0.id]) }
     }
 }

@@ -227,7 +227,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             }
             // The one path every API request takes: into the control worker's
             // command buffer, then CFRunLoopSourceSignal + CFRunLoopWakeUp.
-            let job = Job(request: request, respond: answer, trace: trace, postedAt: Monotonic.seconds())
+            let job = Job(request: request, respond: answer, trace: trace, postedAt: Monotonic.now())
             guard commands.send(job, to: loop) else {
                 answer(
                     APIResponses.error(
@@ -339,7 +339,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
 
     private func dispatch(_ job: Job) {
         let request = job.request
-        metrics.recordWakeup(seconds: Monotonic.seconds() - job.postedAt)
+        metrics.recordWakeup(seconds: Monotonic.now() - job.postedAt)
         guard isReady else {
             // Queued before a stop began: answered, but never acted on (no new
             // thread may start once every worker is being ended).

@@ -194,16 +194,6 @@ func threadNames() -> [String] {
     }
 }
 
-/// How many threads this process has.
-func threadCount() -> Int {
-    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).count
-}
-
-/// How many descriptors this process has open.
-func descriptorCount() -> Int {
-    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
-}
-
 /// Open eventfd, epoll and timerfd descriptors: what a CF run loop and a port
 /// source are made of. Pipes and sockets (which end-to-end suites running in
 /// parallel open by the hundred) are not counted.
