@@ -25,6 +25,9 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
         public var largestBatch = 0
         /// Commands waiting in the buffer now.
         public var pending = 0
+        /// Sends that skipped their wake-up because one was already pending
+        /// (coalescing sources only).
+        public var coalesced = 0
     }
 
     /// The CF source (version 0).
@@ -32,14 +35,29 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// The most commands the buffer holds; `enqueue` refuses beyond it.
     public let capacity: Int
 
+    /// When true, `send` signals and wakes the loop only when no earlier wake-up
+    /// is still on its way (a burst of sends costs one `CFRunLoopWakeUp`).
+    public let coalescesWakeUps: Bool
+
     private let lock = NSLock()
     private var buffer: [Command] = []
+    /// A `send` fired and the perform routine has not drained the buffer since.
+    private var wakeUpPending = false
     private var stats = Statistics()
     private let handler: @Sendable ([Command]) -> Void
 
     /// Creates the source. `handler` runs on the loop's thread with each drained batch.
-    public init(order: Int = 0, capacity: Int = Int.max, handler: @escaping @Sendable ([Command]) -> Void) {
+    ///
+    /// With `coalescingWakeUps`, a `send` that finds an earlier send's wake-up
+    /// still undelivered only appends: the perform routine that wake-up causes
+    /// drains both. Use it only for a source that stays in its mode while it
+    /// holds commands (the wake-up must reach a perform).
+    public init(
+        order: Int = 0, capacity: Int = Int.max, coalescingWakeUps: Bool = false,
+        handler: @escaping @Sendable ([Command]) -> Void
+    ) {
         self.capacity = capacity
+        self.coalescesWakeUps = coalescingWakeUps
         self.handler = handler
         self.source = SourceFactory.makeSource0(order: order, target: self)
     }
@@ -82,9 +100,24 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     }
 
     /// Enqueues and fires in one call; `false` (and nothing signalled) when full.
+    /// A coalescing source skips the fire when an earlier one is still pending.
     @discardableResult
     public func send(_ command: Command, to runLoop: CFRunLoop, wakeUp: Bool = true) -> Bool {
-        guard enqueue(command) else { return false }
+        lock.lock()
+        guard buffer.count < capacity else {
+            lock.unlock()
+            return false
+        }
+        buffer.append(command)
+        stats.pending = buffer.count
+        var needsFire = true
+        if wakeUp && coalescesWakeUps {
+            needsFire = !wakeUpPending
+            wakeUpPending = true
+            if !needsFire { stats.coalesced += 1 }
+        }
+        lock.unlock()
+        if !needsFire { return true }
         if wakeUp { fire(on: runLoop) } else { signal() }
         return true
     }
@@ -119,6 +152,7 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
         let batch = buffer
         buffer.removeAll()
         stats.pending = 0
+        wakeUpPending = false
         return batch
     }
 
@@ -146,6 +180,7 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
         lock.lock()
         let batch = buffer
         buffer.removeAll(keepingCapacity: true)
+        wakeUpPending = false
         stats.performs += 1
         stats.commands += batch.count
         stats.largestBatch = max(stats.largestBatch, batch.count)

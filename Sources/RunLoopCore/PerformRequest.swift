@@ -53,6 +53,7 @@ final class PerformRequest: @unchecked Sendable {
     var fireAt: Date?
     private let replyLock = NSLock()
     private var replied = false
+    private var deadline: DeadlineToken?
     private let completion: (@Sendable (PerformResult) -> Void)?
 
     init(
@@ -76,12 +77,25 @@ final class PerformRequest: @unchecked Sendable {
         replyLock.lock()
         let won = !replied
         replied = true
+        let deadline = self.deadline
+        self.deadline = nil
         replyLock.unlock()
         if won {
+            deadline?.cancel()
             first()
             completion?(result)
         }
         return won
+    }
+
+    /// Keeps the caller's deadline so the first answer cancels it (at once when
+    /// the answer already came).
+    func setDeadline(_ token: DeadlineToken) {
+        replyLock.lock()
+        let answered = replied
+        if !answered { deadline = token }
+        replyLock.unlock()
+        if answered { token.cancel() }
     }
 
     var snapshot: PerformSnapshot {

@@ -967,7 +967,7 @@ public final class Worker: @unchecked Sendable {
         touch()
         if let timeout, completion != nil {
             let emit = self.emit
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [id] in
+            let deadline = Deadlines.after(timeout) { [id] in
                 let result = PerformResult(
                     performId: performId, thread: id, selector: call.selector,
                     outcome: .failure(
@@ -979,6 +979,7 @@ public final class Worker: @unchecked Sendable {
                 // The caller is told; the perform itself stays queued.
                 request.reply(result) { emit(.perform(thread: id, result: result)) }
             }
+            request.setDeadline(deadline)
         }
         return performId
     }

@@ -119,7 +119,8 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             options: WorkerOptions(
                 name: "rl-control", keepAlive: .port, policy: RunPolicy(style: .loop, seconds: 86_400)),
             limits: configuration.limits, selectors: registry.selectors)
-        commands = CommandSource<Job>(capacity: configuration.maxQueuedRequests) { [weak self] batch in
+        commands = CommandSource<Job>(capacity: configuration.maxQueuedRequests, coalescingWakeUps: true) {
+            [weak self] batch in
             self?.handle(batch)
         }
         commands.add(to: control.runLoop, mode: .default)
@@ -334,7 +335,13 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     }
 
     private func handle(_ batch: [Job]) {
-        for job in batch { dispatch(job) }
+        guard let server else {
+            for job in batch { dispatch(job) }
+            return
+        }
+        server.withBatchedResumes {
+            for job in batch { dispatch(job) }
+        }
     }
 
     private func dispatch(_ job: Job) {

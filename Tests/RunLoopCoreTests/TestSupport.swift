@@ -103,6 +103,18 @@ final class Pending<Value: Sendable>: @unchecked Sendable {
         }
         return values.first
     }
+
+    /// The first `count` values, waiting up to `seconds` for them (fewer if they
+    /// did not all come).
+    func wait(count: Int, _ seconds: Double = 10) -> [Value] {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while values.count < count {
+            if !condition.wait(until: deadline) { break }
+        }
+        return Array(values.prefix(count))
+    }
 }
 
 /// A registry of its own (tests run in parallel) with a probe on its events.

@@ -44,50 +44,71 @@ struct Router: Sendable {
     struct Route: Sendable {
         let method: String
         let template: String
-        let segments: [String]
+        let segments: [Segment]
         let handler: RouteHandler
     }
 
+    /// One `/`-separated piece of a template.
+    enum Segment: Sendable {
+        case literal(String)
+        case capture(String)
+    }
+
     private(set) var routes: [Route] = []
+    /// Route indexes by segment count: a path is compared only with templates of its length.
+    private var byLength: [Int: [Int]] = [:]
 
     mutating func add(_ method: String, _ template: String, _ handler: @escaping RouteHandler) {
-        routes.append(
-            Route(
-                method: method, template: template, segments: template.split(separator: "/").map(String.init),
-                handler: handler))
+        let segments = template.split(separator: "/").map { piece -> Segment in
+            piece.hasPrefix("{") ? .capture(String(piece.dropFirst().dropLast())) : .literal(String(piece))
+        }
+        byLength[segments.count, default: []].append(routes.count)
+        routes.append(Route(method: method, template: template, segments: segments, handler: handler))
     }
 
-    /// Matches `path`: the score counts literal segments (higher wins).
-    private func match(_ route: Route, _ parts: [Substring]) -> (params: [String: String], score: Int)? {
-        guard route.segments.count == parts.count else { return nil }
-        var params: [String: String] = [:]
+    /// Whether `route` matches `parts`; the score counts literal segments (higher
+    /// wins). Allocates nothing: captures are checked, decoded only for the winner.
+    private func score(_ route: Route, _ parts: [Substring]) -> Int? {
         var score = 0
         for (segment, part) in zip(route.segments, parts) {
-            if segment.hasPrefix("{") {
-                guard let decoded = PercentDecoding.decode(part), !decoded.isEmpty else { return nil }
-                params[String(segment.dropFirst().dropLast())] = decoded
-            } else if segment == part {
+            switch segment {
+            case .literal(let literal):
+                guard part == literal else { return nil }
                 score += 1
-            } else {
-                return nil
+            case .capture:
+                guard PercentDecoding.isWellFormed(part) else { return nil }
             }
         }
-        return (params, score)
+        return score
     }
 
-    /// The route for a request, the methods the path allows, and the template.
+    /// The captures of a route that matched.
+    private func captures(_ route: Route, _ parts: [Substring]) -> [String: String] {
+        var params: [String: String] = [:]
+        for (segment, part) in zip(route.segments, parts) {
+            if case .capture(let name) = segment { params[name] = PercentDecoding.decode(part) ?? String(part) }
+        }
+        return params
+    }
+
+    /// The route for a request and its captures; `.some(nil)` when the path
+    /// exists for other methods only; `nil` when no template matches the path.
     func resolve(method: String, path: String) -> (route: Route, params: [String: String])?? {
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)
-        var best: (Route, [String: String], Int)?
+        let effective = method == "HEAD" ? "GET" : method
+        var best: (index: Int, score: Int)?
         var anyPath = false
-        for route in routes {
-            guard let (params, score) = match(route, parts) else { continue }
+        for index in byLength[parts.count] ?? [] {
+            let route = routes[index]
+            guard let score = score(route, parts) else { continue }
             anyPath = true
-            let effective = method == "HEAD" ? "GET" : method
             guard route.method == effective else { continue }
-            if best == nil || score > best!.2 { best = (route, params, score) }
+            if best == nil || score > best!.score { best = (index, score) }
         }
-        if let best { return .some((best.0, best.1)) }
+        if let best {
+            let route = routes[best.index]
+            return .some((route, captures(route, parts)))
+        }
         return anyPath ? .some(nil) : nil
     }
 
@@ -95,7 +116,9 @@ struct Router: Sendable {
     func allowedMethods(path: String) -> [String] {
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)
         var methods = Set<String>()
-        for route in routes where match(route, parts) != nil { methods.insert(route.method) }
+        for index in byLength[parts.count] ?? [] where score(routes[index], parts) != nil {
+            methods.insert(routes[index].method)
+        }
         if methods.contains("GET") { methods.insert("HEAD") }
         return methods.sorted()
     }

@@ -91,14 +91,12 @@ struct API: Sendable {
         r.add("DELETE", "/api/threads/{id}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let once = Once(ctx.respond)
-            DispatchQueue.global().asyncAfter(deadline: .now() + limits.endWaitSeconds) {
-                once.fire(
-                    APIResponses.error(
-                        RunLoopError(
-                            kind: .deadline, code: "deadline_exceeded",
-                            message:
-                                "thread \(target.id) was told to end but has not returned within \(limits.endWaitSeconds) s (a handler is still running); it ends when that handler returns"
-                        )))
+            once.expire(after: limits.endWaitSeconds) {
+                RunLoopError(
+                    kind: .deadline, code: "deadline_exceeded",
+                    message:
+                        "thread \(target.id) was told to end but has not returned within \(limits.endWaitSeconds) s (a handler is still running); it ends when that handler returns"
+                )
             }
             target.end { final in once.fire(APIResponses.json(200, Rep.thread(final))) }
             return .deferred
@@ -123,14 +121,12 @@ struct API: Sendable {
                 }
             }
             // A run lasts `seconds` plus whatever its handlers take: bound the wait.
-            DispatchQueue.global().asyncAfter(deadline: .now() + seconds + limits.stopWaitSeconds) {
-                once.fire(
-                    APIResponses.error(
-                        RunLoopError(
-                            kind: .deadline, code: "deadline_exceeded",
-                            message:
-                                "the run has not returned \(limits.stopWaitSeconds) s after its timeout (a handler is busy)"
-                        )))
+            once.expire(after: seconds + limits.stopWaitSeconds) {
+                RunLoopError(
+                    kind: .deadline, code: "deadline_exceeded",
+                    message:
+                        "the run has not returned \(limits.stopWaitSeconds) s after its timeout (a handler is busy)"
+                )
             }
             return .deferred
         }
@@ -144,14 +140,12 @@ struct API: Sendable {
                 case .failure(let error): once.fire(APIResponses.error(error))
                 }
             }
-            DispatchQueue.global().asyncAfter(deadline: .now() + limits.stopWaitSeconds) {
-                once.fire(
-                    APIResponses.error(
-                        RunLoopError(
-                            kind: .deadline, code: "deadline_exceeded",
-                            message:
-                                "CFRunLoopStop was called but the run has not returned within \(limits.stopWaitSeconds) s (a handler is busy); it stops when the handler returns"
-                        )))
+            once.expire(after: limits.stopWaitSeconds) {
+                RunLoopError(
+                    kind: .deadline, code: "deadline_exceeded",
+                    message:
+                        "CFRunLoopStop was called but the run has not returned within \(limits.stopWaitSeconds) s (a handler is busy); it stops when the handler returns"
+                )
             }
             return .deferred
         }
@@ -423,6 +417,7 @@ struct API: Sendable {
 final class Once: @unchecked Sendable {
     private let lock = NSLock()
     private var done = false
+    private var deadline: DeadlineToken?
     private let respond: @Sendable (HTTPResponse) -> Void
 
     init(_ respond: @escaping @Sendable (HTTPResponse) -> Void) { self.respond = respond }
@@ -431,7 +426,22 @@ final class Once: @unchecked Sendable {
         lock.lock()
         let first = !done
         done = true
+        let deadline = self.deadline
+        self.deadline = nil
         lock.unlock()
-        if first { respond(response) }
+        guard first else { return }
+        deadline?.cancel()
+        respond(response)
+    }
+
+    /// Answers `error` after `seconds` unless an answer came first; the first
+    /// answer cancels the deadline (nothing stays queued behind a fast reply).
+    func expire(after seconds: Double, with error: @escaping @Sendable () -> RunLoopError) {
+        let token = Deadlines.after(seconds) { [self] in fire(APIResponses.error(error())) }
+        lock.lock()
+        let answered = done
+        if !answered { deadline = token }
+        lock.unlock()
+        if answered { token.cancel() }
     }
 }

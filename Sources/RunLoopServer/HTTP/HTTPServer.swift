@@ -150,6 +150,14 @@ public final class HTTPServer: Sendable {
             c.shutdownGracePeriod.isFinite && c.shutdownGracePeriod >= 0, "shutdownGracePeriod must be ≥ 0 seconds")
     }
 
+    /// Runs `body` and resumes the connections its answers release only when it
+    /// returns: a thread answering a batch of requests wakes libmicrohttpd once
+    /// for all of them instead of once per answer. Answers given on other
+    /// threads meanwhile are not held back.
+    public func withBatchedResumes<Result>(_ body: () throws -> Result) rethrows -> Result {
+        try core.withBatchedResumes(body)
+    }
+
     /// Stops the server gracefully and returns once libmicrohttpd has stopped.
     ///
     /// Stops accepting connections, answers every request still waiting for an

@@ -3,6 +3,14 @@ import Dispatch
 import Logging
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The object behind libmicrohttpd's callbacks: turns connections into
 /// `HTTPRequest` values, hands them to the handler and queues the answers.
 ///
@@ -91,15 +99,32 @@ final class HTTPServerCore: Sendable {
     }
 
     /// Answers `context` with `response` unless it already has an answer;
-    /// resumes the connection when it was suspended.
+    /// resumes the connection when it was suspended (at the end of the batch
+    /// when the calling thread is inside `withBatchedResumes`).
     func deliver(_ response: HTTPResponse, to context: HTTPRequestContext) {
         let (accepted, resume) = context.deliver(response)
         if !accepted {
             logger.debug("HTTP answer ignored: the request was already answered or has ended")
         }
-        if let resume {
+        guard let resume else { return }
+        if let batch = ResumeBatch.current {
+            batch.connections.append(resume.pointer)
+        } else {
             MHD_resume_connection(resume.pointer)
         }
+    }
+
+    /// Runs `body`; connections its answers resume are resumed together when it
+    /// returns, so libmicrohttpd's thread wakes once and finds them all.
+    func withBatchedResumes<Result>(_ body: () throws -> Result) rethrows -> Result {
+        if ResumeBatch.current != nil { return try body() }
+        let batch = ResumeBatch()
+        ResumeBatch.current = batch
+        defer {
+            ResumeBatch.current = nil
+            for connection in batch.connections { MHD_resume_connection(connection) }
+        }
+        return try body()
     }
 
     // MARK: - Access handler
@@ -401,6 +426,29 @@ final class HTTPServerCore: Sendable {
             logger.warning("libmicrohttpd: \(message)")
         } else {
             logger.debug("libmicrohttpd: \(message)")
+        }
+    }
+}
+
+/// The connections waiting to be resumed at the end of a thread's
+/// `withBatchedResumes` call (thread-local: only its own thread touches it).
+private final class ResumeBatch {
+    var connections: [OpaquePointer] = []
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// The calling thread's open batch, if any.
+    static var current: ResumeBatch? {
+        get {
+            pthread_getspecific(key).map { Unmanaged<ResumeBatch>.fromOpaque($0).takeUnretainedValue() }
+        }
+        set {
+            // The setter's caller keeps the batch alive until it is cleared again.
+            pthread_setspecific(key, newValue.map { Unmanaged.passUnretained($0).toOpaque() })
         }
     }
 }

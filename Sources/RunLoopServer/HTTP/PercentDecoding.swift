@@ -25,6 +25,21 @@ enum PercentDecoding {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// Whether every `%` in `text` starts a valid `%HH` escape (what `decode`
+    /// accepts), checked without allocating.
+    static func isWellFormed(_ text: Substring) -> Bool {
+        var pending = 0
+        for byte in text.utf8 {
+            if pending > 0 {
+                guard hexValue(byte) != nil else { return false }
+                pending -= 1
+            } else if byte == UInt8(ascii: "%") {
+                pending = 2
+            }
+        }
+        return pending == 0
+    }
+
     private static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")

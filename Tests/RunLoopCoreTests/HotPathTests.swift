@@ -1,0 +1,117 @@
+import CoreFoundation
+import Foundation
+import Testing
+
+@testable import RunLoopCore
+
+/// The pieces the HTTP hop leans on under load: coalesced wake-ups of a
+/// command source and cancellable deadlines.
+@Suite struct HotPathTests {
+    @Test func coalescingSourceWakesOncePerBurstAndLosesNothing() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.loop, seconds: 30))
+        let gate = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        let received = Pending<[Int]>()
+        let source = CommandSource<Int>(coalescingWakeUps: true) { batch in
+            if batch == [0] {  // hold the loop while the burst queues up
+                entered.signal()
+                gate.wait()
+            }
+            received.put(batch)
+        }
+        source.add(to: worker.runLoop, mode: .default)
+        defer { source.invalidate() }
+
+        #expect(source.send(0, to: worker.runLoop))
+        #expect(entered.wait(timeout: .now() + 10) == .success, "the loop is inside the first batch")
+        for command in 1...100 { #expect(source.send(command, to: worker.runLoop)) }
+        gate.signal()
+
+        let batches = received.wait(count: 2)
+        #expect(batches.first == [0])
+        #expect(batches.last == Array(1...100), "the burst arrives as one batch, in order")
+        let stats = source.statistics
+        #expect(stats.coalesced == 99, "only the first send after a drain signals and wakes")
+        #expect(stats.commands == 101)
+        #expect(stats.largestBatch == 100)
+
+        // After a drain the next send wakes the loop again.
+        #expect(source.send(101, to: worker.runLoop))
+        #expect(received.wait(count: 3).last == [101])
+        #expect(source.statistics.coalesced == 99)
+    }
+
+    @Test func plainSourceStillFiresEverySend() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.loop, seconds: 30))
+        let received = Pending<[Int]>()
+        let source = CommandSource<Int> { received.put($0) }
+        source.add(to: worker.runLoop, mode: .default)
+        defer { source.invalidate() }
+        for command in 0..<10 {
+            #expect(source.send(command, to: worker.runLoop))
+            #expect(received.wait(count: command + 1).last == [command])
+        }
+        #expect(source.statistics.performs == 10)
+        #expect(source.statistics.coalesced == 0)
+    }
+
+    @Test func deadlinesFireInOrderAndCancelledOnesNeverRunAndAreReleased() throws {
+        final class Marker: Sendable {}
+        let fired = Pending<String>()
+        weak var released: Marker?
+        let cancelled: DeadlineToken
+        do {
+            let marker = Marker()
+            released = marker
+            cancelled = Deadlines.after(0.02) { [marker] in
+                _ = marker
+                fired.put("cancelled")
+            }
+        }
+        Deadlines.after(0.06) { fired.put("late") }
+        Deadlines.after(0.01) { fired.put("early") }
+        Deadlines.after(0.04) { fired.put("middle") }
+        #expect(released != nil, "the scheduled action holds what it captured")
+        cancelled.cancel()
+        #expect(released == nil, "cancel releases the action at once, not at its deadline")
+
+        #expect(fired.wait(count: 3) == ["early", "middle", "late"])
+        #expect(fired.wait(count: 4, 0.1).count == 3, "the cancelled deadline never ran")
+    }
+
+    @Test func manyCancelledDeadlinesLeaveNothingBehind() throws {
+        final class Marker: Sendable {}
+        weak var released: Marker?
+        var tokens: [DeadlineToken] = []
+        do {
+            let marker = Marker()
+            released = marker
+            tokens = (0..<10_000).map { index in Deadlines.after(30 + Double(index) / 1000) { _ = marker } }
+        }
+        #expect(released != nil)
+        for token in tokens { token.cancel() }
+        #expect(released == nil, "all 10,000 actions were released by their cancels")
+        // A deadline scheduled after the churn still fires, on time.
+        let fired = Pending<Bool>()
+        Deadlines.after(0.01) { fired.put(true) }
+        #expect(fired.wait() == true)
+    }
+
+    @Test func performWithTimeoutCancelsItsDeadlineWhenAnswered() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.loop, seconds: 30))
+        let before = Deadlines.shared.pendingCount
+        for _ in 0..<50 {
+            let done = Pending<PerformResult>()
+            try worker.perform(PerformSpec(call: SelectorCall(selector: "echo")), timeout: 30) { done.put($0) }
+            _ = try value(done)
+        }
+        // Other suites run in parallel and may hold a few deadlines of their own.
+        #expect(Deadlines.shared.pendingCount < before + 25, "no 30 s guard outlives its answered perform")
+    }
+}
