@@ -6,20 +6,13 @@ public enum JSON {
     /// Parses a JSON document. Throws a `bad_json` error for anything that is not
     /// JSON or that holds a number outside Double's finite range.
     public static func parse(_ bytes: [UInt8]) throws(RunLoopError) -> Value {
-        do {
-            return try JSONDecoder().decode(DecodedValue.self, from: Data(bytes)).value
+        do throws(JSONReader.Failure) {
+            return try JSONReader.parse(bytes)
         } catch {
             throw RunLoopError(
-                kind: .badValue, code: "bad_json", message: "the body is not valid JSON: \(describe(error))", field: nil
-            )
+                kind: .badValue, code: "bad_json", message: "the body is not valid JSON: \(error.description)",
+                field: nil)
         }
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if case DecodingError.dataCorrupted(let context) = error {
-            return context.debugDescription
-        }
-        return "unreadable"
     }
 
     /// Serializes a value compactly (keys sorted, so output is stable).
@@ -91,48 +84,6 @@ public enum JSON {
             }
         }
         out.append(UInt8(ascii: "\""))
-    }
-}
-
-/// Decodes any JSON into a `Value`, keeping booleans and numbers apart.
-private struct DecodedValue: Decodable {
-    let value: Value
-
-    struct Key: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    init(from decoder: any Decoder) throws {
-        if var array = try? decoder.unkeyedContainer() {
-            var items: [Value] = []
-            while !array.isAtEnd { items.append(try array.decode(DecodedValue.self).value) }
-            value = .array(items)
-            return
-        }
-        if let object = try? decoder.container(keyedBy: Key.self) {
-            var members: [String: Value] = [:]
-            for key in object.allKeys {
-                members[key.stringValue] = try object.decode(DecodedValue.self, forKey: key).value
-            }
-            value = .object(members)
-            return
-        }
-        let single = try decoder.singleValueContainer()
-        if single.decodeNil() {
-            value = .null
-        } else if let b = try? single.decode(Bool.self) {
-            value = .bool(b)
-        } else if let d = try? single.decode(Double.self) {
-            guard d.isFinite else {
-                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "number out of range"))
-            }
-            value = .number(d)
-        } else {
-            value = .string(try single.decode(String.self))
-        }
     }
 }
 
