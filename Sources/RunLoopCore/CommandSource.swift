@@ -39,7 +39,7 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// is still on its way (a burst of sends costs one `CFRunLoopWakeUp`).
     public let coalescesWakeUps: Bool
 
-    private let lock = NSLock()
+    private let lock = AdaptiveLock()
     private var buffer: [Command] = []
     /// A `send` fired and the perform routine has not drained the buffer since.
     private var wakeUpPending = false
