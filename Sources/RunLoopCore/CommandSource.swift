@@ -71,9 +71,14 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
         CFRunLoopAddSource(runLoop, source, mode.cfMode)
     }
 
-    /// `CFRunLoopRemoveSource` from `mode` (cancel routine runs).
+    /// `CFRunLoopRemoveSource` from `mode` (cancel routine runs). A coalescing
+    /// source forgets its pending wake-up: the next send fires again, so a
+    /// source re-added later is never left signalled on a sleeping loop.
     public func remove(from runLoop: CFRunLoop, mode: RunLoopMode) {
         CFRunLoopRemoveSource(runLoop, source, mode.cfMode)
+        lock.lock()
+        wakeUpPending = false
+        lock.unlock()
     }
 
     /// Appends a command to the buffer; `false` when the buffer is full.
@@ -103,23 +108,31 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// A coalescing source skips the fire when an earlier one is still pending.
     @discardableResult
     public func send(_ command: Command, to runLoop: CFRunLoop, wakeUp: Bool = true) -> Bool {
-        lock.lock()
-        guard buffer.count < capacity else {
-            lock.unlock()
-            return false
+        let (accepted, mustFire) = enqueueClaimingWakeUp(command, wakeUp: wakeUp)
+        guard accepted else { return false }
+        if mustFire {
+            if wakeUp { fire(on: runLoop) } else { signal() }
         }
+        return true
+    }
+
+    /// Appends a command and tells whether the caller must fire the source:
+    /// always, unless this source coalesces and a wake-up is already pending.
+    /// (`send` is this plus the fire; callers that must add the source to a
+    /// mode between the two use it directly.)
+    public func enqueueClaimingWakeUp(_ command: Command, wakeUp: Bool = true) -> (accepted: Bool, mustFire: Bool) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard buffer.count < capacity else { return (false, false) }
         buffer.append(command)
         stats.pending = buffer.count
-        var needsFire = true
-        if wakeUp && coalescesWakeUps {
-            needsFire = !wakeUpPending
-            wakeUpPending = true
-            if !needsFire { stats.coalesced += 1 }
+        guard wakeUp && coalescesWakeUps else { return (true, true) }
+        if wakeUpPending {
+            stats.coalesced += 1
+            return (true, false)
         }
-        lock.unlock()
-        if !needsFire { return true }
-        if wakeUp { fire(on: runLoop) } else { signal() }
-        return true
+        wakeUpPending = true
+        return (true, true)
     }
 
     /// `CFRunLoopSourceInvalidate`: removed from every mode, never fires again.

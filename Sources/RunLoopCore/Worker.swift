@@ -1008,18 +1008,19 @@ public final class Worker: @unchecked Sendable {
         for mode in request.modes {
             memberLock.lock()
             var entry = performSources[mode.name] ?? (makePerformSource(mode: mode.name), false)
-            entry.source.enqueue(request)
+            let mustFire = entry.source.enqueueClaimingWakeUp(request).mustFire
             let needsAdd = !entry.inLoop
             entry.inLoop = true
             performSources[mode.name] = entry
             if needsAdd { entry.source.add(to: runLoop, mode: mode) }
             memberLock.unlock()
-            entry.source.fire(on: runLoop)
+            // A burst of performs into a busy thread costs one wake-up.
+            if mustFire { entry.source.fire(on: runLoop) }
         }
     }
 
     private func makePerformSource(mode: String) -> CommandSource<PerformRequest> {
-        CommandSource<PerformRequest> { [weak self] batch in
+        CommandSource<PerformRequest>(coalescingWakeUps: true) { [weak self] batch in
             self?.performBatch(batch, mode: mode)
         }
     }

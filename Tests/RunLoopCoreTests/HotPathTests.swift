@@ -5,8 +5,9 @@ import Testing
 @testable import RunLoopCore
 
 /// The pieces the HTTP hop leans on under load: coalesced wake-ups of a
-/// command source and cancellable deadlines.
-@Suite struct HotPathTests {
+/// command source and cancellable deadlines. Serialized: two of them count
+/// the process-wide deadlines.
+@Suite(.serialized) struct HotPathTests {
     @Test func coalescingSourceWakesOncePerBurstAndLosesNothing() throws {
         let (registry, _) = makeRegistry()
         defer { registry.endAll() }
@@ -41,6 +42,27 @@ import Testing
         #expect(source.send(101, to: worker.runLoop))
         #expect(received.wait(count: 3).last == [101])
         #expect(source.statistics.coalesced == 99)
+    }
+
+    /// A wake-up spent on a mode the loop is not in must not make the next
+    /// send skip its own once the source has moved to the mode the loop runs.
+    @Test func coalescingSourceMovedBetweenModesStillWakesTheLoop() throws {
+        let (registry, probe) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.loop, seconds: 30))
+        let other = try RunLoopMode("elsewhere")
+        let received = Pending<[Int]>()
+        let source = CommandSource<Int>(coalescingWakeUps: true) { received.put($0) }
+        defer { source.invalidate() }
+        source.add(to: worker.runLoop, mode: other)
+        #expect(source.send(1, to: worker.runLoop))
+        #expect(probe.waitUntil { worker.snapshot.state == .waiting })
+        #expect(received.all.isEmpty, "the loop runs default, not elsewhere")
+
+        source.remove(from: worker.runLoop, mode: other)
+        source.add(to: worker.runLoop, mode: .default)
+        #expect(source.send(2, to: worker.runLoop))
+        #expect(received.wait() == [1, 2], "the second send woke the sleeping loop")
     }
 
     @Test func plainSourceStillFiresEverySend() throws {
