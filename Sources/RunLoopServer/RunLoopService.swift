@@ -3,6 +3,7 @@ import CoreFoundation
 import Foundation
 import Logging
 import RunLoopCore
+import Synchronization
 
 /// Everything runloopd is configured with.
 public struct ServiceConfiguration: Sendable {
@@ -60,28 +61,19 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
 
     /// Per-request bookkeeping for the access log and metrics: the route
     /// template is filled in by the control loop once the request is routed.
-    final class RequestTrace: @unchecked Sendable {
+    final class RequestTrace: Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         let requestId: String
-        private let lock = NSLock()
-        private var routeTemplate: String
+        private let routeTemplate: Mutex<String>
 
         init(requestId: String, route: String) {
             self.requestId = requestId
-            self.routeTemplate = route
+            self.routeTemplate = Mutex(route)
         }
 
         var route: String {
-            get {
-                lock.lock()
-                defer { lock.unlock() }
-                return routeTemplate
-            }
-            set {
-                lock.lock()
-                routeTemplate = newValue
-                lock.unlock()
-            }
+            get { routeTemplate.withLock { $0 } }
+            set { routeTemplate.withLock { $0 = newValue } }
         }
     }
 
@@ -374,7 +366,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
                     message: "this runloopd is read-only (--read-only): \(request.method) is refused"))
             return
         }
-        if ["POST", "PUT", "PATCH"].contains(request.method), !request.body.isEmpty {
+        if request.method == "POST" || request.method == "PUT" || request.method == "PATCH", !request.body.isEmpty {
             let type = request.headers["content-type"]?.lowercased() ?? ""
             guard type.hasPrefix("application/json") else {
                 job.respond(

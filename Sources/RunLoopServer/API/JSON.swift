@@ -50,11 +50,13 @@ public enum JSON {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            for (index, key) in members.keys.sorted().enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
+            var first = true
+            for (key, member) in members.sorted(by: { $0.key < $1.key }) {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
                 writeString(key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                write(members[key] ?? .null, into: &out)
+                write(member, into: &out)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -70,18 +72,29 @@ public enum JSON {
 
     private static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in s.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: "\\\"".utf8)
-            case UInt8(ascii: "\\"): out.append(contentsOf: "\\\\".utf8)
-            case 0x0A: out.append(contentsOf: "\\n".utf8)
-            case 0x0D: out.append(contentsOf: "\\r".utf8)
-            case 0x09: out.append(contentsOf: "\\t".utf8)
-            case 0..<0x20:
-                let hex = String(byte, radix: 16)
-                out.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).utf8)
-            default: out.append(byte)
+        var text = s
+        text.withUTF8 { bytes in
+            // Copy runs of plain bytes at once; escape only what must be.
+            var runStart = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                runStart = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): out.append(contentsOf: "\\\"".utf8)
+                case UInt8(ascii: "\\"): out.append(contentsOf: "\\\\".utf8)
+                case 0x0A: out.append(contentsOf: "\\n".utf8)
+                case 0x0D: out.append(contentsOf: "\\r".utf8)
+                case 0x09: out.append(contentsOf: "\\t".utf8)
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: "\\u00".utf8)
+                    out.append(hex[Int(byte >> 4)])
+                    out.append(hex[Int(byte & 0x0F)])
+                }
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
         }
         out.append(UInt8(ascii: "\""))
     }

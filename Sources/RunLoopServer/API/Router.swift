@@ -127,10 +127,12 @@ struct Router: Sendable {
 /// Building HTTP responses from values and errors: statuses are decided here only.
 enum APIResponses {
     static func json(_ status: Int, _ value: Value, headers: [(String, String)] = []) -> HTTPResponse {
-        HTTPResponse(
-            status: status,
-            headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")] + headers,
-            body: JSON.serialize(value) + [0x0A])
+        var all: [(String, String)] = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+        all.reserveCapacity(3 + headers.count)  // room for the X-Request-Id added on the way out
+        all.append(contentsOf: headers)
+        var body = JSON.serialize(value)
+        body.append(0x0A)
+        return HTTPResponse(status: status, headers: all, body: body)
     }
 
     /// The status for an engine error kind.

@@ -283,9 +283,12 @@ final class HTTPServerCore: Sendable {
                         status: 500, code: "internal", message: "event stream is already attached to a response"),
                     on: connection)
             }
-            let names = Set(headers.map { $0.0.lowercased() })
-            if !names.contains("content-type") { headers.append(("Content-Type", "text/event-stream")) }
-            if !names.contains("cache-control") { headers.append(("Cache-Control", "no-store")) }
+            if !headers.contains(where: { $0.0.equalsASCIIIgnoringCase("content-type") }) {
+                headers.append(("Content-Type", "text/event-stream"))
+            }
+            if !headers.contains(where: { $0.0.equalsASCIIIgnoringCase("cache-control") }) {
+                headers.append(("Cache-Control", "no-store"))
+            }
         } else {
             made = response.body.withUnsafeBytes { bytes in
                 MHD_create_response_from_buffer(
@@ -298,8 +301,9 @@ final class HTTPServerCore: Sendable {
         }
         defer { MHD_destroy_response(mhdResponse) }
         for (name, value) in headers {
-            let lower = name.lowercased()
-            if lower == "content-length" || lower == "transfer-encoding" { continue }
+            if name.equalsASCIIIgnoringCase("content-length") || name.equalsASCIIIgnoringCase("transfer-encoding") {
+                continue
+            }
             if MHD_add_response_header(mhdResponse, name, value) != .YES {
                 logger.warning("HTTP response header refused", metadata: ["header": "\(name)"])
             }
@@ -454,6 +458,18 @@ private final class ResumeBatch {
 }
 
 extension String {
+    /// Whether the string equals `lowercase` (all lower-case ASCII) ignoring
+    /// ASCII case, without allocating.
+    fileprivate func equalsASCIIIgnoringCase(_ lowercase: StaticString) -> Bool {
+        let other = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        guard utf8.count == other.count else { return false }
+        for (byte, expected) in zip(utf8, other) {
+            let folded = (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
+            if folded != expected { return false }
+        }
+        return true
+    }
+
     /// The string without leading and trailing spaces, tabs and line breaks.
     fileprivate func trimmingSpaces() -> String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }

@@ -50,15 +50,23 @@ struct SocketAddress {
 
     /// The numeric host text of a peer address (`127.0.0.1`, `::1`), or `nil`.
     static func numericHost(_ address: UnsafePointer<sockaddr>) -> String? {
-        let length: socklen_t
-        switch Int32(address.pointee.sa_family) {
-        case AF_INET: length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        case AF_INET6: length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-        default: return nil
+        // inet_ntop, not getnameinfo: this runs for every request.
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN)) { buffer in
+            let size = socklen_t(buffer.count)
+            let text: UnsafePointer<CChar>?
+            switch Int32(address.pointee.sa_family) {
+            case AF_INET:
+                text = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+                    withUnsafePointer(to: v4.pointee.sin_addr) { inet_ntop(AF_INET, $0, buffer.baseAddress, size) }
+                }
+            case AF_INET6:
+                text = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                    withUnsafePointer(to: v6.pointee.sin6_addr) { inet_ntop(AF_INET6, $0, buffer.baseAddress, size) }
+                }
+            default:
+                text = nil
+            }
+            return text.map { String(cString: $0) }
         }
-        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-        let status = getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST)
-        guard status == 0 else { return nil }
-        return String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
