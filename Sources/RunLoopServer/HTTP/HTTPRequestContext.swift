@@ -13,7 +13,7 @@ struct MHDConnection: @unchecked Sendable {
 ///
 /// The reading half is touched only by the connection's libmicrohttpd thread;
 /// the answer half is shared with whoever calls `respond`, so both sit behind
-/// locks.
+/// one lock.
 final class HTTPRequestContext: Sendable {
     /// Where the request is in its life.
     enum Phase {
@@ -48,16 +48,17 @@ final class HTTPRequestContext: Sendable {
         var discarded = 0
     }
 
-    private struct Answer {
+    /// Both halves behind one lock (one allocation per request, not two).
+    private struct State {
         var phase: Phase = .reading
         var pending: HTTPResponse?
         var responded = false
+        var body = Body()
     }
 
     let connection: MHDConnection
     let remoteAddress: String?
-    private let answer = LockedState(Answer())
-    private let bodyState = LockedState(Body())
+    private let state = LockedState(State())
 
     init(connection: MHDConnection, remoteAddress: String?) {
         self.connection = connection
@@ -69,34 +70,34 @@ final class HTTPRequestContext: Sendable {
     /// Adds a body chunk, or drops it once the body has passed `limit`.
     /// Returns how many bytes have been dropped so far (0 while within the limit).
     func appendBody(_ chunk: UnsafeRawBufferPointer, limit: Int) -> Int {
-        bodyState.withLock { b in
-            if !b.tooLarge && b.bytes.count + chunk.count > limit {
-                b.tooLarge = true
-                b.discarded = b.bytes.count
-                b.bytes = []
+        state.withLock { s in
+            if !s.body.tooLarge && s.body.bytes.count + chunk.count > limit {
+                s.body.tooLarge = true
+                s.body.discarded = s.body.bytes.count
+                s.body.bytes = []
             }
-            if b.tooLarge {
-                b.discarded += chunk.count
-                return b.discarded
+            if s.body.tooLarge {
+                s.body.discarded += chunk.count
+                return s.body.discarded
             }
-            b.bytes.append(contentsOf: chunk)
+            s.body.bytes.append(contentsOf: chunk)
             return 0
         }
     }
 
     /// Marks the body as too large without reading it (Content-Length said so).
     func markBodyTooLarge() {
-        bodyState.withLock { $0.tooLarge = true }
+        state.withLock { $0.body.tooLarge = true }
     }
 
     /// Whether the body went over the limit.
-    var bodyTooLarge: Bool { bodyState.withLock { $0.tooLarge } }
+    var bodyTooLarge: Bool { state.withLock { $0.body.tooLarge } }
 
     /// Takes the collected body.
     func takeBody() -> [UInt8] {
-        bodyState.withLock { b in
-            let bytes = b.bytes
-            b.bytes = []
+        state.withLock { s in
+            let bytes = s.body.bytes
+            s.body.bytes = []
             return bytes
         }
     }
@@ -104,11 +105,11 @@ final class HTTPRequestContext: Sendable {
     // MARK: Answering
 
     /// The current phase.
-    var phase: Phase { answer.withLock { $0.phase } }
+    var phase: Phase { state.withLock { $0.phase } }
 
     /// Records that a response was queued directly (413, 503, …) without the handler.
     func markAnswered() {
-        answer.withLock { a in
+        state.withLock { a in
             a.responded = true
             a.phase = .answered
         }
@@ -116,12 +117,12 @@ final class HTTPRequestContext: Sendable {
 
     /// Enters `.handling` just before `handle` is called.
     func beginHandling() {
-        answer.withLock { $0.phase = .handling }
+        state.withLock { $0.phase = .handling }
     }
 
     /// Called on the libmicrohttpd thread when `handle` returns.
     func afterHandle() -> AfterHandle {
-        answer.withLock { a in
+        state.withLock { a in
             if let response = a.pending {
                 a.pending = nil
                 a.phase = .answered
@@ -135,7 +136,7 @@ final class HTTPRequestContext: Sendable {
     /// Called right after `MHD_suspend_connection`; `true` when an answer arrived
     /// meanwhile and the caller must resume the connection itself.
     func didSuspend() -> Bool {
-        answer.withLock { a in
+        state.withLock { a in
             if a.pending != nil {
                 a.phase = .resumed
                 return true
@@ -147,7 +148,7 @@ final class HTTPRequestContext: Sendable {
 
     /// Takes the answer stored by `respond` after a resume, if any.
     func takeResumedResponse() -> HTTPResponse? {
-        answer.withLock { a in
+        state.withLock { a in
             guard a.phase == .resumed, let response = a.pending else { return nil }
             a.pending = nil
             a.phase = .answered
@@ -159,7 +160,7 @@ final class HTTPRequestContext: Sendable {
     /// was suspended; `nil` otherwise. `accepted` is `false` for a second answer
     /// or one that came after the request ended.
     func deliver(_ response: HTTPResponse) -> (accepted: Bool, resume: MHDConnection?) {
-        answer.withLock { a in
+        state.withLock { a in
             guard !a.responded, a.phase != .finished else { return (false, nil) }
             a.responded = true
             a.pending = response
@@ -173,7 +174,7 @@ final class HTTPRequestContext: Sendable {
 
     /// libmicrohttpd is done with the request.
     func finish() {
-        answer.withLock { a in
+        state.withLock { a in
             a.phase = .finished
             a.pending = nil
         }

@@ -347,6 +347,8 @@ final class HTTPServerCore: Sendable {
     }
 
     private static func values(_ connection: OpaquePointer, kind: MHD_ValueKind) -> [(String, String)] {
+        // Counting first (no iterator) spares the collector for the common empty query.
+        guard MHD_get_connection_values(connection, kind, nil, nil) > 0 else { return [] }
         let pairs = Pairs()
         withExtendedLifetime(pairs) {
             _ = MHD_get_connection_values(
