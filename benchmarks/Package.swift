@@ -17,10 +17,11 @@ let package = Package(
         .package(path: "..")
     ],
     targets: [
+        .target(name: "CBench"),
         .executableTarget(
             name: "rlbench",
-            dependencies: [.product(name: "RunLoopCore", package: rootIdentity)]
-        )
+            dependencies: [.product(name: "RunLoopCore", package: rootIdentity), "CBench"]
+        ),
     ],
     // Swift 5 mode: benchmark code shares raw CF objects between threads on purpose.
     swiftLanguageModes: [.v5]

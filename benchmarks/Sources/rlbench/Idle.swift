@@ -139,8 +139,7 @@ enum IdleBenchmark {
 
     /// `threads` plain CF threads, each with a 1 s repeating timer, for `seconds`.
     static func plainIdle(threads: Int, seconds: Double) -> (Double, Double) {
-        var loops: [CFRunLoop] = []
-        let lock = NSLock()
+        let loops = LoopList()
         let ready = DispatchSemaphore(value: 0)
         for _ in 0..<threads {
             Thread {
@@ -148,9 +147,7 @@ enum IdleBenchmark {
                 let timer = CFRunLoopTimerCreateWithHandler(
                     kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + 1, 1, 0, 0) { _ in }
                 CFRunLoopAddTimer(loop, timer, kCFRunLoopDefaultMode)
-                lock.lock()
                 loops.append(loop)
-                lock.unlock()
                 ready.signal()
                 CFRunLoopRun()
             }.start()
@@ -163,7 +160,7 @@ enum IdleBenchmark {
         usleep(UInt32(seconds * 1e6))
         let elapsed = nowMono() - t0
         let result = ((processCPUSeconds() - stat0) / elapsed * 100, (rusageCPUSeconds() - rus0) / elapsed * 100)
-        for loop in loops {
+        for loop in loops.all {
             CFRunLoopStop(loop)
             CFRunLoopWakeUp(loop)
         }
@@ -202,8 +199,7 @@ enum IdleBenchmark {
     }
 
     static func plainThreads(_ count: Int) -> [CFRunLoop] {
-        var loops: [CFRunLoop] = []
-        let lock = NSLock()
+        let loops = LoopList()
         let ready = DispatchSemaphore(value: 0)
         for _ in 0..<count {
             Thread {
@@ -211,14 +207,30 @@ enum IdleBenchmark {
                 let timer = CFRunLoopTimerCreateWithHandler(
                     kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + 86_400, 86_400, 0, 0) { _ in }
                 CFRunLoopAddTimer(loop, timer, kCFRunLoopDefaultMode)
-                lock.lock()
                 loops.append(loop)
-                lock.unlock()
                 ready.signal()
                 CFRunLoopRun()
             }.start()
             ready.wait()
         }
+        return loops.all
+    }
+}
+
+/// Run loops collected from the threads that own them.
+final class LoopList: @unchecked Sendable {
+    private let lock = NSLock()
+    private var loops: [CFRunLoop] = []
+
+    func append(_ loop: CFRunLoop) {
+        lock.lock()
+        loops.append(loop)
+        lock.unlock()
+    }
+
+    var all: [CFRunLoop] {
+        lock.lock()
+        defer { lock.unlock() }
         return loops
     }
 }

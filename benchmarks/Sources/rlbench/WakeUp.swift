@@ -1,3 +1,4 @@
+import CBench
 import CoreFoundation
 import Foundation
 import RunLoopCore
@@ -77,6 +78,21 @@ enum WakeUpBenchmark {
                 name: "Worker.perform(echo) + reply, p50 / p99", value: "\(us(pf.p50)) / \(us(pf.p99)) µs",
                 baseline: "\(us(cf.p50)) / \(us(cf.p99)) µs", ratio: fmt(median(perfRatios), 2) + "× (p50)",
                 goal: "—", pass: nil, steal: steal, clean: clean))
+        // Placement: the same round trips with both loops' threads on one vCPU.
+        // On this VM a wake-up that crosses vCPUs pays the hypervisor's
+        // inter-processor interrupt; this row separates that from CF's cost.
+        let pinned = measureClean("wake-up, one vCPU") { () -> ([Double], [Double]) in
+            onOneCPU { (plainCF(roundTrips), commandSource(roundTrips, registry: registry)) }
+        }
+        let pinnedCF = Percentiles(pinned.value.0)
+        let pinnedCS = Percentiles(pinned.value.1)
+        section.figures.append(
+            Figure(
+                name: "same round trip, both loops pinned to one vCPU (p50 / p99)",
+                value: "\(us(pinnedCS.p50)) / \(us(pinnedCS.p99)) µs",
+                baseline: "\(us(pinnedCF.p50)) / \(us(pinnedCF.p99)) µs (plain CF, pinned the same)",
+                ratio: fmt(pinnedCS.p50 / pinnedCF.p50, 2) + "× (p50)", goal: "—", pass: nil, steal: pinned.steal,
+                clean: pinned.clean))
         section.details =
             "\(roundTrips) round trips per round, \(rounds) rounds alternating plain CF → CommandSource → Worker.perform; "
             + "ratio = median of the per-round p50 ratios; percentiles over all clean rounds.\n\n" + rows
@@ -86,6 +102,14 @@ enum WakeUpBenchmark {
     }
 
     static func us(_ seconds: Double) -> String { fmt(seconds * 1e6, 1) }
+
+    /// Runs `body` with the calling thread (and so every thread it starts)
+    /// allowed on CPU 0 only, then restores the previous affinity.
+    static func onOneCPU<T>(_ body: () -> T) -> T {
+        let saved = cbench_pin_to_cpu0()
+        defer { cbench_restore_affinity(saved) }
+        return body()
+    }
 
     // MARK: plain CF
 
