@@ -8,10 +8,11 @@ struct Body {
     private let prefix: String
     private let allowed: Set<String>
 
-    /// Parses `bytes` (empty = `{}`) and declares the fields this endpoint accepts.
+    /// Parses `bytes` (no body at all = `{}`; a body of only whitespace is not
+    /// JSON and is refused like any other) and declares the fields this
+    /// endpoint accepts.
     init(_ bytes: [UInt8], allowed: Set<String>) throws(RunLoopError) {
-        let trimmed = bytes.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
-        if trimmed.isEmpty {
+        if bytes.isEmpty {
             members = [:]
         } else {
             guard case .object(let object) = try JSON.parse(bytes) else {
