@@ -37,10 +37,10 @@ enum TimerBenchmark {
         }
     }
 
-    static func intervals(_ count: Int) -> [(interval: Double, delay: Double)] {
+    static func intervals(_ count: Int, shortest: Double = 0.001) -> [(interval: Double, delay: Double)] {
         var rng = SystemRandomNumberGenerator()
         return (0..<count).map { _ in
-            let interval = Double.random(in: 0.001...1.0, using: &rng)
+            let interval = Double.random(in: shortest...1.0, using: &rng)
             return (interval, Double.random(in: 0...interval, using: &rng))
         }
     }
@@ -60,6 +60,19 @@ enum TimerBenchmark {
         let alone = measureClean("plain CF timer alone", attempts: 2) {
             plainCF(shape: [(0.001, 0.001)], threads: 1, seconds: seconds)
         }
+        // The same count at a lighter rate (intervals 100 ms–1 s): how much of
+        // the tail is the fire rate rather than the number of timers.
+        let lightShortest = 0.1
+        let lightRate = Int(Double(timers) * log(1 / lightShortest) / (1 - lightShortest))
+        let light = intervals(timers, shortest: lightShortest)
+        let lightCandidate = measureClean("RunLoopCore \(timers) timers, 100 ms–1 s", attempts: 2) {
+            runLoopCore(shape: light, workers: workers, seconds: seconds / 2)
+        }
+        let lightPlain = measureClean("plain CF \(timers) timers, 100 ms–1 s", attempts: 2) {
+            plainCF(shape: light, threads: workers, seconds: seconds / 2)
+        }
+        let lc = Percentiles(lightCandidate.value)
+        let lp = Percentiles(lightPlain.value)
         let c = Percentiles(candidate.value)
         let s = Percentiles(sameShape.value)
         let a = Percentiles(alone.value)
@@ -79,11 +92,19 @@ enum TimerBenchmark {
             Figure(
                 name: "lateness max", value: ms(c.max) + " ms", baseline: ms(a.max) + " ms",
                 ratio: fmt(c.max / a.max, 1) + "×", goal: "—", pass: nil, steal: steal, clean: clean))
+        section.figures.append(
+            Figure(
+                name: "lateness p50 / p99, same \(timers) timers at 100 ms–1 s (≈ \(lightRate) fires/s)",
+                value: "\(ms(lc.p50)) / \(ms(lc.p99)) ms", baseline: "\(ms(lp.p50)) / \(ms(lp.p99)) ms (plain CF, same timers)",
+                ratio: fmt(lc.p99 / lp.p99, 2) + "× (p99)", goal: "—", pass: nil,
+                steal: max(lightCandidate.steal, lightPlain.steal), clean: lightCandidate.clean && lightPlain.clean))
         section.details = """
             | run | fires | p50 (ms) | p99 (ms) | max (ms) | steal |
             |---|---|---|---|---|---|
             | RunLoopCore: \(timers) timers / \(workers) workers, \(fmt(seconds, 0)) s | \(c.count) | \(ms(c.p50)) | \(ms(c.p99)) | \(ms(c.max)) | \(fmt(candidate.steal, 1)) % |
             | plain CF, same \(timers) timers / \(workers) threads, \(fmt(seconds / 2, 0)) s | \(s.count) | \(ms(s.p50)) | \(ms(s.p99)) | \(ms(s.max)) | \(fmt(sameShape.steal, 1)) % |
+            | RunLoopCore: same count at 100 ms–1 s, \(fmt(seconds / 2, 0)) s | \(lc.count) | \(ms(lc.p50)) | \(ms(lc.p99)) | \(ms(lc.max)) | \(fmt(lightCandidate.steal, 1)) % |
+            | plain CF: same count at 100 ms–1 s, \(fmt(seconds / 2, 0)) s | \(lp.count) | \(ms(lp.p50)) | \(ms(lp.p99)) | \(ms(lp.max)) | \(fmt(lightPlain.steal, 1)) % |
             | plain CF, one 1 ms timer alone, \(fmt(seconds, 0)) s | \(a.count) | \(ms(a.p50)) | \(ms(a.p99)) | \(ms(a.max)) | \(fmt(alone.steal, 1)) % |
 
             """
