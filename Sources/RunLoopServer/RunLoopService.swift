@@ -200,7 +200,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             let route = trace.route
             metrics.recordRequest(route: route, status: response.status, seconds: seconds)
             if response.status == 429 || response.status == 503 {
-                metrics.recordRefusal(Self.errorCode(response) ?? "status_\(response.status)")
+                metrics.recordRefusal(response.errorCode ?? "status_\(response.status)")
             }
             respond(response)
             logger.info(
@@ -285,14 +285,6 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
         case "/healthz", "/readyz", "/metrics": return path
         default: return "static"
         }
-    }
-
-    /// The `error.code` of a JSON error response, if it is one.
-    static func errorCode(_ response: HTTPResponse) -> String? {
-        guard let value = try? JSON.parse(response.body), case .object(let top) = value,
-            case .object(let error)? = top["error"], case .string(let code)? = error["code"]
-        else { return nil }
-        return code
     }
 
     // MARK: - Control loop side

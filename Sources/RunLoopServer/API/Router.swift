@@ -150,11 +150,15 @@ enum APIResponses {
     static func error(_ error: RunLoopError) -> HTTPResponse {
         var headers: [(String, String)] = []
         if error.kind == .limit { headers.append(("Retry-After", "1")) }
-        return json(status(for: error.kind), ["error": Rep.error(error)], headers: headers)
+        var response = json(status(for: error.kind), ["error": Rep.error(error)], headers: headers)
+        response.errorCode = error.code
+        return response
     }
 
     static func error(status: Int, code: String, message: String, headers: [(String, String)] = []) -> HTTPResponse {
-        json(
+        var response = json(
             status, ["error": ["code": .string(code), "message": .string(message), "field": .null]], headers: headers)
+        response.errorCode = code
+        return response
     }
 }

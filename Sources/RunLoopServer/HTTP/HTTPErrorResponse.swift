@@ -18,11 +18,13 @@ extension HTTPResponse {
         text += ",\"field\":"
         text += field.map(jsonStringLiteral) ?? "null"
         text += "}}"
-        return HTTPResponse(
+        var response = HTTPResponse(
             status: status,
             headers: [("Content-Type", "application/json")] + headers,
             body: Array(text.utf8)
         )
+        response.errorCode = code
+        return response
     }
 
     /// `s` as a JSON string literal, quotes included.

@@ -44,6 +44,9 @@ public struct HTTPResponse: Sendable {
     /// When set, the response is a never-ending chunked stream fed by this object
     /// (Server-Sent Events).
     public var stream: EventStream?
+    /// The `error.code` of a JSON error body, kept beside it by whoever built
+    /// it (for metrics labels, so nobody has to parse the body back).
+    var errorCode: String?
 
     /// Creates a response.
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], stream: EventStream? = nil) {
