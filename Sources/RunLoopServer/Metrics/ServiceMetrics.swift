@@ -16,6 +16,11 @@ final class ServiceMetrics: Sendable {
     private let wakeupLatency: CoreMetrics.Timer
     private let commandsQueued: CoreMetrics.Gauge
     private let eventClients: CoreMetrics.Gauge
+    /// Handles for the bounded label sets the engine reports many times a
+    /// second (one per run exit, one per perform), made once.
+    private let runExits: [ExitReason: CoreMetrics.Counter]
+    private let performs: [String: CoreMetrics.Counter]
+    private static let performOutcomes = ["ok", "deadline", "thread_ended", "cancelled", "failed"]
 
     init() {
         registry = PrometheusCollectorRegistry()
@@ -36,19 +41,27 @@ final class ServiceMetrics: Sendable {
         wakeupLatency = CoreMetrics.Timer(label: "runloopd_wakeup_latency_seconds", factory: factory)
         commandsQueued = CoreMetrics.Gauge(label: "runloopd_commands_queued", factory: factory)
         eventClients = CoreMetrics.Gauge(label: "runloopd_event_clients", factory: factory)
+        var runExits: [ExitReason: CoreMetrics.Counter] = [:]
         for reason in ExitReason.allCases {
-            CoreMetrics.Counter(
-                label: "runloopd_run_exits_total", dimensions: [("reason", reason.name)], factory: factory
-            )
-            .increment(by: 0)
+            let counter = CoreMetrics.Counter(
+                label: "runloopd_run_exits_total", dimensions: [("reason", reason.name)], factory: factory)
+            counter.increment(by: 0)
+            runExits[reason] = counter
         }
+        self.runExits = runExits
+        var performs: [String: CoreMetrics.Counter] = [:]
+        for outcome in Self.performOutcomes {
+            performs[outcome] = CoreMetrics.Counter(
+                label: "runloopd_performs_total", dimensions: [("outcome", outcome)], factory: factory)
+        }
+        self.performs = performs
     }
 
     /// Records what the engine reports.
     func record(_ event: RunLoopEvent) {
         switch event {
         case .runExit(_, let exit):
-            counter("runloopd_run_exits_total", [("reason", exit.reason.name)]).increment()
+            runExits[exit.reason]?.increment()
         case .timer(_, _, _, let latenessMs, _):
             timerFires.increment()
             timerLateness.recordNanoseconds(Int64(latenessMs * 1_000_000))
@@ -64,7 +77,7 @@ final class ServiceMetrics: Sendable {
                 default: outcome = "failed"
                 }
             }
-            counter("runloopd_performs_total", [("outcome", outcome)]).increment()
+            performs[outcome]?.increment()
         default:
             break
         }
