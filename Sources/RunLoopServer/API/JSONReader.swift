@@ -82,43 +82,19 @@ struct JSONReader {
     }
 
     private mutating func readArray() throws(Failure) -> Value {
-        try enter()
-        index += 1  // [
         var items: [Value] = []
-        skipSpace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            depth -= 1
-            return .array(items)
-        }
-        while true {
+        if try openContainer(closer: UInt8(ascii: "]")) { return .array(items) }
+        repeat {
             skipSpace()
             items.append(try readValue())
-            skipSpace()
-            guard index < bytes.count else { throw fail("unexpected end of the document") }
-            let byte = bytes[index]
-            index += 1
-            if byte == UInt8(ascii: "]") { break }
-            guard byte == UInt8(ascii: ",") else {
-                index -= 1
-                throw fail("expected ',' or ']'")
-            }
-        }
-        depth -= 1
+        } while try !endOfItem(closer: UInt8(ascii: "]"))
         return .array(items)
     }
 
     private mutating func readObject() throws(Failure) -> Value {
-        try enter()
-        index += 1  // {
         var members: [String: Value] = [:]
-        skipSpace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            depth -= 1
-            return .object(members)
-        }
-        while true {
+        if try openContainer(closer: UInt8(ascii: "}")) { return .object(members) }
+        repeat {
             skipSpace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
                 throw fail("expected a member name in double quotes")
@@ -129,18 +105,37 @@ struct JSONReader {
             index += 1
             skipSpace()
             members[key] = try readValue()
-            skipSpace()
-            guard index < bytes.count else { throw fail("unexpected end of the document") }
-            let byte = bytes[index]
-            index += 1
-            if byte == UInt8(ascii: "}") { break }
-            guard byte == UInt8(ascii: ",") else {
-                index -= 1
-                throw fail("expected ',' or '}'")
-            }
-        }
-        depth -= 1
+        } while try !endOfItem(closer: UInt8(ascii: "}"))
         return .object(members)
+    }
+
+    /// Consumes the opening bracket; `true` (container closed again) when it
+    /// is empty.
+    private mutating func openContainer(closer: UInt8) throws(Failure) -> Bool {
+        try enter()
+        index += 1  // [ or {
+        skipSpace()
+        guard index < bytes.count && bytes[index] == closer else { return false }
+        index += 1
+        depth -= 1
+        return true
+    }
+
+    /// After an item: `,` continues (`false`); `closer` ends the container (`true`).
+    private mutating func endOfItem(closer: UInt8) throws(Failure) -> Bool {
+        skipSpace()
+        guard index < bytes.count else { throw fail("unexpected end of the document") }
+        let byte = bytes[index]
+        if byte == closer {
+            index += 1
+            depth -= 1
+            return true
+        }
+        guard byte == UInt8(ascii: ",") else {
+            throw fail("expected ',' or '\(Character(Unicode.Scalar(closer)))'")
+        }
+        index += 1
+        return false
     }
 
     private mutating func readString() throws(Failure) -> String {
