@@ -92,11 +92,7 @@ struct API: Sendable {
             let target = try worker(ctx)
             let once = Once(ctx.respond)
             once.expire(after: limits.endWaitSeconds) {
-                RunLoopError(
-                    kind: .deadline, code: "deadline_exceeded",
-                    message:
-                        "thread \(target.id) was told to end but has not returned within \(limits.endWaitSeconds) s (a handler is still running); it ends when that handler returns"
-                )
+                "thread \(target.id) was told to end but has not returned within \(limits.endWaitSeconds) s (a handler is still running); it ends when that handler returns"
             }
             target.end { final in once.fire(APIResponses.json(200, Rep.thread(final))) }
             return .deferred
@@ -114,19 +110,10 @@ struct API: Sendable {
             }
             let flag = try body.bool("returnAfterSourceHandled") ?? false
             let once = Once(ctx.respond)
-            try target.run(mode: mode, seconds: seconds, returnAfterSourceHandled: flag) { result in
-                switch result {
-                case .success(let exit): once.fire(APIResponses.json(200, Rep.exit(exit)))
-                case .failure(let error): once.fire(APIResponses.error(error))
-                }
-            }
+            try target.run(mode: mode, seconds: seconds, returnAfterSourceHandled: flag) { once.fire(exit: $0) }
             // A run lasts `seconds` plus whatever its handlers take: bound the wait.
             once.expire(after: seconds + limits.stopWaitSeconds) {
-                RunLoopError(
-                    kind: .deadline, code: "deadline_exceeded",
-                    message:
-                        "the run has not returned \(limits.stopWaitSeconds) s after its timeout (a handler is busy)"
-                )
+                "the run has not returned \(limits.stopWaitSeconds) s after its timeout (a handler is busy)"
             }
             return .deferred
         }
@@ -134,18 +121,9 @@ struct API: Sendable {
             _ = try ctx.body([])
             let target = try worker(ctx)
             let once = Once(ctx.respond)
-            target.stop { result in
-                switch result {
-                case .success(let exit): once.fire(APIResponses.json(200, Rep.exit(exit)))
-                case .failure(let error): once.fire(APIResponses.error(error))
-                }
-            }
+            target.stop { once.fire(exit: $0) }
             once.expire(after: limits.stopWaitSeconds) {
-                RunLoopError(
-                    kind: .deadline, code: "deadline_exceeded",
-                    message:
-                        "CFRunLoopStop was called but the run has not returned within \(limits.stopWaitSeconds) s (a handler is busy); it stops when the handler returns"
-                )
+                "CFRunLoopStop was called but the run has not returned within \(limits.stopWaitSeconds) s (a handler is busy); it stops when the handler returns"
             }
             return .deferred
         }
@@ -434,10 +412,21 @@ final class Once: @unchecked Sendable {
         respond(response)
     }
 
-    /// Answers `error` after `seconds` unless an answer came first; the first
-    /// answer cancels the deadline (nothing stays queued behind a fast reply).
-    func expire(after seconds: Double, with error: @escaping @Sendable () -> RunLoopError) {
-        let token = Deadlines.after(seconds) { [self] in fire(APIResponses.error(error())) }
+    /// Answers with the exit of a run (200) or why there is none.
+    func fire(exit result: Result<RunExit, RunLoopError>) {
+        switch result {
+        case .success(let exit): fire(APIResponses.json(200, Rep.exit(exit)))
+        case .failure(let error): fire(APIResponses.error(error))
+        }
+    }
+
+    /// Answers 504 `deadline_exceeded` with `message` after `seconds` unless an
+    /// answer came first; the first answer cancels the deadline (nothing stays
+    /// queued behind a fast reply).
+    func expire(after seconds: Double, message: @escaping @Sendable () -> String) {
+        let token = Deadlines.after(seconds) { [self] in
+            fire(APIResponses.error(RunLoopError(kind: .deadline, code: "deadline_exceeded", message: message())))
+        }
         lock.lock()
         let answered = done
         if !answered { deadline = token }
