@@ -84,12 +84,7 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// Appends a command to the buffer; `false` when the buffer is full.
     @discardableResult
     public func enqueue(_ command: Command) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        guard buffer.count < capacity else { return false }
-        buffer.append(command)
-        stats.pending = buffer.count
-        return true
+        enqueueClaimingWakeUp(command, wakeUp: false).accepted
     }
 
     /// `CFRunLoopSourceSignal` + `CFRunLoopWakeUp`: the loop wakes and performs.

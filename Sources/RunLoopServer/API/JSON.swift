@@ -70,6 +70,8 @@ public enum JSON {
         return "\(d)"
     }
 
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
     private static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var text = s
@@ -88,10 +90,9 @@ public enum JSON {
                 case 0x0D: out.append(contentsOf: "\\r".utf8)
                 case 0x09: out.append(contentsOf: "\\t".utf8)
                 default:
-                    let hex = Array("0123456789abcdef".utf8)
                     out.append(contentsOf: "\\u00".utf8)
-                    out.append(hex[Int(byte >> 4)])
-                    out.append(hex[Int(byte & 0x0F)])
+                    out.append(hexDigits[Int(byte >> 4)])
+                    out.append(hexDigits[Int(byte & 0x0F)])
                 }
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
