@@ -40,17 +40,10 @@ enum IdleBenchmark {
                     _ = try? worker.addTimer(TimerSpec(interval: 1))
                     list.append(worker)
                 }
-                usleep(1_500_000)
-                let stat0 = processCPUSeconds()
-                let rus0 = rusageCPUSeconds()
-                let t0 = nowMono()
-                usleep(UInt32(seconds * 1e6))
-                let elapsed = nowMono() - t0
-                let stat = (processCPUSeconds() - stat0) / elapsed * 100
-                let rus = (rusageCPUSeconds() - rus0) / elapsed * 100
+                let cpu = settledCPUPercent(over: seconds)
                 for worker in list { worker.end() }
                 _ = waitUntil(timeout: 10) { list.allSatisfy(\.hasExited) }
-                return (stat, rus)
+                return cpu
             }
         }
         let cpu = idleCPU("default 1 s runs", RunPolicy())
@@ -139,32 +132,22 @@ enum IdleBenchmark {
 
     /// `threads` plain CF threads, each with a 1 s repeating timer, for `seconds`.
     static func plainIdle(threads: Int, seconds: Double) -> (Double, Double) {
-        let loops = LoopList()
-        let ready = DispatchSemaphore(value: 0)
-        for _ in 0..<threads {
-            Thread {
-                let loop = CFRunLoopGetCurrent()!
-                let timer = CFRunLoopTimerCreateWithHandler(
-                    kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + 1, 1, 0, 0) { _ in }
-                CFRunLoopAddTimer(loop, timer, kCFRunLoopDefaultMode)
-                loops.append(loop)
-                ready.signal()
-                CFRunLoopRun()
-            }.start()
-            ready.wait()
-        }
+        let loops = plainThreads(threads, timerInterval: 1)
+        let result = settledCPUPercent(over: seconds)
+        stop(loops)
+        return result
+    }
+
+    /// The process's CPU over `seconds` as % of one core, by /proc/self/stat and
+    /// by getrusage, after 1.5 s for what was just started to settle.
+    static func settledCPUPercent(over seconds: Double) -> (Double, Double) {
         usleep(1_500_000)
         let stat0 = processCPUSeconds()
         let rus0 = rusageCPUSeconds()
         let t0 = nowMono()
         usleep(UInt32(seconds * 1e6))
         let elapsed = nowMono() - t0
-        let result = ((processCPUSeconds() - stat0) / elapsed * 100, (rusageCPUSeconds() - rus0) / elapsed * 100)
-        for loop in loops.all {
-            CFRunLoopStop(loop)
-            CFRunLoopWakeUp(loop)
-        }
-        return result
+        return ((processCPUSeconds() - stat0) / elapsed * 100, (rusageCPUSeconds() - rus0) / elapsed * 100)
     }
 
     /// RSS per plain CF thread, measured in a fresh child process.
@@ -192,20 +175,19 @@ enum IdleBenchmark {
         usleep(500_000)
         let after = residentBytes()
         print(Double(after - before) / Double(threads))
-        for loop in loops {
-            CFRunLoopStop(loop)
-            CFRunLoopWakeUp(loop)
-        }
+        stop(loops)
     }
 
-    static func plainThreads(_ count: Int) -> [CFRunLoop] {
+    /// `count` plain CF threads in `CFRunLoopRun()`, each with a repeating timer
+    /// (the default interval is a far one: a keep-alive that never fires).
+    static func plainThreads(_ count: Int, timerInterval: Double = 86_400) -> [CFRunLoop] {
         let loops = LoopList()
         let ready = DispatchSemaphore(value: 0)
         for _ in 0..<count {
             Thread {
                 let loop = CFRunLoopGetCurrent()!
                 let timer = CFRunLoopTimerCreateWithHandler(
-                    kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + 86_400, 86_400, 0, 0) { _ in }
+                    kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + timerInterval, timerInterval, 0, 0) { _ in }
                 CFRunLoopAddTimer(loop, timer, kCFRunLoopDefaultMode)
                 loops.append(loop)
                 ready.signal()
@@ -214,6 +196,14 @@ enum IdleBenchmark {
             ready.wait()
         }
         return loops.all
+    }
+
+    /// Ends the `CFRunLoopRun()` of each loop.
+    static func stop(_ loops: [CFRunLoop]) {
+        for loop in loops {
+            CFRunLoopStop(loop)
+            CFRunLoopWakeUp(loop)
+        }
     }
 }
 

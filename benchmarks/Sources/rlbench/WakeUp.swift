@@ -185,6 +185,21 @@ enum WakeUpBenchmark {
         var samples: [Double] = []
         var remaining = 0
         let done = DispatchSemaphore(value: 0)
+
+        /// Records the round trips of a batch of send times (0 = the opening
+        /// send); `false` once enough are in (and `done` is signalled).
+        func record(_ batch: [UInt64]) -> Bool {
+            let now = nowNanos()
+            for sent in batch where sent != 0 {
+                samples.append(Double(now - sent) / 1e9)
+                remaining -= 1
+            }
+            guard remaining > 0 else {
+                done.signal()
+                return false
+            }
+            return true
+        }
     }
 
     static func commandSource(_ count: Int, registry: WorkerRegistry) -> [Double] {
@@ -197,15 +212,7 @@ enum WakeUpBenchmark {
         tally.samples.reserveCapacity(count)
         let boxB = SourceBox()
         let sourceA = CommandSource<UInt64> { batch in
-            let now = nowNanos()
-            for sent in batch where sent != 0 {
-                tally.samples.append(Double(now - sent) / 1e9)
-                tally.remaining -= 1
-            }
-            if tally.remaining <= 0 {
-                tally.done.signal()
-                return
-            }
+            guard tally.record(batch) else { return }
             boxB.source?.send(nowNanos(), to: loopB)
         }
         let sourceB = CommandSource<UInt64> { batch in
@@ -241,15 +248,7 @@ enum WakeUpBenchmark {
         let spec = PerformSpec(call: SelectorCall(selector: "echo", args: ["n": 1]), modes: [.default])
         let replies = SourceBox()
         let sourceA = CommandSource<UInt64> { batch in
-            let now = nowNanos()
-            for sent in batch where sent != 0 {
-                tally.samples.append(Double(now - sent) / 1e9)
-                tally.remaining -= 1
-            }
-            if tally.remaining <= 0 {
-                tally.done.signal()
-                return
-            }
+            guard tally.record(batch) else { return }
             let sent = nowNanos()
             _ = try? wb.perform(spec) { _ in replies.source?.send(sent, to: loopA) }
         }
