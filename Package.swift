@@ -13,10 +13,16 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     ],
     targets: [
         .target(name: "CLinux"),
-        .target(name: "RunLoopCore", dependencies: ["CLinux"], exclude: ["README.md"]),
+        .target(name: "Primitives", dependencies: [.product(name: "HeapModule", package: "swift-collections")]),
+        .target(
+            name: "RunLoopCore",
+            dependencies: ["CLinux", "Primitives", .product(name: "DequeModule", package: "swift-collections")],
+            exclude: ["README.md"]
+        ),
         .systemLibrary(
             name: "CMicroHTTPD",
             pkgConfig: "libmicrohttpd",
@@ -25,6 +31,7 @@ let package = Package(
         .target(
             name: "RunLoopServer",
             dependencies: [
+                "Primitives",
                 "RunLoopCore",
                 "CMicroHTTPD",
                 .product(name: "Logging", package: "swift-log"),
@@ -40,11 +47,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RunLoopCoreTests", dependencies: ["RunLoopCore"]),
+        .testTarget(name: "RunLoopCoreTests", dependencies: ["RunLoopCore", "Primitives"]),
         .testTarget(
             name: "RunLoopServerTests",
             dependencies: [
-                "RunLoopServer", "RunLoopCore",
+                "RunLoopServer", "RunLoopCore", "Primitives",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -39,16 +39,3 @@ struct SampleWindow: Sendable {
         return sorted[Swift.min(Swift.max(rank, 0), sorted.count - 1)]
     }
 }
-
-/// A bounded ring of records with increasing sequence numbers.
-struct Ring<Element: Sendable>: Sendable {
-    private(set) var items: [Element] = []
-    let capacity: Int
-
-    init(capacity: Int) { self.capacity = max(1, capacity) }
-
-    mutating func append(_ item: Element) {
-        if items.count >= capacity { items.removeFirst(items.count - capacity + 1) }
-        items.append(item)
-    }
-}

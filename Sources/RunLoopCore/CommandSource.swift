@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import Primitives
 
 /// The custom input source of Apple's run-loop guide: a synchronized command
 /// buffer behind a version-0 `CFRunLoopSource`.
@@ -10,6 +11,9 @@ import Foundation
 /// to the handler (so a burst becomes one perform call). `signal()` marks the
 /// source ready without waking the loop: the work then waits for the next
 /// unrelated wake-up, the delay users hit.
+///
+/// Thread-safety: `send`/`enqueue`/`fire` from any thread; the handler runs on
+/// the loop's thread; the buffer and counters sit behind one `Locked`.
 public final class CommandSource<Command: Sendable>: @unchecked Sendable, SourceCallbacks {
     /// Counters of what the source's routines saw.
     public struct Statistics: Sendable, Hashable {
@@ -39,11 +43,15 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// is still on its way (a burst of sends costs one `CFRunLoopWakeUp`).
     public let coalescesWakeUps: Bool
 
-    private let lock = AdaptiveLock()
-    private var buffer: [Command] = []
-    /// A `send` fired and the perform routine has not drained the buffer since.
-    private var wakeUpPending = false
-    private var stats = Statistics()
+    private struct Buffer {
+        var commands: [Command] = []
+        /// A `send` fired and the perform routine has not drained the buffer since.
+        var wakeUpPending = false
+        var stats = Statistics()
+    }
+
+    /// The buffer: any thread appends, the loop's thread drains.
+    private let buffer = Locked(Buffer())
     private let handler: @Sendable ([Command]) -> Void
 
     /// Creates the source. `handler` runs on the loop's thread with each drained batch.
@@ -76,9 +84,7 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// source re-added later is never left signalled on a sleeping loop.
     public func remove(from runLoop: CFRunLoop, mode: RunLoopMode) {
         CFRunLoopRemoveSource(runLoop, source, mode.cfMode)
-        lock.lock()
-        wakeUpPending = false
-        lock.unlock()
+        buffer.withLock { $0.wakeUpPending = false }
     }
 
     /// Appends a command to the buffer; `false` when the buffer is full.
@@ -116,18 +122,20 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// (`send` is this plus the fire; callers that must add the source to a
     /// mode between the two use it directly.)
     public func enqueueClaimingWakeUp(_ command: Command, wakeUp: Bool = true) -> (accepted: Bool, mustFire: Bool) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard buffer.count < capacity else { return (false, false) }
-        buffer.append(command)
-        stats.pending = buffer.count
-        guard wakeUp && coalescesWakeUps else { return (true, true) }
-        if wakeUpPending {
-            stats.coalesced += 1
-            return (true, false)
+        let coalesces = coalescesWakeUps
+        let capacity = self.capacity
+        return buffer.withLock { b in
+            guard b.commands.count < capacity else { return (false, false) }
+            b.commands.append(command)
+            b.stats.pending = b.commands.count
+            guard wakeUp && coalesces else { return (true, true) }
+            if b.wakeUpPending {
+                b.stats.coalesced += 1
+                return (true, false)
+            }
+            b.wakeUpPending = true
+            return (true, true)
         }
-        wakeUpPending = true
-        return (true, true)
     }
 
     /// `CFRunLoopSourceInvalidate`: removed from every mode, never fires again.
@@ -139,61 +147,43 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     public var isValid: Bool { CFRunLoopSourceIsValid(source) }
 
     /// Commands waiting in the buffer.
-    public var pendingCount: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return buffer.count
-    }
+    public var pendingCount: Int { buffer.withLock { $0.commands.count } }
 
     /// A consistent copy of the counters.
-    public var statistics: Statistics {
-        lock.lock()
-        defer { lock.unlock() }
-        return stats
-    }
+    public var statistics: Statistics { buffer.withLock { $0.stats } }
 
     /// Takes every buffered command out (for a caller that ends the source and
     /// must answer what never ran).
     public func drain() -> [Command] {
-        lock.lock()
-        defer { lock.unlock() }
-        let batch = buffer
-        buffer.removeAll()
-        stats.pending = 0
-        wakeUpPending = false
-        return batch
-    }
-
-    /// Removes buffered commands matching `predicate` (they will not be performed).
-    public func withdraw(where predicate: (Command) -> Bool) {
-        lock.lock()
-        buffer.removeAll(where: predicate)
-        stats.pending = buffer.count
-        lock.unlock()
+        buffer.withLock { b in
+            defer {
+                b.commands.removeAll()
+                b.stats.pending = 0
+                b.wakeUpPending = false
+            }
+            return b.commands
+        }
     }
 
     func sourceScheduled(mode: CFRunLoopMode?) {
-        lock.lock()
-        stats.scheduled += 1
-        lock.unlock()
+        buffer.withLock { $0.stats.scheduled += 1 }
     }
 
     func sourceCancelled(mode: CFRunLoopMode?) {
-        lock.lock()
-        stats.cancelled += 1
-        lock.unlock()
+        buffer.withLock { $0.stats.cancelled += 1 }
     }
 
     func sourcePerform() {
-        lock.lock()
-        let batch = buffer
-        buffer.removeAll(keepingCapacity: true)
-        wakeUpPending = false
-        stats.performs += 1
-        stats.commands += batch.count
-        stats.largestBatch = max(stats.largestBatch, batch.count)
-        stats.pending = 0
-        lock.unlock()
+        let batch: [Command] = buffer.withLock { b in
+            let batch = b.commands
+            b.commands.removeAll(keepingCapacity: true)
+            b.wakeUpPending = false
+            b.stats.performs += 1
+            b.stats.commands += batch.count
+            b.stats.largestBatch = max(b.stats.largestBatch, batch.count)
+            b.stats.pending = 0
+            return batch
+        }
         if !batch.isEmpty { handler(batch) }
     }
 }

@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import Primitives
 
 /// What a user asks for when adding an observer.
 public struct ObserverSpec: Sendable {
@@ -43,12 +44,14 @@ public struct ObserverSnapshot: Sendable {
 }
 
 /// A user `CFRunLoopObserver` that writes each activity into its worker's ring.
+///
+/// Threads: callouts on the worker's thread; read and invalidated from any
+/// thread. The callback count is `Locked`; the CF observer is set once.
 final class ObserverRecord: @unchecked Sendable {
     let id: String
     let spec: ObserverSpec
     private(set) var observer: CFRunLoopObserver! = nil
-    private let lock = NSLock()
-    private var fired = 0
+    private let fired = Locked(0)
 
     init(id: String, spec: ObserverSpec, onActivity: @escaping @Sendable (ObserverRecord, Activity) -> Void) {
         self.id = id
@@ -58,9 +61,7 @@ final class ObserverRecord: @unchecked Sendable {
             kCFAllocatorDefault, CFOptionFlags(mask), spec.repeats, spec.order
         ) { [weak self] _, activity in
             guard let self, let which = Activity(bit: UInt(activity.rawValue)) else { return }
-            self.lock.lock()
-            self.fired += 1
-            self.lock.unlock()
+            self.fired.withLock { $0 += 1 }
             onActivity(self, which)
         }
     }
@@ -71,10 +72,8 @@ final class ObserverRecord: @unchecked Sendable {
 
     var snapshot: ObserverSnapshot {
         let valid = CFRunLoopObserverIsValid(observer)
-        lock.lock()
-        defer { lock.unlock() }
         return ObserverSnapshot(
             id: id, activities: spec.activities, repeats: spec.repeats, mode: spec.mode.name, order: spec.order,
-            valid: valid, fired: fired)
+            valid: valid, fired: fired.withLock { $0 })
     }
 }

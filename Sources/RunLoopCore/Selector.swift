@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import Primitives
 
 /// A named action and its arguments, as a perform, timer, source or task names it.
 public struct SelectorCall: Sendable, Hashable {
@@ -176,35 +177,30 @@ public struct Selector: Sendable {
 }
 
 /// The registry of named actions. Built-ins are registered at creation; an app
-/// that embeds RunLoopCore may `register` its own.
-public final class SelectorRegistry: @unchecked Sendable {
-    private let lock = NSLock()
-    private var selectors: [String: Selector] = [:]
+/// that embeds RunLoopCore may `register` its own. Thread-safe: the table is `Locked`.
+public final class SelectorRegistry: Sendable {
+    private let selectors: Locked<[String: Selector]>
 
     /// Creates a registry holding the built-in selectors, bounded by `limits`.
     public init(limits: Limits = Limits()) {
-        for selector in BuiltinSelectors.all(limits: limits) { selectors[selector.name] = selector }
+        var table: [String: Selector] = [:]
+        for selector in BuiltinSelectors.all(limits: limits) { table[selector.name] = selector }
+        selectors = Locked(table)
     }
 
     /// Adds or replaces a selector.
     public func register(_ selector: Selector) {
-        lock.lock()
-        selectors[selector.name] = selector
-        lock.unlock()
+        selectors.withLock { $0[selector.name] = selector }
     }
 
     /// The selector named `name`.
     public func selector(named name: String) -> Selector? {
-        lock.lock()
-        defer { lock.unlock() }
-        return selectors[name]
+        selectors.withLock { $0[name] }
     }
 
     /// Every selector, by name.
     public var all: [Selector] {
-        lock.lock()
-        defer { lock.unlock() }
-        return selectors.values.sorted { $0.name < $1.name }
+        selectors.withLock { Array($0.values) }.sorted { $0.name < $1.name }
     }
 
     /// Validates a call: the selector exists and its arguments fit the schema.

@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import Primitives
 
 /// What a user asks for when adding a timer.
 public struct TimerSpec: Sendable {
@@ -79,17 +80,22 @@ public struct TimerSnapshot: Sendable {
 }
 
 /// One `CFRunLoopTimer` on a worker, with its statistics.
+///
+/// Threads: fires on the worker's thread; read and invalidated from any
+/// thread. Its statistics sit behind one `Locked`; the CF timer is set once.
 final class TimerRecord: @unchecked Sendable {
     let id: String
     let spec: TimerSpec
     let createdAt = Date()
     let firstFire: CFAbsoluteTime
     private(set) var timer: CFRunLoopTimer! = nil
-    private let lock = NSLock()
-    private var fires = 0
-    private var window: SampleWindow
-    private var lastActionError: String?
-    private var invalidated = false
+    private struct Stats {
+        var fires = 0
+        var window: SampleWindow
+        var lastActionError: String?
+        var invalidated = false
+    }
+    private let stats: Locked<Stats>
     private let onFire: @Sendable (TimerRecord, Int, Double) -> Void
     private let onInvalid: @Sendable () -> Void
 
@@ -105,7 +111,7 @@ final class TimerRecord: @unchecked Sendable {
     ) {
         self.id = id
         self.spec = spec
-        self.window = SampleWindow(capacity: window)
+        self.stats = Locked(Stats(window: SampleWindow(capacity: window)))
         self.onFire = onFire
         self.onInvalid = onInvalid
         let delay = spec.delay ?? spec.interval
@@ -129,12 +135,12 @@ final class TimerRecord: @unchecked Sendable {
     private func fired() {
         let now = CFAbsoluteTimeGetCurrent()
         let lateness = max(0, now - scheduledDate(now: now))
-        lock.lock()
-        fires += 1
-        let count = fires
-        window.add(lateness * 1000)
+        let count = stats.withLock { s in
+            s.fires += 1
+            s.window.add(lateness * 1000)
+            return s.fires
+        }
         let reachedMax = spec.maxFires.map { count >= $0 } ?? false
-        lock.unlock()
         if reachedMax {
             invalidate()
         } else if !spec.repeats {
@@ -146,9 +152,7 @@ final class TimerRecord: @unchecked Sendable {
 
     /// Records the failure of the timer's action.
     func recordActionError(_ message: String?) {
-        lock.lock()
-        lastActionError = message
-        lock.unlock()
+        stats.withLock { $0.lastActionError = message }
     }
 
     /// `CFRunLoopTimerInvalidate` (idempotent).
@@ -159,10 +163,10 @@ final class TimerRecord: @unchecked Sendable {
 
     /// Reports the end of the timer's life once.
     private func markInvalid() {
-        lock.lock()
-        let first = !invalidated
-        invalidated = true
-        lock.unlock()
+        let first = stats.withLock { s in
+            defer { s.invalidated = true }
+            return !s.invalidated
+        }
         if first { onInvalid() }
     }
 
@@ -171,15 +175,14 @@ final class TimerRecord: @unchecked Sendable {
     var snapshot: TimerSnapshot {
         let valid = CFRunLoopTimerIsValid(timer)
         let next = valid ? Date(timeIntervalSinceReferenceDate: CFRunLoopTimerGetNextFireDate(timer)) : nil
-        lock.lock()
-        defer { lock.unlock() }
+        let s = stats.withLock { $0 }
         return TimerSnapshot(
             id: id, interval: spec.interval, repeats: spec.repeats, delay: spec.delay ?? spec.interval,
-            tolerance: spec.tolerance, mode: spec.mode.name, valid: valid, fires: fires, maxFires: spec.maxFires,
+            tolerance: spec.tolerance, mode: spec.mode.name, valid: valid, fires: s.fires, maxFires: spec.maxFires,
             nextFireAt: next,
             lateness: Lateness(
-                lastMs: window.last, p50Ms: window.percentile(0.5), p99Ms: window.percentile(0.99),
-                maxMs: window.maximum),
-            action: spec.action, lastActionError: lastActionError, createdAt: createdAt)
+                lastMs: s.window.last, p50Ms: s.window.percentile(0.5), p99Ms: s.window.percentile(0.99),
+                maxMs: s.window.maximum),
+            action: spec.action, lastActionError: s.lastActionError, createdAt: createdAt)
     }
 }

@@ -1,6 +1,7 @@
-import CoreFoundation
 import CLinux
+import CoreFoundation
 import Foundation
+import Primitives
 
 /// The kind of a user source.
 public enum SourceKind: String, Sendable, CaseIterable, Hashable {
@@ -75,21 +76,28 @@ public struct SourceSnapshot: Sendable {
 }
 
 /// A user-added CF source on a worker.
+///
+/// Threads: routines run on the worker's thread; `post`, `signal` and reads
+/// come from any thread. Counters and the message queue sit behind one
+/// `Locked` (the eventfd write happens under it, so the descriptor cannot be
+/// closed and reused in between); the CF source is set once in `init`.
 final class UserSource: @unchecked Sendable, SourceCallbacks {
     let id: String
     let spec: SourceSpec
     private(set) var source: CFRunLoopSource! = nil
     let fd: Int32
-    private let lock = NSLock()
-    private var fired = 0
-    private var scheduled = 0
-    private var cancelled = 0
-    private var received = 0
-    private var queue: [PortMessage] = []
-    private var recent: Ring<PortMessage>
+    private struct State {
+        var fired = 0
+        var scheduled = 0
+        var cancelled = 0
+        var received = 0
+        var queue: [PortMessage] = []
+        var recent = Ring<PortMessage>(capacity: 16)
+        var closed = false
+        var signalled = false
+    }
+    private let state = Locked(State())
     private let queueLimit: Int
-    private var closed = false
-    private var signalled = false
     private let onFire: @Sendable (UserSource, [PortMessage]) -> Void
 
     /// Creates the source (not yet added). For port sources, opens the eventfd.
@@ -100,7 +108,6 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
         self.id = id
         self.spec = spec
         self.queueLimit = queueLimit
-        self.recent = Ring(capacity: 16)
         self.onFire = onFire
         if spec.kind == .port {
             let fd = clinux_eventfd()
@@ -119,26 +126,21 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
 
     /// Queues a message and rings the eventfd (port sources).
     func post(msgid: Int, data: String) throws(RunLoopError) {
-        lock.lock()
-        guard !closed, CFRunLoopSourceIsValid(source) else {
-            lock.unlock()
-            throw .conflict("source_invalid", "source \(id) was invalidated")
+        let valid = CFRunLoopSourceIsValid(source)
+        try state.withLock { s throws(RunLoopError) in
+            guard !s.closed, valid else { throw .conflict("source_invalid", "source \(id) was invalidated") }
+            guard s.queue.count < queueLimit else {
+                throw .limit("queue_full", "source \(id) already holds \(queueLimit) unhandled messages")
+            }
+            s.queue.append(PortMessage(msgid: msgid, data: data, sentAt: Date(), receivedAt: nil))
+            var one: UInt64 = 1
+            _ = write(fd, &one, 8)
         }
-        guard queue.count < queueLimit else {
-            lock.unlock()
-            throw .limit("queue_full", "source \(id) already holds \(queueLimit) unhandled messages")
-        }
-        queue.append(PortMessage(msgid: msgid, data: data, sentAt: Date(), receivedAt: nil))
-        var one: UInt64 = 1
-        _ = write(fd, &one, 8)
-        lock.unlock()
     }
 
     /// Signals (and optionally wakes) a custom source.
     func signal(on loop: CFRunLoop, wakeUp: Bool) {
-        lock.lock()
-        signalled = true
-        lock.unlock()
+        state.withLock { $0.signalled = true }
         CFRunLoopSourceSignal(source)
         if wakeUp { CFRunLoopWakeUp(loop) }
     }
@@ -150,51 +152,47 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
     }
 
     private func closeDescriptor() {
-        lock.lock()
-        defer { lock.unlock() }
-        if fd >= 0 && !closed { close(fd) }
-        closed = true
+        state.withLock { s in
+            if fd >= 0 && !s.closed { close(fd) }
+            s.closed = true
+        }
     }
 
     var isValid: Bool { CFRunLoopSourceIsValid(source) }
 
     var snapshot: SourceSnapshot {
         let valid = CFRunLoopSourceIsValid(source)
-        lock.lock()
-        defer { lock.unlock() }
+        let s = state.withLock { $0 }
         return SourceSnapshot(
-            id: id, kind: spec.kind, mode: spec.mode.name, order: spec.order, valid: valid, fired: fired,
-            scheduled: scheduled, cancelled: cancelled, signalled: valid && signalled, received: received,
-            queued: queue.count, recentMessages: recent.items, action: spec.action, fd: fd >= 0 ? fd : nil)
+            id: id, kind: spec.kind, mode: spec.mode.name, order: spec.order, valid: valid, fired: s.fired,
+            scheduled: s.scheduled, cancelled: s.cancelled, signalled: valid && s.signalled, received: s.received,
+            queued: s.queue.count, recentMessages: s.recent.items, action: spec.action, fd: fd >= 0 ? fd : nil)
     }
 
     func sourceScheduled(mode: CFRunLoopMode?) {
-        lock.lock()
-        scheduled += 1
-        lock.unlock()
+        state.withLock { $0.scheduled += 1 }
     }
 
     func sourceCancelled(mode: CFRunLoopMode?) {
-        lock.lock()
-        cancelled += 1
-        lock.unlock()
+        state.withLock { $0.cancelled += 1 }
     }
 
     func sourcePerform() {
         // Port sources: CF already read the eventfd's 8 bytes (resetting its
         // counter); drain every queued message so none waits for another edge.
-        lock.lock()
-        fired += 1
-        signalled = false
-        var batch = queue
-        queue.removeAll()
-        let now = Date()
-        for index in batch.indices {
-            batch[index].receivedAt = now
-            recent.append(batch[index])
+        let batch = state.withLock { s in
+            s.fired += 1
+            s.signalled = false
+            var batch = s.queue
+            s.queue.removeAll()
+            let now = Date()
+            for index in batch.indices {
+                batch[index].receivedAt = now
+                s.recent.append(batch[index])
+            }
+            s.received += batch.count
+            return batch
         }
-        received += batch.count
-        lock.unlock()
         onFire(self, batch)
     }
 }

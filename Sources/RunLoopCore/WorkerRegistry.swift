@@ -1,20 +1,22 @@
 import Foundation
+import Primitives
 
 /// The workers of one process: ids, limits, the selector registry and the
-/// event sink. Thread-safe.
-public final class WorkerRegistry: @unchecked Sendable {
+/// event sink. Thread-safe: the table of workers is one `Locked`, never held
+/// while a worker is asked anything (workers take their own lock).
+public final class WorkerRegistry: Sendable {
     /// The bounds every worker enforces.
     public let limits: Limits
     /// The named actions performs, timers, sources and tasks may call.
     public let selectors: SelectorRegistry
+    /// Where every id of this registry's workers comes from (`t1`, `tm3`, `p12`, …).
+    public let ids = IdCounter()
     private let events: @Sendable (RunLoopEvent) -> Void
-    private let lock = NSLock()
-    /// Guards only `counters`: workers take it while holding their own lock, so
-    /// it never calls out (no lock-order cycle with `lock`).
-    private let idLock = NSLock()
-    private var counters: [String: Int] = [:]
-    private var workers: [String: Worker] = [:]
-    private var order: [String] = []
+    private struct Table {
+        var workers: [String: Worker] = [:]
+        var order: [String] = []
+    }
+    private let table = Locked(Table())
 
     /// Creates a registry. `events` receives every `RunLoopEvent` on the thread
     /// where it happened; it must not block.
@@ -28,21 +30,13 @@ public final class WorkerRegistry: @unchecked Sendable {
     }
 
     /// The next id with `prefix` (`t1`, `tm3`, …): never reused in this registry.
-    public func nextId(_ prefix: String) -> String {
-        idLock.lock()
-        defer { idLock.unlock() }
-        let next = (counters[prefix] ?? 0) + 1
-        counters[prefix] = next
-        return "\(prefix)\(next)"
-    }
+    public func nextId(_ prefix: String) -> String { ids.next(prefix) }
 
     /// Validates options and starts a worker.
     public func createWorker(_ options: WorkerOptions = WorkerOptions()) throws(RunLoopError) -> Worker {
         try Self.validate(options, limits: limits)
-        // Count live workers without holding `lock` while reading them.
-        lock.lock()
-        let known = order.compactMap { workers[$0] }
-        lock.unlock()
+        // Count live workers without holding the table's lock while asking them.
+        let known = allWorkers
         let live = known.filter { !$0.hasExited && !$0.isEnding }.count
         guard live < limits.maxWorkers else {
             throw .limit("too_many_threads", "\(live) threads are running (limit \(limits.maxWorkers))")
@@ -50,11 +44,15 @@ public final class WorkerRegistry: @unchecked Sendable {
         let id = nextId("t")
         let worker = try Worker(
             id: id, options: options, limits: limits, selectors: selectors, registry: self, events: events)
-        lock.lock()
-        workers[id] = worker
-        order.append(id)
-        pruneLocked()
-        lock.unlock()
+        let exited = allWorkers.filter(\.hasExited).map(\.id)
+        table.withLock { t in
+            t.workers[id] = worker
+            t.order.append(id)
+            // Forgets the oldest exited workers beyond `retainedExitedWorkers`.
+            guard exited.count > limits.retainedExitedWorkers else { return }
+            for old in exited.prefix(exited.count - limits.retainedExitedWorkers) { t.workers[old] = nil }
+            t.order.removeAll { t.workers[$0] == nil }
+        }
         return worker
     }
 
@@ -79,25 +77,13 @@ public final class WorkerRegistry: @unchecked Sendable {
 
     /// The worker with `id`, live or recently exited.
     public func worker(_ id: String) throws(RunLoopError) -> Worker {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let worker = workers[id] else { throw .notFound("thread", id) }
+        guard let worker = table.withLock({ $0.workers[id] }) else { throw .notFound("thread", id) }
         return worker
     }
 
     /// Every worker known, in creation order (exited ones are kept for a while).
     public var allWorkers: [Worker] {
-        lock.lock()
-        defer { lock.unlock() }
-        return order.compactMap { workers[$0] }
-    }
-
-    /// Forgets the oldest exited workers beyond `retainedExitedWorkers`.
-    private func pruneLocked() {
-        let exited = order.filter { workers[$0]?.hasExited ?? true }
-        guard exited.count > limits.retainedExitedWorkers else { return }
-        for id in exited.prefix(exited.count - limits.retainedExitedWorkers) { workers[id] = nil }
-        order.removeAll { workers[$0] == nil }
+        table.withLock { t in t.order.compactMap { t.workers[$0] } }
     }
 
     /// Ends every worker and waits (up to `timeout` in all) for their threads.
@@ -106,16 +92,16 @@ public final class WorkerRegistry: @unchecked Sendable {
     public func endAll(timeout: Double = 5) -> [(id: String, snapshot: WorkerSnapshot?)] {
         let list = allWorkers
         let group = DispatchGroup()
-        let results = ResultBox<[String: WorkerSnapshot]>()
+        let results = Locked<[String: WorkerSnapshot]>([:])
         for worker in list {
             group.enter()
             worker.end { snapshot in
-                results.update { $0 = ($0 ?? [:]).merging([worker.id: snapshot]) { $1 } }
+                results.withLock { $0[worker.id] = snapshot }
                 group.leave()
             }
         }
         _ = group.wait(timeout: .now() + timeout)
-        let done = results.get() ?? [:]
+        let done = results.withLock { $0 }
         return list.map { ($0.id, done[$0.id]) }
     }
 }

@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import Primitives
 import Testing
 
 @testable import RunLoopCore
@@ -130,7 +131,9 @@ import Testing
         let before = Deadlines.shared.pendingCount
         for _ in 0..<50 {
             let done = Pending<PerformResult>()
-            try worker.perform(PerformSpec(call: SelectorCall(selector: "echo")), timeout: 30) { done.put($0) }
+            try worker.perform(PerformSpec(call: SelectorCall(selector: "echo")), deadline: .caller(30)) {
+                done.put($0)
+            }
             _ = try value(done)
         }
         // Other suites run in parallel and may hold a few deadlines of their own.

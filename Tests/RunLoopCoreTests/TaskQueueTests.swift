@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import Primitives
 import Testing
 
 @testable import RunLoopCore
@@ -154,7 +155,7 @@ import Testing
         let worker = try registry.createWorker(options(.loop, seconds: 30))
         #expect(worker.endAndWait(timeout: 10) != nil)
         let finished = DispatchSemaphore(value: 0)
-        let codes = ResultBox<[String]>()
+        let codes = Locked<[String]?>(nil)
         Thread.detachNewThread {
             var seen: [String] = []
             for _ in 0..<2 {
@@ -175,10 +176,11 @@ import Testing
                 _ = worker.taskSnapshot()
             }
             worker.end()
-            codes.set(seen)
+            codes.withLock { $0 = seen }
             finished.signal()
         }
         #expect(finished.wait(timeout: .now() + 10) == .success, "a refused call left the worker's lock held")
-        #expect(codes.get()?.allSatisfy { $0 == "thread_exited" } == true, "\(codes.get() ?? [])")
+        let seen = codes.withLock { $0 }
+        #expect(seen?.allSatisfy { $0 == "thread_exited" } == true, "\(seen ?? [])")
     }
 }

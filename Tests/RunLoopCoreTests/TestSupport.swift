@@ -169,7 +169,7 @@ extension Worker {
         let result = Pending<PerformResult>()
         let id = try perform(
             PerformSpec(call: SelectorCall(selector: selector, args: args), modes: modes, afterDelay: afterDelay),
-            timeout: timeout
+            deadline: timeout.map { .caller($0) }
         ) { result.put($0) }
         return (id, result)
     }
@@ -230,5 +230,17 @@ extension Result where Failure == RunLoopError {
     var errorCode: String? {
         if case .failure(let error) = self { return error.code }
         return nil
+    }
+}
+
+extension CallerDeadline {
+    /// What an API caller's deadline answers: `deadline_exceeded`, the perform
+    /// staying queued.
+    static func caller(_ seconds: Double) -> CallerDeadline {
+        CallerDeadline(seconds: seconds) { performId in
+            RunLoopError(
+                kind: .deadline, code: "deadline_exceeded",
+                message: "perform \(performId) did not finish within \(seconds) s; it stays pending")
+        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Primitives
 import RunLoopCore
 
 /// Bounds of the HTTP control plane (beyond the engine's `Limits`).
@@ -90,11 +91,11 @@ struct API: Sendable {
         }
         r.add("DELETE", "/api/threads/{id}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
-            let once = Once(ctx.respond)
+            let once = ReplyOnce(ctx.respond)
             once.expire(after: limits.endWaitSeconds) {
                 "thread \(target.id) was told to end but has not returned within \(limits.endWaitSeconds) s (a handler is still running); it ends when that handler returns"
             }
-            target.end { final in once.fire(APIResponses.json(200, Rep.thread(final))) }
+            target.end { final in once.answer(APIResponses.json(200, Rep.thread(final))) }
             return .deferred
         }
         r.add("POST", "/api/threads/{id}/run") { ctx throws(RunLoopError) in
@@ -109,8 +110,8 @@ struct API: Sendable {
                     "seconds", "seconds must be <= \(limits.maxWaitSeconds) (the server's longest wait, --max-wait)")
             }
             let flag = try body.bool("returnAfterSourceHandled") ?? false
-            let once = Once(ctx.respond)
-            try target.run(mode: mode, seconds: seconds, returnAfterSourceHandled: flag) { once.fire(exit: $0) }
+            let once = ReplyOnce(ctx.respond)
+            try target.run(mode: mode, seconds: seconds, returnAfterSourceHandled: flag) { once.answer(exit: $0) }
             // A run lasts `seconds` plus whatever its handlers take: bound the wait.
             once.expire(after: seconds + limits.stopWaitSeconds) {
                 "the run has not returned \(limits.stopWaitSeconds) s after its timeout (a handler is busy)"
@@ -120,8 +121,8 @@ struct API: Sendable {
         r.add("POST", "/api/threads/{id}/stop") { ctx throws(RunLoopError) in
             _ = try ctx.body([])
             let target = try worker(ctx)
-            let once = Once(ctx.respond)
-            target.stop { once.fire(exit: $0) }
+            let once = ReplyOnce(ctx.respond)
+            target.stop { once.answer(exit: $0) }
             once.expire(after: limits.stopWaitSeconds) {
                 "CFRunLoopStop was called but the run has not returned within \(limits.stopWaitSeconds) s (a handler is busy); it stops when the handler returns"
             }
@@ -187,7 +188,14 @@ struct API: Sendable {
             // afterDelay of hours once held the connection for hours): then 504, and
             // the perform stays pending as documented.
             let callerWait = min(timeout + afterDelay, limits.maxWaitSeconds)
-            try target.perform(spec, timeout: callerWait) { result in
+            let deadline = CallerDeadline(seconds: callerWait) { [id = target.id] performId in
+                RunLoopError(
+                    kind: .deadline, code: "deadline_exceeded",
+                    message:
+                        "perform \(performId) did not finish within \(callerWait) s; it stays pending and runs when thread \(id)'s loop next runs in one of its modes"
+                )
+            }
+            try target.perform(spec, deadline: deadline) { result in
                 if case .failure(let error) = result.outcome, error.kind == .deadline || error.kind == .gone {
                     ctx.fail(error)
                 } else {
@@ -391,32 +399,12 @@ struct API: Sendable {
     }
 }
 
-/// Delivers the first of several possible answers (result vs. deadline).
-final class Once: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = false
-    private var deadline: DeadlineToken?
-    private let respond: @Sendable (HTTPResponse) -> Void
-
-    init(_ respond: @escaping @Sendable (HTTPResponse) -> Void) { self.respond = respond }
-
-    func fire(_ response: HTTPResponse) {
-        lock.lock()
-        let first = !done
-        done = true
-        let deadline = self.deadline
-        self.deadline = nil
-        lock.unlock()
-        guard first else { return }
-        deadline?.cancel()
-        respond(response)
-    }
-
+extension ReplyOnce where Answer == HTTPResponse {
     /// Answers with the exit of a run (200) or why there is none.
-    func fire(exit result: Result<RunExit, RunLoopError>) {
+    func answer(exit result: Result<RunExit, RunLoopError>) {
         switch result {
-        case .success(let exit): fire(APIResponses.json(200, Rep.exit(exit)))
-        case .failure(let error): fire(APIResponses.error(error))
+        case .success(let exit): answer(APIResponses.json(200, Rep.exit(exit)))
+        case .failure(let error): answer(APIResponses.error(error))
         }
     }
 
@@ -424,13 +412,8 @@ final class Once: @unchecked Sendable {
     /// answer came first; the first answer cancels the deadline (nothing stays
     /// queued behind a fast reply).
     func expire(after seconds: Double, message: @escaping @Sendable () -> String) {
-        let token = Deadlines.after(seconds) { [self] in
-            fire(APIResponses.error(RunLoopError(kind: .deadline, code: "deadline_exceeded", message: message())))
+        expire(after: seconds) {
+            APIResponses.error(RunLoopError(kind: .deadline, code: "deadline_exceeded", message: message()))
         }
-        lock.lock()
-        let answered = done
-        if !answered { deadline = token }
-        lock.unlock()
-        if answered { token.cancel() }
     }
 }

@@ -1,0 +1,79 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A value behind a lock, reached only through closures: the one lock family
+/// of runloopd (engine, HTTP layer and API alike).
+///
+/// Why not the standard library's `Synchronization.Mutex`: on Linux `Mutex`
+/// is a futex word that ThreadSanitizer does not model, so `make test-tsan`
+/// reports false races through it; a pthread mutex is understood. The mutex
+/// is glibc's adaptive kind: a contended lock spins briefly before sleeping in
+/// the kernel, which is what the request hot path wants (the HTTP thread and
+/// the control loop take the command buffer's lock for a few instructions
+/// each, many times per request; a plain mutex paid a futex wait and wake per
+/// collision). A condition variable comes with it for the few waits
+/// (a parked loop, a manual worker waiting for a run request).
+///
+/// Thread-safety: every method may be called from any thread; `body` runs
+/// with the lock held and must not call back into the same `Locked`.
+public final class Locked<Value>: @unchecked Sendable {
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    @usableFromInline var value: Value
+
+    /// Wraps `value`.
+    public init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        #if canImport(Glibc)
+            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        #endif
+        pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deinitialize(count: 1)
+        condition.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with the lock held (inlined, so it specialises in callers).
+    @inlinable
+    public func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+
+    /// Waits (lock released while asleep) until `ready` holds, then runs `body`
+    /// with the lock held. Wakes on `notifyAll()`.
+    public func withLock<Result, Failure: Error>(
+        when ready: (Value) -> Bool, _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while !ready(value) { pthread_cond_wait(condition, mutex) }
+        return try body(&value)
+    }
+
+    /// Wakes every `withLock(when:)` waiter so it re-checks its condition. Call
+    /// it after the change was made under the lock.
+    public func notifyAll() {
+        pthread_cond_broadcast(condition)
+    }
+}

@@ -1,0 +1,227 @@
+import CoreFoundation
+import Foundation
+import Primitives
+
+/// What a user asks for when performing a selector on a worker
+/// (`performSelector:onThread:withObject:waitUntilDone:modes:`).
+public struct PerformSpec: Sendable {
+    /// The selector and arguments.
+    public var call: SelectorCall
+    /// The modes it may run in (default: common).
+    public var modes: [RunLoopMode]
+    /// Seconds to wait before queueing it (`afterDelay:`: a one-shot timer on the target loop).
+    public var afterDelay: Double
+
+    /// Creates a spec.
+    public init(call: SelectorCall, modes: [RunLoopMode] = [.common], afterDelay: Double = 0) {
+        self.call = call
+        self.modes = modes
+        self.afterDelay = afterDelay
+    }
+}
+
+/// The answer to one perform.
+public struct PerformResult: Sendable {
+    /// The perform's id.
+    public var performId: String
+    /// The worker's id.
+    public var thread: String
+    /// The selector name.
+    public var selector: String
+    /// The selector's value, or why there is none (failed, deadline, worker ended, cancelled).
+    public var outcome: Result<Value, RunLoopError>
+    /// Milliseconds between queueing and the start of the run (0 if it never ran).
+    public var queuedMs: Double
+    /// Milliseconds the selector ran.
+    public var ranMs: Double
+}
+
+/// Who stopped waiting for a perform, and what they are told: the caller's
+/// own deadline. The engine only schedules it; the words (and the status an
+/// HTTP layer maps the error to) are the caller's.
+public struct CallerDeadline: Sendable {
+    /// Seconds the caller waits.
+    public var seconds: Double
+    /// The error the caller gets once `seconds` pass; its argument is the perform's id.
+    public var error: @Sendable (_ performId: String) -> RunLoopError
+
+    /// Creates a deadline.
+    public init(seconds: Double, error: @escaping @Sendable (_ performId: String) -> RunLoopError) {
+        self.seconds = seconds
+        self.error = error
+    }
+}
+
+/// One queued perform. Immutable: where it is (delayed, pending, taken) is
+/// known only to its worker's `PerformQueue`.
+final class PerformRequest: Sendable {
+    let id: String
+    let call: SelectorCall
+    let modes: [RunLoopMode]
+    let afterDelay: Double
+    let queuedAt = Date()
+    let queuedMono = Monotonic.now()
+    let fireAt: Date?
+    /// The caller's answer: the run's result, or their deadline, or the end.
+    let reply: ReplyOnce<PerformResult>
+
+    init(
+        id: String, call: SelectorCall, modes: [RunLoopMode], afterDelay: Double,
+        completion: (@Sendable (PerformResult) -> Void)?
+    ) {
+        self.id = id
+        self.call = call
+        self.modes = modes
+        self.afterDelay = afterDelay
+        self.fireAt = afterDelay > 0 ? Date(timeIntervalSinceNow: afterDelay) : nil
+        self.reply = ReplyOnce(completion ?? { _ in })
+    }
+
+    func runs(in mode: String) -> Bool { modes.contains { $0.name == mode } }
+
+    var snapshot: PerformSnapshot {
+        PerformSnapshot(
+            id: id, call: call, modes: modes.map(\.name), queuedAt: queuedAt, afterDelay: afterDelay, fireAt: fireAt)
+    }
+}
+
+/// The bare version-0 source that carries a worker's performs into one mode
+/// (signal + wake-up). It holds no work: its perform routine asks the
+/// worker's `PerformQueue` what to run.
+final class PerformCarrier: @unchecked Sendable, SourceCallbacks {
+    /// Set once in `init`; CF objects are thread-safe.
+    private(set) var source: CFRunLoopSource! = nil
+    private let onPerform: @Sendable () -> Void
+
+    init(onPerform: @escaping @Sendable () -> Void) {
+        self.onPerform = onPerform
+        self.source = SourceFactory.makeSource0(order: 0, target: self)
+    }
+
+    deinit { CFRunLoopSourceInvalidate(source) }
+
+    func sourceScheduled(mode: CFRunLoopMode?) {}
+    func sourceCancelled(mode: CFRunLoopMode?) {}
+    func sourcePerform() { onPerform() }
+}
+
+/// Every perform of one worker and where it is: delayed (its one-shot timer
+/// has not fired), pending (queued for its modes) or taken (running or
+/// answered: no longer here). The only place that knows.
+///
+/// Each mode with pending work has a `PerformCarrier` in it; a carrier leaves
+/// its mode once no pending perform names the mode, so a loop with nothing
+/// else in the mode still finishes (CF's own rule for performs). A carrier's
+/// membership changes with the decision, under the worker's lock: that is the
+/// one place the engine calls CF inside its lock (CF calls no worker code
+/// while holding its own locks, so the order worker lock → CF lock is safe).
+///
+/// Plain data, guarded by the owning worker's lock.
+struct PerformQueue {
+    struct Carrier {
+        let carrier: PerformCarrier
+        /// Added to its mode.
+        var inLoop = false
+        /// Signalled and woken, and its perform routine has not run since: a
+        /// burst of performs into a busy thread costs one wake-up.
+        var signalled = false
+    }
+
+    private(set) var pending: [(seq: UInt64, request: PerformRequest)] = []
+    private(set) var delayed: [(request: PerformRequest, timer: CFRunLoopTimer)] = []
+    private var carriers: [String: Carrier] = [:]
+    private var lastSeq: UInt64 = 0
+
+    var count: Int { pending.count + delayed.count }
+
+    /// Performs not yet taken, in no particular order.
+    var queued: [PerformRequest] { delayed.map(\.request) + pending.map(\.request) }
+
+    mutating func addDelayed(_ request: PerformRequest, timer: CFRunLoopTimer) {
+        delayed.append((request, timer))
+    }
+
+    /// A delayed perform's timer fired: takes it (true) unless it was cancelled.
+    mutating func takeDelayed(_ request: PerformRequest) -> Bool {
+        guard let index = delayed.firstIndex(where: { $0.request === request }) else { return false }
+        delayed.remove(at: index)
+        return true
+    }
+
+    /// Queues `request` for its modes: each mode's carrier is added to the loop
+    /// if it is not in it. Returns the carriers to signal (those not signalled
+    /// since their last perform routine); the caller signals them and wakes
+    /// the loop once, after the lock.
+    mutating func enqueue(
+        _ request: PerformRequest, on loop: CFRunLoop, makeCarrier: (String) -> PerformCarrier
+    ) -> [CFRunLoopSource] {
+        lastSeq &+= 1
+        pending.append((lastSeq, request))
+        var toSignal: [CFRunLoopSource] = []
+        for mode in request.modes {
+            var entry = carriers[mode.name] ?? Carrier(carrier: makeCarrier(mode.name))
+            if !entry.inLoop {
+                CFRunLoopAddSource(loop, entry.carrier.source, mode.cfMode)
+                entry.inLoop = true
+            }
+            if !entry.signalled {
+                entry.signalled = true
+                toSignal.append(entry.carrier.source)
+            }
+            carriers[mode.name] = entry
+        }
+        return toSignal
+    }
+
+    /// The start of `mode`'s perform routine: the routine runs what was queued
+    /// up to now (later performs wait for the next turn, as with CF's own
+    /// perform blocks). Returns that bound.
+    mutating func beginRoutine(mode: String) -> UInt64 {
+        carriers[mode]?.signalled = false
+        return lastSeq
+    }
+
+    /// Takes the oldest pending perform that may run in `mode`, queued no later
+    /// than `bound`.
+    mutating func takeNext(in mode: String, upTo bound: UInt64) -> PerformRequest? {
+        guard let index = pending.firstIndex(where: { $0.seq <= bound && $0.request.runs(in: mode) }) else {
+            return nil
+        }
+        return pending.remove(at: index).request
+    }
+
+    /// Takes each named mode's carrier out of its mode when no pending perform
+    /// names the mode (CF call under the worker's lock: see the type's notes).
+    mutating func retire(_ modes: [String], from loop: CFRunLoop?) {
+        guard let loop else { return }
+        for name in modes {
+            guard var entry = carriers[name], entry.inLoop, !pending.contains(where: { $0.request.runs(in: name) }),
+                let mode = try? RunLoopMode(name)
+            else { continue }
+            CFRunLoopRemoveSource(loop, entry.carrier.source, mode.cfMode)
+            entry.inLoop = false
+            // A removed carrier forgets its wake-up: the next perform fires again,
+            // so a carrier re-added later is never left signalled on a sleeping loop.
+            entry.signalled = false
+            carriers[name] = entry
+        }
+    }
+
+    /// Cancels the delayed performs of `selector`: returns them with their timers.
+    mutating func cancelDelayed(selector: String) -> [(request: PerformRequest, timer: CFRunLoopTimer)] {
+        let matching = delayed.filter { $0.request.call.selector == selector }
+        delayed.removeAll { $0.request.call.selector == selector }
+        return matching
+    }
+
+    /// The end of the worker: everything still queued, the delayed timers and
+    /// the carriers, for the caller to invalidate and answer after the lock.
+    mutating func removeAll() -> (requests: [PerformRequest], timers: [CFRunLoopTimer], carriers: [PerformCarrier]) {
+        defer {
+            pending.removeAll()
+            delayed.removeAll()
+            carriers.removeAll()
+        }
+        return (queued, delayed.map(\.timer), carriers.values.map(\.carrier))
+    }
+}

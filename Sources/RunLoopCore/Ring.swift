@@ -1,0 +1,77 @@
+import DequeModule
+import Primitives
+
+/// A bounded window of the most recent elements: appending beyond the
+/// capacity forgets the oldest (O(1), on swift-collections' `Deque`).
+///
+/// Plain data: guarded by whoever owns it (a worker's or a source's lock).
+struct Ring<Element> {
+    private(set) var elements = Deque<Element>()
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    mutating func append(_ item: Element) {
+        if elements.count >= capacity { elements.removeFirst() }
+        elements.append(item)
+    }
+
+    /// The elements, oldest first.
+    var items: [Element] { Array(elements) }
+
+    var count: Int { elements.count }
+}
+
+extension Ring: Sendable where Element: Sendable {}
+
+/// Records by id, in creation order: the timers, sources and observers of a
+/// worker. Invalidated records are kept (listed, readable by id) until more
+/// than twice `limit` are kept; then the oldest dead ones beyond `limit` go,
+/// so churn cannot grow memory without bound.
+///
+/// Plain data, guarded by the owning worker's lock.
+struct RecordTable<Record> {
+    private var byId: [String: Record] = [:]
+    private var order: [String] = []
+    private let limit: Int
+    private let isLive: (Record) -> Bool
+
+    init(limit: Int, isLive: @escaping (Record) -> Bool) {
+        self.limit = max(1, limit)
+        self.isLive = isLive
+    }
+
+    subscript(id: String) -> Record? { byId[id] }
+
+    /// Every record kept, oldest first.
+    var all: [Record] { order.compactMap { byId[$0] } }
+
+    /// Records that can still act.
+    var liveCount: Int { byId.values.reduce(0) { $0 + (isLive($1) ? 1 : 0) } }
+
+    mutating func insert(_ record: Record, id: String) {
+        byId[id] = record
+        order.append(id)
+        guard order.count > limit * 2 else { return }
+        let dead = order.filter { byId[$0].map { !isLive($0) } ?? true }
+        for id in dead.prefix(order.count - limit) { byId[id] = nil }
+        order.removeAll { byId[$0] == nil }
+    }
+}
+
+/// Ids `prefix` + n (`t1`, `tm3`, `p12`, …), never reused by one counter.
+public final class IdCounter: Sendable {
+    private let counters = Locked<[String: Int]>([:])
+
+    /// A fresh counter.
+    public init() {}
+
+    /// The next id with `prefix`.
+    public func next(_ prefix: String) -> String {
+        let next = counters.withLock { counters in
+            counters[prefix, default: 0] += 1
+            return counters[prefix] ?? 0
+        }
+        return "\(prefix)\(next)"
+    }
+}

@@ -1,0 +1,150 @@
+import CoreFoundation
+import Foundation
+
+/// Performs (`performSelector:onThread:withObject:waitUntilDone:modes:` and
+/// `afterDelay:`): queued from any thread, run on the worker's thread by the
+/// per-mode carriers of its `PerformQueue`.
+extension Worker {
+    /// Runs a validated selector call on the current thread (the worker's own).
+    func runSelector(_ call: SelectorCall) -> Result<SelectorOutcome, RunLoopError> {
+        guard let selector = selectors.selector(named: call.selector) else {
+            return .failure(.notFound("selector", call.selector))
+        }
+        let context = SelectorContext(worker: self, registry: registry, args: call.args)
+        do throws(RunLoopError) {
+            return .success(try selector.body(context))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Queues a selector on this worker's loop (`performSelector:onThread:`).
+    ///
+    /// The call runs on the worker's thread, in order with other performs for
+    /// the same modes, only while the loop runs in one of `spec.modes`; until
+    /// then it is pending (listed on the worker). `completion` (if any) gets the
+    /// first answer: the result, or, with a `deadline`, the caller's error once
+    /// the time passes (the perform then stays pending, exactly as CF would
+    /// leave it). Returns the perform's id.
+    @discardableResult
+    public func perform(
+        _ spec: PerformSpec, deadline: CallerDeadline? = nil,
+        completion: (@Sendable (PerformResult) -> Void)? = nil
+    ) throws(RunLoopError) -> String {
+        let call = try selectors.validate(spec.call)
+        guard !spec.modes.isEmpty else { throw .badValue("modes", "name at least one mode") }
+        try limits.checkSeconds(spec.afterDelay, field: "afterDelay")
+        if let deadline { try limits.checkSeconds(deadline.seconds, field: "timeout") }
+        var seen = Set<String>()
+        let modes = spec.modes.filter { seen.insert($0.name).inserted }
+        let performId = ids.next("p")
+        let request = PerformRequest(
+            id: performId, call: call, modes: modes, afterDelay: spec.afterDelay, completion: completion)
+        let delayTimer: CFRunLoopTimer? =
+            spec.afterDelay > 0
+            ? CFRunLoopTimerCreateWithHandler(
+                kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + spec.afterDelay, 0, 0, 0
+            ) { [weak self, request] _ in
+                self?.delayedFired(request)
+            } : nil
+
+        let routine: @Sendable (String) -> Void = { [weak self] mode in self?.performRoutine(mode: mode) }
+        let (loop, toSignal) = try book.withLock { b throws(RunLoopError) in
+            try b.checkAlive(id)
+            guard b.performs.count < limits.maxQueuedCommands else {
+                throw .limit(
+                    "queue_full",
+                    "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))")
+            }
+            if let delayTimer {
+                b.performs.addDelayed(request, timer: delayTimer)
+                return (b.loop, [CFRunLoopSource]())
+            }
+            guard let loop = b.loop else { return (nil, []) }
+            let toSignal = b.performs.enqueue(request, on: loop) { mode in PerformCarrier { routine(mode) } }
+            return (loop, toSignal)
+        }
+        if let loop {
+            if let delayTimer {
+                for mode in modes { CFRunLoopAddTimer(loop, delayTimer, mode.cfMode) }
+            }
+            for source in toSignal { CFRunLoopSourceSignal(source) }
+            if !toSignal.isEmpty { CFRunLoopWakeUp(loop) }
+        }
+        touch()
+        if let deadline, completion != nil {
+            let emit = self.emit
+            let result = PerformResult(
+                performId: performId, thread: id, selector: call.selector,
+                outcome: .failure(deadline.error(performId)), queuedMs: 0, ranMs: 0)
+            // The caller is told (and the event recorded) only if nothing answered
+            // first; the perform itself stays queued.
+            request.reply.expire(after: deadline.seconds, first: { [id] in emit(.perform(thread: id, result: result)) })
+            {
+                result
+            }
+        }
+        return performId
+    }
+
+    /// A delayed perform's timer fired (on this thread): run it now, unless it
+    /// was cancelled.
+    private func delayedFired(_ request: PerformRequest) {
+        guard book.withLock({ $0.performs.takeDelayed(request) }) else { return }
+        execute(request)
+    }
+
+    /// The perform routine of one mode's carrier: runs, in order, the performs
+    /// for the mode queued before it began; then takes the carrier out of the
+    /// mode if nothing is left for it.
+    private func performRoutine(mode: String) {
+        let bound = book.withLock { $0.performs.beginRoutine(mode: mode) }
+        while let request = book.withLock({ $0.performs.takeNext(in: mode, upTo: bound) }) {
+            if request.modes.count > 1 {
+                // Its other modes' carriers may have nothing left to carry.
+                book.withLock { b in b.performs.retire(request.modes.map(\.name).filter { $0 != mode }, from: b.loop) }
+            }
+            execute(request)
+        }
+        book.withLock { b in b.performs.retire([mode], from: b.loop) }
+    }
+
+    /// Runs one taken perform on this thread and answers it.
+    private func execute(_ request: PerformRequest) {
+        let started = Monotonic.now()
+        let queuedMs = (started - request.queuedMono) * 1000 - request.afterDelay * 1000
+        let outcome = runSelector(request.call)
+        let ranMs = (Monotonic.now() - started) * 1000
+        answer(request, outcome.map(\.value), queuedMs: max(0, queuedMs), ranMs: ranMs)
+    }
+
+    /// Records the perform event, then answers the caller (if a deadline did not
+    /// answer first). The event comes first: a caller who sees the answer can
+    /// count on it (and on the metrics built from it).
+    func answer(_ request: PerformRequest, _ outcome: Result<Value, RunLoopError>, queuedMs: Double, ranMs: Double) {
+        let result = PerformResult(
+            performId: request.id, thread: id, selector: request.call.selector, outcome: outcome, queuedMs: queuedMs,
+            ranMs: ranMs)
+        emit(.perform(thread: id, result: result))
+        request.reply.answer(result)
+    }
+
+    /// Cancels delayed performs of `selector` whose timers have not fired
+    /// (`cancelPreviousPerformRequests`); returns how many.
+    public func cancelDelayedPerforms(selector: String) -> Int {
+        let cancelled = book.withLock { $0.performs.cancelDelayed(selector: selector) }
+        for entry in cancelled { CFRunLoopTimerInvalidate(entry.timer) }
+        for entry in cancelled {
+            answer(
+                entry.request,
+                .failure(.conflict("cancelled", "perform \(entry.request.id) was cancelled before its delay passed")),
+                queuedMs: 0, ranMs: 0)
+        }
+        return cancelled.count
+    }
+
+    /// Performs queued and not yet run, oldest first.
+    public func pendingPerforms() -> [PerformSnapshot] {
+        book.withLock { $0.performs.queued }.map(\.snapshot).sorted { $0.queuedAt < $1.queuedAt }
+    }
+}

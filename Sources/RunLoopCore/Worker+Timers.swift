@@ -1,0 +1,67 @@
+import CoreFoundation
+import Foundation
+
+/// Timers: `CFRunLoopTimer`s with fire counts and lateness. Public methods are
+/// called from any thread; fires arrive on the worker's thread.
+extension Worker {
+    /// Adds a `CFRunLoopTimer` to the loop in `spec.mode`.
+    public func addTimer(_ spec: TimerSpec) throws(RunLoopError) -> TimerSnapshot {
+        try limits.checkSeconds(spec.interval, field: "interval", positive: true)
+        if let delay = spec.delay { try limits.checkSeconds(delay, field: "delay") }
+        try limits.checkSeconds(spec.tolerance, field: "tolerance")
+        if let maxFires = spec.maxFires, maxFires < 1 { throw .badValue("maxFires", "maxFires must be >= 1") }
+        var checked = spec
+        if let action = spec.action { checked.action = try selectors.validate(action, field: "action") }
+        let timerId = ids.next("tm")
+        let record = TimerRecord(
+            id: timerId, spec: checked, window: limits.latenessWindow,
+            onFire: { [weak self] record, fires, late in self?.timerFired(record, fires: fires, lateness: late) },
+            onInvalid: { [weak self] in self?.book.withLock { $0.liveTimers -= 1 } })
+        let loop = try book.withLock { b throws(RunLoopError) in
+            try b.checkAlive(id)
+            guard b.liveTimers < limits.maxTimersPerWorker else {
+                throw .limit(
+                    "too_many_timers",
+                    "thread \(id) already has \(b.liveTimers) timers (limit \(limits.maxTimersPerWorker))")
+            }
+            b.liveTimers += 1
+            b.timers.insert(record, id: timerId)
+            return b.loop
+        }
+        if let loop { CFRunLoopAddTimer(loop, record.timer, checked.mode.cfMode) }
+        touch()
+        return record.snapshot
+    }
+
+    private func timerFired(_ record: TimerRecord, fires: Int, lateness: Double) {
+        if let action = record.spec.action {
+            switch runSelector(action) {
+            case .success: record.recordActionError(nil)
+            case .failure(let error): record.recordActionError(error.message)
+            }
+        }
+        emit(.timer(thread: id, timer: record.id, fires: fires, latenessMs: lateness * 1000, valid: record.isValid))
+    }
+
+    /// Every timer, in creation order.
+    public func timerSnapshots() -> [TimerSnapshot] {
+        book.withLock { $0.timers.all }.map(\.snapshot)
+    }
+
+    /// `CFRunLoopTimerInvalidate` on one timer.
+    public func invalidateTimer(_ timerId: String) throws(RunLoopError) -> TimerSnapshot {
+        let record = try timerRecord(timerId)
+        record.invalidate()
+        return record.snapshot
+    }
+
+    /// One timer, by id (a lookup, not a scan of every timer).
+    public func timerSnapshot(_ timerId: String) throws(RunLoopError) -> TimerSnapshot {
+        try timerRecord(timerId).snapshot
+    }
+
+    private func timerRecord(_ timerId: String) throws(RunLoopError) -> TimerRecord {
+        guard let record = book.withLock({ $0.timers[timerId] }) else { throw .notFound("timer", timerId) }
+        return record
+    }
+}

@@ -1,0 +1,101 @@
+import CoreFoundation
+import Foundation
+
+/// Everything a `Worker` keeps about its loop, as one value behind the
+/// worker's one lock (`Worker.book`). Nothing here calls out: methods on the
+/// worker read and change it inside `book.withLock { ... }` and make their CF
+/// calls and callbacks after the closure returns.
+struct WorkerBook {
+    // MARK: the thread and its loop
+
+    /// The worker's run loop while its thread lives; nil once the thread ended
+    /// (the worker lets go of it so CF can free it and close its descriptors).
+    var loop: CFRunLoop?
+    /// The worker's thread (set by the thread itself before the worker is handed out).
+    var thread: pthread_t?
+    var cancelled = false
+    var exited = false
+    var joined = false
+    var endedAt: Date?
+    var endWaiters: [@Sendable (WorkerSnapshot) -> Void] = []
+    /// A `loop`-style worker whose mode is empty waits instead of spinning.
+    var parked = false
+    /// Bumped when something is added to the loop: a parked worker runs again.
+    var generation = 0
+
+    // MARK: runs
+
+    var runSeq = 0
+    var runStack: [RunFrame] = []
+    var runs = 0
+    var exits: [ExitReason: Int] = [:]
+    var lastExit: RunExit?
+    var stopWaiters: [(seq: Int, reply: RunReply)] = []
+    var manualRequest: ManualRun?
+    /// The internal `entry` observer (created by the loop thread) and the modes
+    /// it was added to.
+    var entryObserver: CFRunLoopObserver?
+    var entryObserverModes = Set<String>()
+
+    // MARK: what the loop holds
+
+    var timers: RecordTable<TimerRecord>
+    /// Timers that can still fire (kept by the timers' `onInvalid`): adding the
+    /// n-th timer must not cost a scan of n.
+    var liveTimers = 0
+    var sources: RecordTable<UserSource>
+    var observers: RecordTable<ObserverRecord>
+    var commonModes: [String] = ["default"]
+    var performs = PerformQueue()
+    var tasks: TaskQueue
+
+    // MARK: what selectors and observers wrote
+
+    var activity: Ring<ActivityRecord>
+    var activitySeq: UInt64 = 0
+    var logLines: Ring<String>
+    var counters: [String: Int] = [:]
+
+    init(limits: Limits) {
+        timers = RecordTable(limit: limits.maxTimersPerWorker) { $0.isValid }
+        sources = RecordTable(limit: limits.maxSourcesPerWorker) { $0.isValid }
+        observers = RecordTable(limit: limits.maxObserversPerWorker) { $0.isValid }
+        tasks = TaskQueue(capacity: limits.taskCapacity)
+        activity = Ring(capacity: limits.activityRingSize)
+        logLines = Ring(capacity: limits.logRingSize)
+    }
+
+    /// Throws when the worker is ending or gone.
+    func checkAlive(_ id: String) throws(RunLoopError) {
+        if exited || cancelled { throw Worker.exitedError(id) }
+    }
+
+    /// Something was added to the loop: a parked loop worker runs again. The
+    /// caller notifies the lock's waiters after the closure. It must come after
+    /// the CF call adding the item: a parked worker woken before the item is in
+    /// the loop would find the mode still empty, get `finished` and park again
+    /// with the new generation, never to see the item.
+    mutating func touch() { generation &+= 1 }
+}
+
+/// The answer to whoever waits for a run's exit (a stop or a manual run).
+typealias RunReply = @Sendable (Result<RunExit, RunLoopError>) -> Void
+
+/// One run under way. `entered` turns true when CF notifies `entry`, i.e. once
+/// the run's own stop flag exists: a stop asked before that is kept in
+/// `stopRequested` and applied at entry, so it is never lost in the gap
+/// between deciding to run and CF starting the run.
+struct RunFrame {
+    var seq: Int
+    var mode: String
+    var entered = false
+    var stopRequested = false
+}
+
+/// A run a manual worker was asked for.
+struct ManualRun {
+    var mode: RunLoopMode
+    var seconds: Double
+    var returnAfterSourceHandled: Bool
+    var reply: RunReply
+}
