@@ -1,0 +1,190 @@
+import CoreFoundation
+import Foundation
+
+/// Runs: the three run styles (loop thread), one recorded `CFRunLoopRunInMode`,
+/// nested runs, and the calls that start or stop a run from any thread.
+extension Worker {
+    func runLoopStyle() {
+        while true {
+            guard let seen = book.withLock({ $0.cancelled ? nil : $0.generation }) else { return }
+            let exit = runOnce(mode: policy.mode, seconds: policy.seconds, policy.returnAfterSourceHandled)
+            guard exit.reason == .finished else { continue }
+            // CF answers `finished` at once, every time, for an empty mode: park
+            // instead of spinning, until something is added or the worker ends.
+            let park = book.withLock { b in
+                guard !b.cancelled && b.generation == seen else { return false }
+                b.parked = true
+                return true
+            }
+            guard park else { continue }
+            emit(.thread(snapshot, change: "parked"))
+            book.withLock(when: { $0.cancelled || $0.generation != seen }) { $0.parked = false }
+            emit(.thread(snapshot, change: "unparked"))
+        }
+    }
+
+    func runForeverStyle() {
+        // Exactly what CFRunLoopRun() does (a loop of default-mode runs until one
+        // is stopped or finished), spelled out so every inner result is recorded.
+        while true {
+            let exit = runOnce(mode: .default, seconds: 1.0e10, false)
+            if exit.reason == .stopped || exit.reason == .finished { return }
+            if book.withLock({ $0.cancelled }) { return }
+        }
+    }
+
+    private enum ManualStep {
+        case run(ManualRun)
+        case end(leftover: ManualRun?)
+    }
+
+    func runManualStyle() {
+        while true {
+            let step: ManualStep = book.withLock(when: {
+                $0.cancelled || ($0.manualRequest != nil && $0.runStack.isEmpty)
+            }) { b in
+                if b.cancelled || b.manualRequest == nil {
+                    defer { b.manualRequest = nil }
+                    return .end(leftover: b.manualRequest)
+                }
+                return .run(b.manualRequest!)
+            }
+            switch step {
+            case .end(let leftover):
+                leftover?.reply(.failure(Worker.endedError(id)))
+                return
+            case .run(let request):
+                let exit = runOnce(mode: request.mode, seconds: request.seconds, request.returnAfterSourceHandled)
+                book.withLock { $0.manualRequest = nil }
+                request.reply(.success(exit))
+            }
+        }
+    }
+
+    /// One `CFRunLoopRunInMode` call on this thread, recorded. Nested calls (from
+    /// a selector) are recorded too, each with its own exit reason.
+    func runOnce(mode: RunLoopMode, seconds: Double, _ returnAfterSourceHandled: Bool) -> RunExit {
+        let (seq, depth, entryObserver) = book.withLock { b in
+            b.runSeq += 1
+            b.runStack.append(RunFrame(seq: b.runSeq, mode: mode.name))
+            let newMode = b.entryObserverModes.insert(mode.name).inserted
+            return (b.runSeq, b.runStack.count - 1, newMode ? b.entryObserver : nil)
+        }
+        if let observer = entryObserver, let loop = CFRunLoopGetCurrent() {
+            CFRunLoopAddObserver(loop, observer, mode.cfMode)
+        }
+
+        let started = Monotonic.now()
+        let raw = CFRunLoopRunInMode(mode.cfMode, seconds, returnAfterSourceHandled)
+        let duration = Monotonic.now() - started
+        // CF returns one of the four documented results; anything else would be a
+        // CF bug, reported as `finished` only because the run did return.
+        let reason = ExitReason(raw) ?? .finished
+        let exit = RunExit(
+            reason: reason, mode: mode.name, duration: duration, endedAt: Date(), run: seq, depth: depth)
+
+        let (waiting, stopOuter) = book.withLock { b in
+            b.runStack.removeLast()
+            b.runs += 1
+            b.exits[reason, default: 0] += 1
+            b.lastExit = exit
+            let waiting = b.stopWaiters.filter { $0.seq == seq }.map(\.reply)
+            b.stopWaiters.removeAll { $0.seq == seq }
+            return (waiting, b.cancelled && !b.runStack.isEmpty)
+        }
+        book.notifyAll()
+        for reply in waiting { reply(.success(exit)) }
+        emit(.runExit(thread: id, exit: exit))
+        if stopOuter, let loop = CFRunLoopGetCurrent() { CFRunLoopStop(loop) }
+        return exit
+    }
+
+    /// The `entry` observer: the innermost run now has its stop flag; apply a
+    /// stop that arrived before it did.
+    func runEntered() {
+        let stopNow = book.withLock { b -> Bool in
+            guard !b.runStack.isEmpty else { return false }
+            b.runStack[b.runStack.count - 1].entered = true
+            return b.runStack[b.runStack.count - 1].stopRequested
+        }
+        if stopNow, let loop = CFRunLoopGetCurrent() { CFRunLoopStop(loop) }
+    }
+
+    // MARK: - Starting and stopping runs (any thread)
+
+    /// `CFRunLoopStop`: `reply` gets the exit of the run it ended, when that run
+    /// returns. With no run under way CF keeps no flag and the stop would do
+    /// nothing, so the reply is a `not_running` conflict at once.
+    public func stop(reply: @escaping @Sendable (Result<RunExit, RunLoopError>) -> Void) {
+        enum Step {
+            case refuse(RunLoopError)
+            case stopNow(CFRunLoop?)
+            case atEntry
+        }
+        let step: Step = book.withLock { b in
+            if b.exited { return .refuse(Worker.exitedError(id)) }
+            guard let innermost = b.runStack.last else {
+                return .refuse(
+                    .conflict(
+                        "not_running",
+                        "thread \(id) is not inside a run; CFRunLoopStop would do nothing (CF keeps no stop flag)"))
+            }
+            b.stopWaiters.append((innermost.seq, reply))
+            guard innermost.entered else {
+                // CF has not started this run yet: its entry observer stops it.
+                b.runStack[b.runStack.count - 1].stopRequested = true
+                return .atEntry
+            }
+            return .stopNow(b.loop)
+        }
+        switch step {
+        case .refuse(let error): reply(.failure(error))
+        case .stopNow(let loop): if let loop { CFRunLoopStop(loop) }
+        case .atEntry: break
+        }
+    }
+
+    /// Runs a manual worker's loop once; `reply` gets that run's exit.
+    public func run(
+        mode: RunLoopMode, seconds: Double, returnAfterSourceHandled: Bool,
+        reply: @escaping @Sendable (Result<RunExit, RunLoopError>) -> Void
+    ) throws(RunLoopError) {
+        guard !mode.isCommon else {
+            throw .badValue("mode", "a loop runs in one mode; common is a set of modes, not a mode to run in")
+        }
+        try limits.checkSeconds(seconds, field: "seconds")
+        try book.withLock { b throws(RunLoopError) in
+            try b.checkAlive(id)
+            guard policy.style == .manual else {
+                throw .conflict(
+                    "not_manual",
+                    "thread \(id) runs its loop itself (style \(policy.style.rawValue)); only manual threads run on request"
+                )
+            }
+            guard b.manualRequest == nil else {
+                throw .conflict("already_running", "thread \(id) is already running a requested run")
+            }
+            b.manualRequest = ManualRun(
+                mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled, reply: reply)
+        }
+        book.notifyAll()
+    }
+
+    // MARK: - Nested runs
+
+    /// Runs the loop recursively from inside a handler (only on this worker's
+    /// thread); returns that run's own exit.
+    public func runNested(mode: RunLoopMode, seconds: Double, returnAfterSourceHandled: Bool) throws(RunLoopError)
+        -> RunExit
+    {
+        let own = book.withLock { $0.thread }
+        guard let own, pthread_equal(pthread_self(), own) != 0 else {
+            throw .conflict("wrong_thread", "a nested run can only start on the worker's own thread")
+        }
+        guard !mode.isCommon else {
+            throw .badValue("args.mode", "a loop runs in one mode; common is a set of modes")
+        }
+        try limits.checkSeconds(seconds, field: "args.seconds")
+        return runOnce(mode: mode, seconds: seconds, returnAfterSourceHandled)
+    }
+}
