@@ -56,9 +56,8 @@ final class ObserverRecord: @unchecked Sendable {
     init(id: String, spec: ObserverSpec, onActivity: @escaping @Sendable (ObserverRecord, Activity) -> Void) {
         self.id = id
         self.spec = spec
-        let mask = spec.activities.reduce(UInt(0)) { $0 | $1.bit }
         self.observer = CFRunLoopObserverCreateWithHandler(
-            kCFAllocatorDefault, CFOptionFlags(mask), spec.repeats, spec.order
+            kCFAllocatorDefault, Activities(spec.activities).rawValue, spec.repeats, spec.order
         ) { [weak self] _, activity in
             guard let self, let which = Activity(bit: UInt(activity.rawValue)) else { return }
             self.fired.withLock { $0 += 1 }

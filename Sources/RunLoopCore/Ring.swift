@@ -16,8 +16,10 @@ struct Ring<Element> {
         elements.append(item)
     }
 
-    /// The elements, oldest first.
-    var items: [Element] { Array(elements) }
+    /// The elements, oldest first. (An empty ring answers `[]` without copying:
+    /// copying an empty `Deque` writes a zero count into the standard library's
+    /// shared empty-array storage, which ThreadSanitizer reports as a race.)
+    var items: [Element] { elements.isEmpty ? [] : Array(elements) }
 
     var count: Int { elements.count }
 }

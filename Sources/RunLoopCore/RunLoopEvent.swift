@@ -2,7 +2,7 @@
 /// Delivered on the thread where it happened; a sink must not block.
 public enum RunLoopEvent: Sendable {
     /// A worker was created, parked, unparked, asked to end, or its thread ended.
-    case thread(WorkerSnapshot, change: String)
+    case thread(WorkerSnapshot, change: ThreadChange)
     /// A run returned.
     case runExit(thread: String, exit: RunExit)
     /// A timer fired.
@@ -12,7 +12,37 @@ public enum RunLoopEvent: Sendable {
     /// A user source fired.
     case source(thread: String, source: String, kind: SourceKind, fired: Int, messages: Int)
     /// An idle task was added, ran, finished, failed or was removed.
-    case task(thread: String, task: String, change: String, runs: Int)
+    case task(thread: String, task: String, change: TaskChange, runs: Int)
     /// An observer saw an activity.
     case activity(thread: String, record: ActivityRecord)
+}
+
+/// What happened to a worker's thread (the `change` of a `thread` event).
+public enum ThreadChange: String, Sendable, CaseIterable, Hashable {
+    /// The thread started and its loop exists.
+    case created
+    /// A `loop`-style worker's mode is empty: it waits until something is added.
+    case parked
+    /// Something was added: the parked worker runs again.
+    case unparked
+    /// `end` was asked: the loop is being stopped.
+    case ending
+    /// The thread ended.
+    case exited
+}
+
+/// What happened to an idle task (the `change` of a `task` event).
+public enum TaskChange: String, Sendable, CaseIterable, Hashable {
+    /// Queued.
+    case added
+    /// Its run began (at a `beforeWaiting`).
+    case started
+    /// It ran and asked to run again on a later turn.
+    case ran
+    /// It ran and is done (removed).
+    case finished
+    /// It failed (removed).
+    case failed
+    /// Removed by a caller.
+    case removed
 }

@@ -77,22 +77,22 @@ struct TaskQueue {
 
     /// Records the end of a run of `task`: removed when finished or failed,
     /// kept for another turn otherwise. Returns the change and its run count.
-    mutating func finish(_ task: Entry, outcome: Result<SelectorOutcome, RunLoopError>) -> (String, Int) {
+    mutating func finish(_ task: Entry, outcome: Result<SelectorOutcome, RunLoopError>) -> (TaskChange, Int) {
         running = nil
-        guard let index = entries.firstIndex(where: { $0.id == task.id }) else { return ("ran", task.runs + 1) }
+        guard let index = entries.firstIndex(where: { $0.id == task.id }) else { return (.ran, task.runs + 1) }
         entries[index].runs += 1
         let runs = entries[index].runs
         switch outcome {
         case .success(let result) where result.finished:
             entries.remove(at: index)
             done += 1
-            return ("finished", runs)
+            return (.finished, runs)
         case .success:
-            return ("ran", runs)
+            return (.ran, runs)
         case .failure:
             entries.remove(at: index)
             failed += 1
-            return ("failed", runs)
+            return (.failed, runs)
         }
     }
 

@@ -17,9 +17,9 @@ extension Worker {
                 return true
             }
             guard park else { continue }
-            emit(.thread(snapshot, change: "parked"))
+            emit(.thread(snapshot, change: .parked))
             book.withLock(when: { $0.cancelled || $0.generation != seen }) { $0.parked = false }
-            emit(.thread(snapshot, change: "unparked"))
+            emit(.thread(snapshot, change: .unparked))
         }
     }
 

@@ -15,7 +15,7 @@ extension Worker {
             return (b.tasks.snapshot(), b.loop)
         }
         // Emitted before the wake-up, so "added" always precedes "started".
-        emit(.task(thread: id, task: taskId, change: "added", runs: 0))
+        emit(.task(thread: id, task: taskId, change: .added, runs: 0))
         if let loop { CFRunLoopWakeUp(loop) }
         return snap
     }
@@ -26,7 +26,7 @@ extension Worker {
             try b.tasks.remove(id: taskId)
             return b.tasks.snapshot()
         }
-        emit(.task(thread: id, task: taskId, change: "removed", runs: 0))
+        emit(.task(thread: id, task: taskId, change: .removed, runs: 0))
         return snap
     }
 
@@ -62,7 +62,7 @@ extension Worker {
     /// Adds the `beforeWaiting` observer that runs the queue (loop thread, at start).
     func installTaskObserver(on loop: CFRunLoop) -> CFRunLoopObserver? {
         let observer = CFRunLoopObserverCreateWithHandler(
-            kCFAllocatorDefault, CFOptionFlags(Activity.beforeWaiting.bit), true, Int.max
+            kCFAllocatorDefault, Activities.beforeWaiting.rawValue, true, Int.max
         ) { [weak self] _, _ in
             self?.runOneTask()
         }
@@ -82,7 +82,7 @@ extension Worker {
             return first
         }
         guard let first = next else { return }
-        emit(.task(thread: id, task: first.id, change: "started", runs: first.runs))
+        emit(.task(thread: id, task: first.id, change: .started, runs: first.runs))
         let outcome = runSelector(first.call)
         let (change, runsSoFar, more) = book.withLock { b in
             let (change, runs) = b.tasks.finish(first, outcome: outcome)

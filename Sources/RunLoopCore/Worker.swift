@@ -122,7 +122,7 @@ public final class Worker: Sendable {
         installKeepAlive(on: loop, into: &objects)
         objects.taskObserver = installTaskObserver(on: loop)
         let entryObserver = CFRunLoopObserverCreateWithHandler(
-            kCFAllocatorDefault, CFOptionFlags(Activity.entry.bit), true, Int.min
+            kCFAllocatorDefault, Activities.entry.rawValue, true, Int.min
         ) { [weak self] _, _ in
             self?.runEntered()
         }
@@ -134,7 +134,7 @@ public final class Worker: Sendable {
             $0.entryObserver = entryObserver
         }
         ready.signal()
-        emit(.thread(snapshot, change: "created"))
+        emit(.thread(snapshot, change: .created))
 
         switch policy.style {
         case .loop: runLoopStyle()
@@ -193,7 +193,7 @@ public final class Worker: Sendable {
         }
         for reply in stops { reply(.failure(Worker.endedError(id))) }
         manual?.reply(.failure(Worker.endedError(id)))
-        emit(.thread(snapshot, change: "exited"))
+        emit(.thread(snapshot, change: .exited))
         // CF's thread-exit destructor releases its own reference; with ours gone
         // too the loop is freed and its descriptors closed.
         book.withLock { $0.loop = nil }
@@ -270,7 +270,7 @@ public final class Worker: Sendable {
             if case .joined = step { completion?(snapshot) }
             return
         }
-        emit(.thread(snapshot, change: "ending"))
+        emit(.thread(snapshot, change: .ending))
 
         if let loop {
             // A stop is lost if it lands between two runs, so queue it as a block

@@ -1,3 +1,4 @@
+import CoreFoundation
 import Foundation
 
 /// What keeps an otherwise empty loop alive.
@@ -91,21 +92,49 @@ public enum Activity: String, Sendable, CaseIterable, Hashable {
     case exit
 
     /// The CF bit.
-    public var bit: UInt {
-        switch self {
-        case .entry: return 1
-        case .beforeTimers: return 2
-        case .beforeSources: return 4
-        case .beforeWaiting: return 32
-        case .afterWaiting: return 64
-        case .exit: return 128
-        }
-    }
+    public var bit: UInt { UInt(Activities(self).rawValue) }
 
     /// The activity for a single CF bit.
     public init?(bit: UInt) {
         guard let match = Activity.allCases.first(where: { $0.bit == bit }) else { return nil }
         self = match
+    }
+}
+
+/// A set of run-loop activities with CF's own raw values
+/// (`CFRunLoopActivity`), as an observer's mask.
+public struct Activities: OptionSet, Sendable, Hashable {
+    public let rawValue: CFOptionFlags
+    public init(rawValue: CFOptionFlags) { self.rawValue = rawValue }
+
+    /// `kCFRunLoopEntry`.
+    public static let entry = Activities(rawValue: 1 << 0)
+    /// `kCFRunLoopBeforeTimers`.
+    public static let beforeTimers = Activities(rawValue: 1 << 1)
+    /// `kCFRunLoopBeforeSources`.
+    public static let beforeSources = Activities(rawValue: 1 << 2)
+    /// `kCFRunLoopBeforeWaiting`.
+    public static let beforeWaiting = Activities(rawValue: 1 << 5)
+    /// `kCFRunLoopAfterWaiting`.
+    public static let afterWaiting = Activities(rawValue: 1 << 6)
+    /// `kCFRunLoopExit`.
+    public static let exit = Activities(rawValue: 1 << 7)
+
+    /// The set holding one activity.
+    public init(_ activity: Activity) {
+        switch activity {
+        case .entry: self = .entry
+        case .beforeTimers: self = .beforeTimers
+        case .beforeSources: self = .beforeSources
+        case .beforeWaiting: self = .beforeWaiting
+        case .afterWaiting: self = .afterWaiting
+        case .exit: self = .exit
+        }
+    }
+
+    /// The set of `activities`.
+    public init(_ activities: [Activity]) {
+        self = activities.reduce(into: Activities()) { $0.insert(Activities($1)) }
     }
 }
 

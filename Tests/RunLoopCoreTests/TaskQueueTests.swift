@@ -31,7 +31,7 @@ import Testing
         var sawWake = true
         for event in probe.events {
             switch event {
-            case .task(_, _, "started", _):
+            case .task(_, _, .started, _):
                 #expect(sawWake, "two tasks ran in one turn")
                 sawWake = false
             case .activity(_, let record) where record.activity == .afterWaiting:

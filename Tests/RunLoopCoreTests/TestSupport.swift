@@ -52,7 +52,7 @@ final class Probe: @unchecked Sendable {
     func taskChanges(_ thread: String) -> [(task: String, change: String)] {
         events.compactMap {
             guard case .task(let tid, let task, let change, _) = $0, tid == thread else { return nil }
-            return (task, change)
+            return (task, change.rawValue)
         }
     }
 
@@ -68,7 +68,7 @@ final class Probe: @unchecked Sendable {
     func threadChanges(_ thread: String, _ change: String) -> Int {
         events.filter {
             guard case .thread(let snapshot, let what) = $0 else { return false }
-            return snapshot.id == thread && what == change
+            return snapshot.id == thread && what.rawValue == change
         }.count
     }
 }

@@ -99,10 +99,10 @@ final class EventHub: @unchecked Sendable {
         switch event {
         case .thread(let snapshot, let change):
             var object = Rep.thread(snapshot).object ?? [:]
-            object["change"] = .string(change)
+            object["change"] = .string(change.rawValue)
             return (
                 "thread", snapshot.id,
-                ["thread": .string(snapshot.id), "change": .string(change), "snapshot": .object(object)]
+                ["thread": .string(snapshot.id), "change": .string(change.rawValue), "snapshot": .object(object)]
             )
         case .runExit(let thread, let exit):
             var object = Rep.exit(exit).object ?? [:]
@@ -130,7 +130,7 @@ final class EventHub: @unchecked Sendable {
             return (
                 "task", thread,
                 [
-                    "thread": .string(thread), "task": .string(task), "change": .string(change),
+                    "thread": .string(thread), "task": .string(task), "change": .string(change.rawValue),
                     "runs": .number(Double(runs)),
                 ]
             )
