@@ -6,7 +6,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/runloopd
 BIN_RELEASE := .build/release/runloopd
 
-.PHONY: run deps build release test test-swift test-browser test-container lint format clean bench
+.PHONY: run deps build release test test-swift test-tsan test-browser test-container lint format clean bench
 
 deps:
 	@bash scripts/install-deps.sh
@@ -33,6 +33,11 @@ test: deps
 test-swift: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+## ThreadSanitizer over the Swift suite (its own build folder, .build-tsan);
+## any report fails. About 2 minutes.
+test-tsan: deps
+	SWIFT=$(SWIFT) bash scripts/test-tsan.sh
 
 test-browser: build
 	@bash scripts/install-deps.sh test

@@ -175,14 +175,16 @@ final class TimerRecord: @unchecked Sendable {
     var snapshot: TimerSnapshot {
         let valid = CFRunLoopTimerIsValid(timer)
         let next = valid ? Date(timeIntervalSinceReferenceDate: CFRunLoopTimerGetNextFireDate(timer)) : nil
-        let s = stats.withLock { $0 }
-        return TimerSnapshot(
-            id: id, interval: spec.interval, repeats: spec.repeats, delay: spec.delay ?? spec.interval,
-            tolerance: spec.tolerance, mode: spec.mode.name, valid: valid, fires: s.fires, maxFires: spec.maxFires,
-            nextFireAt: next,
-            lateness: Lateness(
-                lastMs: s.window.last, p50Ms: s.window.percentile(0.5), p99Ms: s.window.percentile(0.99),
-                maxMs: s.window.maximum),
-            action: spec.action, lastActionError: s.lastActionError, createdAt: createdAt)
+        // Built under the lock, like every snapshot: no copy of the window escapes it.
+        return stats.withLock { s in
+            TimerSnapshot(
+                id: id, interval: spec.interval, repeats: spec.repeats, delay: spec.delay ?? spec.interval,
+                tolerance: spec.tolerance, mode: spec.mode.name, valid: valid, fires: s.fires, maxFires: spec.maxFires,
+                nextFireAt: next,
+                lateness: Lateness(
+                    lastMs: s.window.last, p50Ms: s.window.percentile(0.5), p99Ms: s.window.percentile(0.99),
+                    maxMs: s.window.maximum),
+                action: spec.action, lastActionError: s.lastActionError, createdAt: createdAt)
+        }
     }
 }

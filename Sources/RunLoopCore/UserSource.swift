@@ -162,11 +162,15 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
 
     var snapshot: SourceSnapshot {
         let valid = CFRunLoopSourceIsValid(source)
-        let s = state.withLock { $0 }
-        return SourceSnapshot(
-            id: id, kind: spec.kind, mode: spec.mode.name, order: spec.order, valid: valid, fired: s.fired,
-            scheduled: s.scheduled, cancelled: s.cancelled, signalled: valid && s.signalled, received: s.received,
-            queued: s.queue.count, recentMessages: s.recent.items, action: spec.action, fd: fd >= 0 ? fd : nil)
+        // Built under the lock: no copy of the message ring outlives it (a copy
+        // released on this thread while the loop grows the ring in place is a
+        // race ThreadSanitizer rightly reports).
+        return state.withLock { s in
+            SourceSnapshot(
+                id: id, kind: spec.kind, mode: spec.mode.name, order: spec.order, valid: valid, fired: s.fired,
+                scheduled: s.scheduled, cancelled: s.cancelled, signalled: valid && s.signalled, received: s.received,
+                queued: s.queue.count, recentMessages: s.recent.items, action: spec.action, fd: fd >= 0 ? fd : nil)
+        }
     }
 
     func sourceScheduled(mode: CFRunLoopMode?) {

@@ -169,8 +169,9 @@ public final class Worker: Sendable {
         if let observer = objects.taskObserver { CFRunLoopObserverInvalidate(observer) }
         if let observer = objects.entryObserver { CFRunLoopObserverInvalidate(observer) }
         let (timers, sources, observers, performs, stops, manual) = book.withLock { b in
-            b.exited = true
-            b.endedAt = Date()
+            // From here every new call is refused (`checkAlive`), so nothing is
+            // queued behind the answers given below.
+            b.closing = true
             b.entryObserver = nil
             defer {
                 b.stopWaiters.removeAll()
@@ -181,7 +182,6 @@ public final class Worker: Sendable {
                 b.manualRequest
             )
         }
-        book.notifyAll()
 
         for timer in timers { timer.invalidate() }
         for source in sources { source.invalidate() }
@@ -193,10 +193,21 @@ public final class Worker: Sendable {
         }
         for reply in stops { reply(.failure(Worker.endedError(id))) }
         manual?.reply(.failure(Worker.endedError(id)))
-        emit(.thread(snapshot, change: .exited))
+        // The event goes out before the worker reads as exited: whoever sees
+        // `hasExited` can count on the event.
+        let endedAt = Date()
+        var final = snapshot
+        final.state = .exited
+        final.endedAt = endedAt
+        emit(.thread(final, change: .exited))
         // CF's thread-exit destructor releases its own reference; with ours gone
         // too the loop is freed and its descriptors closed.
-        book.withLock { $0.loop = nil }
+        book.withLock { b in
+            b.exited = true
+            b.endedAt = endedAt
+            b.loop = nil
+        }
+        book.notifyAll()
     }
 
     static func endedError(_ id: String) -> RunLoopError {

@@ -14,6 +14,8 @@ struct WorkerBook {
     /// The worker's thread (set by the thread itself before the worker is handed out).
     var thread: pthread_t?
     var cancelled = false
+    /// The thread is tearing down: new work is refused.
+    var closing = false
     var exited = false
     var joined = false
     var endedAt: Date?
@@ -67,7 +69,7 @@ struct WorkerBook {
 
     /// Throws when the worker is ending or gone.
     func checkAlive(_ id: String) throws(RunLoopError) {
-        if exited || cancelled { throw Worker.exitedError(id) }
+        if exited || closing || cancelled { throw Worker.exitedError(id) }
     }
 
     /// Something was added to the loop: a parked loop worker runs again. The

@@ -2,8 +2,8 @@ import CMicroHTTPD
 import CoreFoundation
 import Foundation
 import Logging
+import Primitives
 import RunLoopCore
-import Synchronization
 
 /// Everything runloopd is configured with.
 public struct ServiceConfiguration: Sendable {
@@ -28,10 +28,16 @@ public struct ServiceConfiguration: Sendable {
 }
 
 /// runloopd: a libmicrohttpd server whose `/api` requests are posted, as
-/// commands, into the control worker's run loop (custom source signal +
-/// `CFRunLoopWakeUp`), handled there, and answered by resuming the suspended
-/// connection.
-public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
+/// commands, into the control loop (custom source signal + `CFRunLoopWakeUp`),
+/// handled there, and answered by resuming the suspended connection.
+///
+/// Threads: `handle` on libmicrohttpd's threads; `dispatch` on the control
+/// loop; `start`/`stop` from the owner. State: what `start` builds and the
+/// accepting/stopped flags are one `Locked`. Ownership: the service owns the
+/// control loop, the HTTP server and the registry; none of them holds the
+/// service (the HTTP server reaches it through a weak `Forwarder`, the control
+/// loop's handler captures it weakly), so it deinitialises once its owner lets go.
+public final class RunLoopService: Sendable {
     /// The version this build reports.
     public static let version = "0.1.0"
 
@@ -43,13 +49,16 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     private let hub: EventHub
     private let metrics = ServiceMetrics()
     private let staticFiles: StaticFiles
-    private var control: Worker! = nil
-    private var commands: CommandSource<Job>! = nil
-    private var router = Router()
-    private var server: HTTPServer! = nil
-    private let stateLock = NSLock()
-    private var accepting = false
-    private var stopped = false
+
+    private struct Running {
+        var control: ControlLoop<Job>?
+        var router = Router()
+        var server: HTTPServer?
+        var accepting = false
+        var stopped = false
+    }
+
+    private let running = Locked(Running())
 
     /// One HTTP request on its way to the control loop.
     struct Job: Sendable {
@@ -64,11 +73,11 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     final class RequestTrace: Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         let requestId: String
-        private let routeTemplate: Mutex<String>
+        private let routeTemplate: Locked<String>
 
         init(requestId: String, route: String) {
             self.requestId = requestId
-            self.routeTemplate = Mutex(route)
+            self.routeTemplate = Locked(route)
         }
 
         var route: String {
@@ -77,55 +86,58 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
         }
     }
 
+    /// The HTTP server's handler: reaches the service without keeping it alive.
+    private final class Forwarder: HTTPRequestHandler {
+        weak let service: RunLoopService?
+        init(_ service: RunLoopService) { self.service = service }
+        func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+            guard let service else {
+                respond(APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"))
+                return
+            }
+            service.handle(request, respond: respond)
+        }
+    }
+
     /// Creates the service (nothing runs until `start`).
     public init(configuration: ServiceConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        let hubBox = HubBox()
+        let hub = EventHub(maxClients: configuration.api.maxEventClients)
         let metrics = self.metrics
         self.registry = WorkerRegistry(limits: configuration.limits) { event in
             metrics.record(event)
-            hubBox.hub?.publish(event)
+            hub.publish(event)
         }
-        let registry = self.registry
-        self.hub = EventHub(maxClients: configuration.api.maxEventClients) {
-            registry.allWorkers.map { Rep.thread($0.snapshot) }
-        }
-        hubBox.hub = hub
+        self.hub = hub
         self.staticFiles = StaticFiles(root: configuration.publicDirectory)
     }
 
-    private final class HubBox: @unchecked Sendable {
-        var hub: EventHub?
-    }
-
     /// The bound port (after `start`).
-    public var port: UInt16 { server?.port ?? configuration.http.port }
+    public var port: UInt16 { running.withLock { $0.server }?.port ?? configuration.http.port }
 
     /// Starts the control loop, then the HTTP server.
     public func start() throws {
-        // The control worker is an ordinary worker (port keep-alive, one long
-        // run per turn of its loop), never listed among user threads.
-        control = try Worker(
-            id: "control",
-            options: WorkerOptions(
-                name: "rl-control", keepAlive: .port, policy: RunPolicy(style: .loop, seconds: 86_400)),
-            limits: configuration.limits, selectors: registry.selectors)
-        commands = CommandSource<Job>(capacity: configuration.maxQueuedRequests, coalescingWakeUps: true) {
+        let control = try ControlLoop<Job>(name: "rl-control", capacity: configuration.maxQueuedRequests) {
             [weak self] batch in
             self?.handle(batch)
         }
-        commands.add(to: control.runLoop, mode: .default)
-
         let api = API(
             registry: registry, events: hub, limits: configuration.api, version: versionValue(),
             openAPI: OpenAPIDocument.document(limits: configuration))
-        router = api.makeRouter()
-        server = HTTPServer(configuration: configuration.http, handler: self, logger: logger)
-        try server.start()
-        stateLock.lock()
-        accepting = true
-        stateLock.unlock()
+        let server = HTTPServer(configuration: configuration.http, handler: Forwarder(self), logger: logger)
+        running.withLock {
+            $0.control = control
+            $0.router = api.makeRouter()
+            $0.server = server
+        }
+        do {
+            try server.start()
+        } catch {
+            control.stop()
+            throw error
+        }
+        running.withLock { $0.accepting = true }
         logger.info(
             "runloopd listening",
             metadata: [
@@ -146,14 +158,14 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     /// event streams, stop and join every worker (logging each final exit),
     /// then the control loop. Returns within about `timeout` seconds.
     public func stop(timeout: Double = 4) {
-        stateLock.lock()
-        if stopped {
-            stateLock.unlock()
-            return
+        let (first, control, server) = running.withLock { r in
+            defer {
+                r.stopped = true
+                r.accepting = false
+            }
+            return (!r.stopped, r.control, r.server)
         }
-        stopped = true
-        accepting = false
-        stateLock.unlock()
+        guard first else { return }
         logger.info("runloopd stopping")
         hub.closeAll()
         let results = registry.endAll(timeout: timeout * 0.6)
@@ -166,28 +178,23 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             }
         }
         server?.stop()
-        if let control {
-            for job in commands?.drain() ?? [] {
-                job.respond(APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"))
-            }
-            _ = control.endAndWait(timeout: 1)
+        for job in control?.stop(timeout: 1) ?? [] {
+            job.respond(APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"))
         }
         logger.info("runloopd stopped")
     }
 
     /// Whether the service takes requests (for `/readyz`).
     public var isReady: Bool {
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        return accepting && !(control?.hasExited ?? true)
+        running.withLock { $0.accepting && ($0.control?.isRunning ?? false) }
     }
 
     // MARK: - HTTP thread side
 
-    /// Called on a libmicrohttpd thread: `/api/*` goes to the control loop;
+    /// Called on a libmicrohttpd thread (through the `Forwarder`): `/api/*` goes to the control loop;
     /// probes, metrics and static files are answered here. Every answer gets an
     /// `X-Request-Id`, an access-log line and its metrics.
-    public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         let path = request.path
         let isAPI = path == "/api" || path.hasPrefix("/api/")
         let trace = RequestTrace(requestId: Self.requestId(for: request), route: isAPI ? "unmatched" : Self.route(path))
@@ -211,7 +218,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
                 ])
         }
         if isAPI {
-            guard isReady, let loop = control?.runLoop else {
+            guard let control = running.withLock({ $0.accepting ? $0.control : nil }), control.isRunning else {
                 answer(
                     APIResponses.error(
                         status: 503, code: "shutting_down", message: "runloopd is not accepting requests",
@@ -221,7 +228,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             // The one path every API request takes: into the control worker's
             // command buffer, then CFRunLoopSourceSignal + CFRunLoopWakeUp.
             let job = Job(request: request, respond: answer, trace: trace, postedAt: Monotonic.now())
-            guard commands.send(job, to: loop) else {
+            guard control.send(job) else {
                 answer(
                     APIResponses.error(
                         status: 503, code: "overloaded",
@@ -255,7 +262,8 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             }
         case "/metrics":
             let body = metrics.exposition(
-                threads: registry.allWorkers.map(\.snapshot), queued: commands?.pendingCount ?? 0,
+                threads: registry.allWorkers.map(\.snapshot),
+                queued: running.withLock { $0.control }?.commands.pendingCount ?? 0,
                 eventClients: hub.clientCount)
             answer(
                 HTTPResponse(
@@ -319,16 +327,17 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     }
 
     private func handle(_ batch: [Job]) {
+        let (server, router) = running.withLock { ($0.server, $0.router) }
         guard let server else {
-            for job in batch { dispatch(job) }
+            for job in batch { dispatch(job, router) }
             return
         }
         server.withBatchedResumes {
-            for job in batch { dispatch(job) }
+            for job in batch { dispatch(job, router) }
         }
     }
 
-    private func dispatch(_ job: Job) {
+    private func dispatch(_ job: Job, _ router: Router) {
         let request = job.request
         metrics.recordWakeup(seconds: Monotonic.now() - job.postedAt)
         guard isReady else {

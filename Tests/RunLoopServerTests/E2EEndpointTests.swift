@@ -205,7 +205,7 @@ struct E2EEndpointTests {
             #expect(document["openapi"] == "3.1.0")
             let paths = try #require(document["paths"].object)
             let api = API(
-                registry: WorkerRegistry(), events: EventHub(maxClients: 1) { [] }, limits: APILimits(), version: .null,
+                registry: WorkerRegistry(), events: EventHub(maxClients: 1), limits: APILimits(), version: .null,
                 openAPI: .null)
             let routes = api.makeRouter().routes
             #expect(routes.count > 30)

@@ -1,4 +1,5 @@
 import Foundation
+import Primitives
 import RunLoopCore
 
 /// Fans engine events out to Server-Sent-Event clients (`GET /api/events`).
@@ -6,57 +7,54 @@ import RunLoopCore
 /// Each event is serialized once and queued on every open stream; a stream's
 /// buffer is bounded, so a slow client is dropped (by `EventStream`) and never
 /// slows a worker down.
-final class EventHub: @unchecked Sendable {
-    private let lock = NSLock()
-    private var streams: [UInt64: (stream: EventStream, thread: String?)] = [:]
-    private var nextClient: UInt64 = 0
-    private var sequence: UInt64 = 0
-    private var dropped = 0
-    private let maxClients: Int
-    private let threads: @Sendable () -> [Value]
+///
+/// Threads: `publish` on whichever thread an event happened (a worker's, the
+/// control loop's); `open` on the control loop. The table of streams is one
+/// `Locked`; streams are written outside it.
+final class EventHub: Sendable {
+    private struct Clients {
+        var streams: [UInt64: (stream: EventStream, thread: String?)] = [:]
+        var nextClient: UInt64 = 0
+        var sequence: UInt64 = 0
+        var dropped = 0
+    }
 
-    init(maxClients: Int, threads: @escaping @Sendable () -> [Value]) {
+    private let clients = Locked(Clients())
+    private let maxClients: Int
+
+    init(maxClients: Int) {
         self.maxClients = maxClients
-        self.threads = threads
     }
 
     /// Open streams now.
-    var clientCount: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return streams.count
-    }
+    var clientCount: Int { clients.withLock { $0.streams.count } }
 
     /// Clients dropped for reading too slowly.
-    var droppedClients: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return dropped
-    }
+    var droppedClients: Int { clients.withLock { $0.dropped } }
 
     /// `GET /api/events[?thread=ID]`: a new stream, starting with a `hello`
-    /// event that lists every thread.
-    func open(_ ctx: RouteContext) throws(RunLoopError) -> Reply {
+    /// event that lists `threads` (every thread now).
+    func open(_ ctx: RouteContext, threads: [Value]) throws(RunLoopError) -> Reply {
         let filter = ctx.request.query["thread"].flatMap { $0.isEmpty ? nil : $0 }
         let stream = EventStream()
-        lock.lock()
-        guard streams.count < maxClients else {
-            lock.unlock()
-            throw .limit("too_many_clients", "\(maxClients) event-stream clients are connected (--max-event-clients)")
+        let maxClients = self.maxClients
+        let client = try clients.withLock { c throws(RunLoopError) in
+            guard c.streams.count < maxClients else {
+                throw .limit(
+                    "too_many_clients", "\(maxClients) event-stream clients are connected (--max-event-clients)")
+            }
+            c.nextClient += 1
+            c.streams[c.nextClient] = (stream, filter)
+            return c.nextClient
         }
-        nextClient += 1
-        let client = nextClient
-        streams[client] = (stream, filter)
-        lock.unlock()
         stream.onClose { [weak self] reason in
-            guard let self else { return }
-            self.lock.lock()
-            self.streams[client] = nil
-            if reason == .clientTooSlow { self.dropped += 1 }
-            self.lock.unlock()
+            self?.clients.withLock { c in
+                c.streams[client] = nil
+                if reason == .clientTooSlow { c.dropped += 1 }
+            }
         }
         stream.send(
-            event: "hello", data: JSON.string(["threads": .array(threads()), "client": .number(Double(client))]))
+            event: "hello", data: JSON.string(["threads": .array(threads), "client": .number(Double(client))]))
         return .response(
             HTTPResponse(
                 status: 200,
@@ -67,15 +65,12 @@ final class EventHub: @unchecked Sendable {
 
     /// Publishes one engine event to every interested client.
     func publish(_ event: RunLoopEvent) {
-        lock.lock()
-        if streams.isEmpty {
-            lock.unlock()
-            return
+        let batch: (id: UInt64, targets: [(stream: EventStream, thread: String?)])? = clients.withLock { c in
+            if c.streams.isEmpty { return nil }
+            c.sequence += 1
+            return (c.sequence, Array(c.streams.values))
         }
-        sequence += 1
-        let id = sequence
-        let targets = streams.values.map { $0 }
-        lock.unlock()
+        guard let (id, targets) = batch else { return }
         let (name, thread, data) = Self.describe(event)
         var stamped = data.object ?? [:]
         if stamped["at"] == nil { stamped["at"] = Timestamp.value(Date()) }
@@ -87,10 +82,10 @@ final class EventHub: @unchecked Sendable {
 
     /// Closes every stream (shutdown).
     func closeAll() {
-        lock.lock()
-        let all = streams.values.map(\.stream)
-        streams.removeAll()
-        lock.unlock()
+        let all = clients.withLock { c in
+            defer { c.streams.removeAll() }
+            return c.streams.values.map(\.stream)
+        }
         for stream in all { stream.close() }
     }
 

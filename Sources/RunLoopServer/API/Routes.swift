@@ -38,7 +38,9 @@ struct API: Sendable {
         r.add("GET", "/api/selectors") { _ throws(RunLoopError) in
             .json(200, ["selectors": .array(registry.selectors.all.map(Rep.selector))])
         }
-        r.add("GET", "/api/events") { ctx throws(RunLoopError) in try events.open(ctx) }
+        r.add("GET", "/api/events") { ctx throws(RunLoopError) in
+            try events.open(ctx, threads: registry.allWorkers.map { Rep.thread($0.snapshot) })
+        }
         addThreads(&r)
         addPerform(&r)
         addTimers(&r)

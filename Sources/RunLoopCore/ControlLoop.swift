@@ -1,0 +1,114 @@
+import CLinux
+import CoreFoundation
+import Foundation
+import Primitives
+
+/// A thread whose `CFRunLoop` does one thing: run the commands other threads
+/// send through its `CommandSource` (append + signal + wake-up), in arrival
+/// order, a drained batch per perform. runloopd's control loop is one: every
+/// API request is handled on it.
+///
+/// Threads: `send`, `stop` and the readers from any thread; the handler runs
+/// on the loop's thread. State: the loop, the thread and the life flags sit
+/// behind one `Locked`; the command buffer has its own (it is the source's).
+public final class ControlLoop<Command: Sendable>: Sendable {
+    /// The thread's name.
+    public let name: String
+    /// The command buffer and its CF source (in the loop's default mode).
+    public let commands: CommandSource<Command>
+
+    private struct State {
+        var loop: CFRunLoop?
+        var thread: pthread_t?
+        var stopping = false
+    }
+
+    private let state = Locked(State())
+    private let exited = DispatchSemaphore(value: 0)
+
+    /// Starts the thread and returns once its loop holds the command source.
+    /// `handler` gets each drained batch on the loop's thread.
+    public init(
+        name: String, capacity: Int = Int.max, handler: @escaping @Sendable ([Command]) -> Void
+    ) throws(RunLoopError) {
+        self.name = name
+        self.commands = CommandSource<Command>(capacity: capacity, coalescingWakeUps: true, handler: handler)
+        try start()
+    }
+
+    private func start() throws(RunLoopError) {
+        let ready = DispatchSemaphore(value: 0)
+        let box = Unmanaged.passRetained(ThreadStart { [self] in threadMain(ready: ready) })
+        var thread = pthread_t()
+        let status = pthread_create(
+            &thread, nil,
+            { raw in
+                guard let raw else { return nil }
+                Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue().main()
+                return nil
+            }, box.toOpaque())
+        guard status == 0 else {
+            box.release()
+            throw RunLoopError.limit(
+                "thread_create_failed", "pthread_create failed: \(String(cString: strerror(status)))")
+        }
+        ready.wait()
+    }
+
+    private func threadMain(ready: DispatchSemaphore) {
+        _ = name.withCString { clinux_set_thread_name($0) }
+        let loop: CFRunLoop = CFRunLoopGetCurrent()
+        commands.add(to: loop, mode: .default)
+        let me = pthread_self()
+        state.withLock {
+            $0.loop = loop
+            $0.thread = me
+        }
+        ready.signal()
+        // The command source keeps the mode from being empty; a run returns only
+        // when `stop` stops it.
+        while !state.withLock({ $0.stopping }) {
+            _ = CFRunLoopRunInMode(RunLoopMode.default.cfMode, 1.0e10, false)
+        }
+        commands.invalidate()
+        state.withLock { $0.loop = nil }
+        exited.signal()
+    }
+
+    /// Whether the loop still runs (not asked to stop).
+    public var isRunning: Bool { state.withLock { $0.loop != nil && !$0.stopping } }
+
+    /// Queues `command` and wakes the loop; `false` when the buffer is full or
+    /// the loop is stopping.
+    public func send(_ command: Command) -> Bool {
+        guard let loop = state.withLock({ $0.stopping ? nil : $0.loop }) else { return false }
+        return commands.send(command, to: loop)
+    }
+
+    /// Stops the loop (the batch being handled finishes first) and joins the
+    /// thread, waiting at most `timeout` seconds. Returns the commands that were
+    /// never handled, for the caller to answer.
+    @discardableResult
+    public func stop(timeout: Double = 1) -> [Command] {
+        let (loop, thread, first) = state.withLock { s in
+            defer { s.stopping = true }
+            return (s.loop, s.thread, !s.stopping)
+        }
+        guard first else { return commands.drain() }
+        if let loop {
+            CFRunLoopStop(loop)
+            CFRunLoopWakeUp(loop)
+        }
+        if exited.wait(timeout: .now() + timeout) == .success, let thread {
+            var result: UnsafeMutableRawPointer?
+            pthread_join(thread, &result)
+        }
+        return commands.drain()
+    }
+}
+
+/// What a new thread runs (a C thread entry cannot capture generic context).
+private final class ThreadStart: Sendable {
+    let main: @Sendable () -> Void
+    init(_ main: @escaping @Sendable () -> Void) { self.main = main }
+}

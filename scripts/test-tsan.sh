@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# ThreadSanitizer over the whole Swift suite (engine, HTTP, end to end).
+# Fails on any report, even if every test passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SWIFT="${SWIFT:-swift}"
+scratch=.build-tsan
+"$SWIFT" build --build-tests --sanitize=thread --scratch-path "$scratch"
+log="$scratch/tsan-test.log"
+set +e
+TSAN_OPTIONS="halt_on_error=0 ${TSAN_OPTIONS:-}" "$SWIFT" test --skip-build --sanitize=thread --scratch-path "$scratch" >"$log" 2>&1
+status=$?
+set -e
+tail -n 3 "$log"
+reports=$(grep -c "WARNING: ThreadSanitizer" "$log" || true)
+if [ "$reports" -ne 0 ]; then
+  echo "ThreadSanitizer: $reports report(s); the first:" >&2
+  grep -m1 -A40 "WARNING: ThreadSanitizer" "$log" >&2
+  exit 1
+fi
+if [ "$status" -ne 0 ]; then
+  grep -E "✘|error:" "$log" | head -40 >&2
+  exit "$status"
+fi
+echo "ThreadSanitizer: no reports"
