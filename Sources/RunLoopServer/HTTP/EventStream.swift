@@ -1,3 +1,4 @@
+import Primitives
 import CMicroHTTPD
 import Dispatch
 
@@ -56,7 +57,7 @@ public final class EventStream: Sendable {
     }
 
     private let explicitCapacity: Int?
-    private let state: LockedState<State>
+    private let state: Locked<State>
 
     /// Creates an unattached stream.
     ///
@@ -65,7 +66,7 @@ public final class EventStream: Sendable {
     ///   `HTTPServerConfiguration.defaultSSEBufferBytes` before that).
     public init(bufferBytes: Int? = nil) {
         explicitCapacity = bufferBytes.map { max(1, $0) }
-        state = LockedState(State(capacity: bufferBytes ?? HTTPServerConfiguration.defaultSSEBufferBytes))
+        state = Locked(State(capacity: bufferBytes ?? HTTPServerConfiguration.defaultSSEBufferBytes))
     }
 
     /// Whether the stream has ended; further sends are dropped.

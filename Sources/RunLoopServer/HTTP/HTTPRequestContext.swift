@@ -1,3 +1,4 @@
+import Primitives
 import CMicroHTTPD
 
 /// A libmicrohttpd connection pointer that may cross threads.
@@ -58,7 +59,7 @@ final class HTTPRequestContext: Sendable {
 
     let connection: MHDConnection
     let remoteAddress: String?
-    private let state = LockedState(State())
+    private let state = Locked(State())
 
     init(connection: MHDConnection, remoteAddress: String?) {
         self.connection = connection

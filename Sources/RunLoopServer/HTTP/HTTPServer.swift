@@ -1,3 +1,4 @@
+import Primitives
 import CMicroHTTPD
 import Dispatch
 import Logging
@@ -29,7 +30,7 @@ public final class HTTPServer: Sendable {
     public let configuration: HTTPServerConfiguration
     private let core: HTTPServerCore
     private let logger: Logger
-    private let lifecycle = LockedState(Lifecycle.idle)
+    private let lifecycle = Locked(Lifecycle.idle)
 
     /// Creates a server; nothing listens until `start()`.
     ///

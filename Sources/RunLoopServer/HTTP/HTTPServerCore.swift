@@ -1,3 +1,4 @@
+import Primitives
 import CMicroHTTPD
 import Dispatch
 import Logging
@@ -29,9 +30,9 @@ final class HTTPServerCore: Sendable {
 
     private let nextRequestID = Atomic<UInt64>(0)
     private let liveContexts = Atomic<Int>(0)
-    private let registry = LockedState(Registry())
+    private let registry = Locked(Registry())
     private let drained = DispatchSemaphore(value: 0)
-    private let startupMessages = LockedState<[String]?>(nil)
+    private let startupMessages = Locked<[String]?>(nil)
     /// Where the C logger trampoline forwards (`runloopd_mhd_logger`); freed in `deinit`.
     nonisolated(unsafe) let loggerSink: UnsafeMutablePointer<runloopd_mhd_logger>
 

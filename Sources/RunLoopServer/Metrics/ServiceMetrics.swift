@@ -1,8 +1,8 @@
 import CoreMetrics
 import Metrics
 import Foundation
+import Primitives
 import Prometheus
-import Synchronization
 import RunLoopCore
 
 /// runloopd's Prometheus metrics, recorded through swift-metrics into a
@@ -111,7 +111,7 @@ final class ServiceMetrics: Sendable {
         let status: Int
     }
 
-    private let requestHandles = Mutex<[RequestKey: (CoreMetrics.Counter, CoreMetrics.Timer)]>([:])
+    private let requestHandles = Locked<[RequestKey: (CoreMetrics.Counter, CoreMetrics.Timer)]>([:])
 
     /// A limit refused work.
     func recordRefusal(_ reason: String) {
