@@ -350,8 +350,8 @@ public final class RunLoopService: Sendable {
             return
         }
         // Resolved once, first, so even a refused request is counted under its route.
-        let resolved = router.resolve(method: request.method, path: request.path)
-        if case .some(.some(let (route, _))) = resolved { job.trace.route = route.template }
+        let match = router.resolve(method: request.method, path: request.path)
+        if case .matched(let route, _) = match { job.trace.route = route.template }
         if let token = configuration.token, !Self.authorized(request, token: token) {
             job.respond(
                 APIResponses.error(
@@ -377,12 +377,15 @@ public final class RunLoopService: Sendable {
                 return
             }
         }
-        guard let resolved else {
+        let (route, params): (Router.Route, [String: String])
+        switch match {
+        case .matched(let matched, let captured):
+            (route, params) = (matched, captured)
+        case .notFound:
             job.respond(APIResponses.error(status: 404, code: "not_found", message: "no endpoint \(request.path)"))
             return
-        }
-        guard let (route, params) = resolved else {
-            let allow = router.allowedMethods(path: request.path).joined(separator: ", ")
+        case .methodNotAllowed(let methods):
+            let allow = methods.joined(separator: ", ")
             job.respond(
                 APIResponses.error(
                     status: 405, code: "method_not_allowed",

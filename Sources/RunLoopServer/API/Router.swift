@@ -91,9 +91,18 @@ struct Router: Sendable {
         return params
     }
 
-    /// The route for a request and its captures; `.some(nil)` when the path
-    /// exists for other methods only; `nil` when no template matches the path.
-    func resolve(method: String, path: String) -> (route: Route, params: [String: String])?? {
+    /// What a request's method and path resolve to.
+    enum Match {
+        /// A route, with its decoded captures.
+        case matched(Route, params: [String: String])
+        /// The path exists for other methods only (405 with `Allow`).
+        case methodNotAllowed(allow: [String])
+        /// No template matches the path (404).
+        case notFound
+    }
+
+    /// The route for a request and its captures, or why there is none.
+    func resolve(method: String, path: String) -> Match {
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)
         let effective = method == "HEAD" ? "GET" : method
         var best: (index: Int, score: Int)?
@@ -107,9 +116,9 @@ struct Router: Sendable {
         }
         if let best {
             let route = routes[best.index]
-            return .some((route, captures(route, parts)))
+            return .matched(route, params: captures(route, parts))
         }
-        return anyPath ? .some(nil) : nil
+        return anyPath ? .methodNotAllowed(allow: allowedMethods(path: path)) : .notFound
     }
 
     /// The methods some route accepts for `path` (for 405's `Allow`).
@@ -121,44 +130,5 @@ struct Router: Sendable {
         }
         if methods.contains("GET") { methods.insert("HEAD") }
         return methods.sorted()
-    }
-}
-
-/// Building HTTP responses from values and errors: statuses are decided here only.
-enum APIResponses {
-    static func json(_ status: Int, _ value: Value, headers: [(String, String)] = []) -> HTTPResponse {
-        var all: [(String, String)] = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
-        all.reserveCapacity(3 + headers.count)  // room for the X-Request-Id added on the way out
-        all.append(contentsOf: headers)
-        var body = JSON.serialize(value)
-        body.append(0x0A)
-        return HTTPResponse(status: status, headers: all, body: body)
-    }
-
-    /// The status for an engine error kind.
-    static func status(for kind: RunLoopError.Kind) -> Int {
-        switch kind {
-        case .badValue: return 400
-        case .notFound: return 404
-        case .conflict, .gone: return 409
-        case .limit: return 429
-        case .deadline: return 504
-        case .failed: return 422
-        }
-    }
-
-    static func error(_ error: RunLoopError) -> HTTPResponse {
-        var headers: [(String, String)] = []
-        if error.kind == .limit { headers.append(("Retry-After", "1")) }
-        var response = json(status(for: error.kind), ["error": Rep.error(error)], headers: headers)
-        response.errorCode = error.code
-        return response
-    }
-
-    static func error(status: Int, code: String, message: String, headers: [(String, String)] = []) -> HTTPResponse {
-        var response = json(
-            status, ["error": ["code": .string(code), "message": .string(message), "field": .null]], headers: headers)
-        response.errorCode = code
-        return response
     }
 }

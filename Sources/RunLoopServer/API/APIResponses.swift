@@ -1,0 +1,40 @@
+import RunLoopCore
+
+/// Building HTTP responses from values and errors: statuses are decided here only.
+enum APIResponses {
+    static func json(_ status: Int, _ value: Value, headers: [(String, String)] = []) -> HTTPResponse {
+        var all: [(String, String)] = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+        all.reserveCapacity(3 + headers.count)  // room for the X-Request-Id added on the way out
+        all.append(contentsOf: headers)
+        var body = JSON.serialize(value)
+        body.append(0x0A)
+        return HTTPResponse(status: status, headers: all, body: body)
+    }
+
+    /// The status for an engine error kind.
+    static func status(for kind: RunLoopError.Kind) -> Int {
+        switch kind {
+        case .badValue: return 400
+        case .notFound: return 404
+        case .conflict, .gone: return 409
+        case .limit: return 429
+        case .deadline: return 504
+        case .failed: return 422
+        }
+    }
+
+    static func error(_ error: RunLoopError) -> HTTPResponse {
+        var headers: [(String, String)] = []
+        if error.kind == .limit { headers.append(("Retry-After", "1")) }
+        var response = json(status(for: error.kind), ["error": Rep.error(error)], headers: headers)
+        response.errorCode = error.code
+        return response
+    }
+
+    static func error(status: Int, code: String, message: String, headers: [(String, String)] = []) -> HTTPResponse {
+        var response = json(
+            status, ["error": ["code": .string(code), "message": .string(message), "field": .null]], headers: headers)
+        response.errorCode = code
+        return response
+    }
+}

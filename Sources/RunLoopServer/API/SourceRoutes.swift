@@ -1,0 +1,49 @@
+import Foundation
+import Primitives
+import RunLoopCore
+
+/// Sources: add custom and port sources, signal, send messages, invalidate. Run on the control loop.
+extension API {
+    func addSources(_ r: inout Router) {
+        r.add("POST", "/api/threads/{id}/sources") { ctx throws(RunLoopError) in
+            let body = try ctx.body(["kind", "mode", "order", "action"])
+            let target = try worker(ctx)
+            guard let text = try body.string("kind"), let kind = SourceKind(rawValue: text) else {
+                throw .badValue("kind", "kind is required: custom or port")
+            }
+            let spec = SourceSpec(
+                kind: kind, mode: try body.mode("mode") ?? .default,
+                order: try body.integer("order", min: -1_000_000, max: 1_000_000) ?? 0,
+                action: try body.selectorCall("action"))
+            let source = try target.addSource(spec)
+            return .json(
+                201, Rep.source(source), headers: [("Location", "/api/threads/\(target.id)/sources/\(source.id)")])
+        }
+        r.add("GET", "/api/threads/{id}/sources") { ctx throws(RunLoopError) in
+            .json(200, ["sources": .array(try worker(ctx).sourceSnapshots().map(Rep.source))])
+        }
+        r.add("GET", "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
+            .json(200, Rep.source(try worker(ctx).sourceSnapshot(ctx.param("sid"))))
+        }
+        r.add("DELETE", "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
+            .json(200, Rep.source(try worker(ctx).invalidateSource(ctx.param("sid"))))
+        }
+        r.add("POST", "/api/threads/{id}/sources/{sid}/signal") { ctx throws(RunLoopError) in
+            let body = try ctx.body(["wakeup"])
+            let target = try worker(ctx)
+            let wake = try body.bool("wakeup") ?? true
+            let source = try target.signalSource(ctx.param("sid"), wakeUp: wake)
+            var object = Rep.source(source).object ?? [:]
+            object["wakeup"] = .bool(wake)
+            return .json(200, .object(object))
+        }
+        r.add("POST", "/api/threads/{id}/sources/{sid}/messages") { ctx throws(RunLoopError) in
+            let body = try ctx.body(["msgid", "data"])
+            let target = try worker(ctx)
+            let msgid = try body.integer("msgid", min: 0, max: 2_147_483_647) ?? 0
+            let data = try body.string("data", maxLength: registry.limits.maxMessageBytes) ?? ""
+            let source = try target.sendMessage(toSource: ctx.param("sid"), msgid: msgid, data: data)
+            return .json(202, Rep.source(source))
+        }
+    }
+}

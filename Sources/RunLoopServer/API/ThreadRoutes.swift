@@ -1,0 +1,94 @@
+import Foundation
+import Primitives
+import RunLoopCore
+
+/// Threads: create, list, read, end, run, stop, wake up, log. Run on the control loop.
+extension API {
+    func addThreads(_ r: inout Router) {
+        r.add("POST", "/api/threads") { ctx throws(RunLoopError) in
+            let body = try ctx.body(["name", "keepAlive", "run"])
+            var options = WorkerOptions()
+            options.name = try body.string("name", maxLength: registry.limits.maxNameLength)
+            if let text = try body.string("keepAlive") {
+                guard let keepAlive = KeepAlive(rawValue: text) else {
+                    throw .badValue("keepAlive", "keepAlive must be one of port, timer, none")
+                }
+                options.keepAlive = keepAlive
+            }
+            if let run = try body.object("run") {
+                let policy = try Body(
+                    object: run, prefix: "run.", allowed: ["style", "mode", "seconds", "returnAfterSourceHandled"])
+                if let text = try policy.string("style") {
+                    guard let style = RunStyle(rawValue: text) else {
+                        throw .badValue("run.style", "run.style must be one of loop, forever, manual")
+                    }
+                    options.policy.style = style
+                }
+                if let mode = try policy.mode("mode") { options.policy.mode = mode }
+                if let seconds = try policy.number("seconds") { options.policy.seconds = seconds }
+                if let flag = try policy.bool("returnAfterSourceHandled") {
+                    options.policy.returnAfterSourceHandled = flag
+                }
+            }
+            let created = try registry.createWorker(options)
+            return .json(201, Rep.thread(created.snapshot), headers: [("Location", "/api/threads/\(created.id)")])
+        }
+        r.add("GET", "/api/threads") { _ throws(RunLoopError) in
+            .json(200, ["threads": .array(registry.allWorkers.map { Rep.thread($0.snapshot) })])
+        }
+        r.add("GET", "/api/threads/{id}") { ctx throws(RunLoopError) in
+            .json(200, Rep.thread(try worker(ctx).snapshot))
+        }
+        r.add("DELETE", "/api/threads/{id}") { ctx throws(RunLoopError) in
+            let target = try worker(ctx)
+            let once = ReplyOnce(ctx.respond)
+            once.expire(after: limits.endWaitSeconds) {
+                "thread \(target.id) was told to end but has not returned within \(limits.endWaitSeconds) s (a handler is still running); it ends when that handler returns"
+            }
+            target.end { final in once.answer(APIResponses.json(200, Rep.thread(final))) }
+            return .deferred
+        }
+        r.add("POST", "/api/threads/{id}/run") { ctx throws(RunLoopError) in
+            let body = try ctx.body(["mode", "seconds", "returnAfterSourceHandled"])
+            let target = try worker(ctx)
+            let mode = try body.mode("mode") ?? target.policy.mode
+            guard let seconds = try body.number("seconds") else {
+                throw .badValue("seconds", "seconds is required (how long this run may last)")
+            }
+            guard seconds <= limits.maxWaitSeconds else {
+                throw .badValue(
+                    "seconds", "seconds must be <= \(limits.maxWaitSeconds) (the server's longest wait, --max-wait)")
+            }
+            let flag = try body.bool("returnAfterSourceHandled") ?? false
+            let once = ReplyOnce(ctx.respond)
+            try target.run(mode: mode, seconds: seconds, returnAfterSourceHandled: flag) { once.answer(exit: $0) }
+            // A run lasts `seconds` plus whatever its handlers take: bound the wait.
+            once.expire(after: seconds + limits.stopWaitSeconds) {
+                "the run has not returned \(limits.stopWaitSeconds) s after its timeout (a handler is busy)"
+            }
+            return .deferred
+        }
+        r.add("POST", "/api/threads/{id}/stop") { ctx throws(RunLoopError) in
+            _ = try ctx.body([])
+            let target = try worker(ctx)
+            let once = ReplyOnce(ctx.respond)
+            target.stop { once.answer(exit: $0) }
+            once.expire(after: limits.stopWaitSeconds) {
+                "CFRunLoopStop was called but the run has not returned within \(limits.stopWaitSeconds) s (a handler is busy); it stops when the handler returns"
+            }
+            return .deferred
+        }
+        r.add("POST", "/api/threads/{id}/wakeup") { ctx throws(RunLoopError) in
+            _ = try ctx.body([])
+            let target = try worker(ctx)
+            try target.wakeUp()
+            return .json(
+                200, ["thread": .string(target.id), "woken": true, "state": .string(target.snapshot.state.rawValue)])
+        }
+        r.add("GET", "/api/threads/{id}/log") { ctx throws(RunLoopError) in
+            let target = try worker(ctx)
+            let counters = target.counterValues.mapValues { Value.number(Double($0)) }
+            return .json(200, ["lines": .array(target.log.map(Value.string)), "counters": .object(counters)])
+        }
+    }
+}

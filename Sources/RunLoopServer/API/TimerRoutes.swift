@@ -1,0 +1,37 @@
+import Foundation
+import Primitives
+import RunLoopCore
+
+/// Timers: add, list, read, invalidate. Run on the control loop.
+extension API {
+    func addTimers(_ r: inout Router) {
+        r.add("POST", "/api/threads/{id}/timers") { ctx throws(RunLoopError) in
+            let body = try ctx.body(["interval", "repeats", "delay", "tolerance", "mode", "action", "maxFires"])
+            let target = try worker(ctx)
+            guard let interval = try body.number("interval") else {
+                throw .badValue("interval", "interval is required (seconds between fires)")
+            }
+            let repeats = try body.bool("repeats") ?? true
+            guard !repeats || interval >= limits.minTimerInterval else {
+                throw .badValue(
+                    "interval", "a repeating timer's interval must be >= \(limits.minTimerInterval) seconds")
+            }
+            let spec = TimerSpec(
+                interval: interval, repeats: repeats, delay: try body.number("delay"),
+                tolerance: try body.number("tolerance") ?? 0, mode: try body.mode("mode") ?? .default,
+                action: try body.selectorCall("action"),
+                maxFires: try body.integer("maxFires", min: 1, max: 1_000_000_000))
+            let timer = try target.addTimer(spec)
+            return .json(201, Rep.timer(timer), headers: [("Location", "/api/threads/\(target.id)/timers/\(timer.id)")])
+        }
+        r.add("GET", "/api/threads/{id}/timers") { ctx throws(RunLoopError) in
+            .json(200, ["timers": .array(try worker(ctx).timerSnapshots().map(Rep.timer))])
+        }
+        r.add("GET", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
+            .json(200, Rep.timer(try worker(ctx).timerSnapshot(ctx.param("tid"))))
+        }
+        r.add("DELETE", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
+            .json(200, Rep.timer(try worker(ctx).invalidateTimer(ctx.param("tid"))))
+        }
+    }
+}
