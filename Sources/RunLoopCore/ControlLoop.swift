@@ -38,20 +38,7 @@ public final class ControlLoop<Command: Sendable>: Sendable {
 
     private func start() throws(RunLoopError) {
         let ready = DispatchSemaphore(value: 0)
-        let box = Unmanaged.passRetained(ThreadStart { [self] in threadMain(ready: ready) })
-        var thread = pthread_t()
-        let status = pthread_create(
-            &thread, nil,
-            { raw in
-                guard let raw else { return nil }
-                Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue().main()
-                return nil
-            }, box.toOpaque())
-        guard status == 0 else {
-            box.release()
-            throw RunLoopError.limit(
-                "thread_create_failed", "pthread_create failed: \(String(cString: strerror(status)))")
-        }
+        try LoopThread.spawn { [self] in threadMain(ready: ready) }
         ready.wait()
     }
 
@@ -105,10 +92,4 @@ public final class ControlLoop<Command: Sendable>: Sendable {
         }
         return commands.drain()
     }
-}
-
-/// What a new thread runs (a C thread entry cannot capture generic context).
-private final class ThreadStart: Sendable {
-    let main: @Sendable () -> Void
-    init(_ main: @escaping @Sendable () -> Void) { self.main = main }
 }

@@ -14,8 +14,10 @@ protocol SourceCallbacks: AnyObject, Sendable {
 /// The `info` CF keeps for a source: a weak link to its Swift object, so the
 /// source never keeps its owner alive (no retain cycle), plus the descriptor a
 /// version-1 source reports from `getPort`.
-final class SourceBox: @unchecked Sendable {
-    weak var target: (any SourceCallbacks)?
+///
+/// Thread-safety: immutable (`target` is a weak reference set at creation).
+final class SourceBox: Sendable {
+    weak let target: (any SourceCallbacks)?
     let port: Int32
 
     init(target: any SourceCallbacks, port: Int32 = -1) {
@@ -31,19 +33,23 @@ final class SourceBox: @unchecked Sendable {
 
 /// Builds CF sources whose routines call a `SourceCallbacks` object.
 enum SourceFactory {
+    /// CF's retain and release of a source's `info`: the `SourceBox`.
+    private static let retainBox: @convention(c) (UnsafeRawPointer?) -> UnsafeRawPointer? = { info in
+        if let info { _ = Unmanaged<SourceBox>.fromOpaque(info).retain() }
+        return info
+    }
+    private static let releaseBox: @convention(c) (UnsafeRawPointer?) -> Void = { info in
+        if let info { Unmanaged<SourceBox>.fromOpaque(info).release() }
+    }
+
     /// A version-0 (custom) source: schedule / perform / cancel routines.
     static func makeSource0(order: Int, target: any SourceCallbacks) -> CFRunLoopSource {
         let box = SourceBox(target: target)
         var context = CFRunLoopSourceContext()
         context.version = 0
         context.info = Unmanaged.passUnretained(box).toOpaque()
-        context.retain = { info in
-            if let info { _ = Unmanaged<SourceBox>.fromOpaque(info).retain() }
-            return info
-        }
-        context.release = { info in
-            if let info { Unmanaged<SourceBox>.fromOpaque(info).release() }
-        }
+        context.retain = retainBox
+        context.release = releaseBox
         context.schedule = { info, _, mode in
             SourceBox.from(info)?.target?.sourceScheduled(mode: mode)
         }
@@ -64,13 +70,8 @@ enum SourceFactory {
         var context = CFRunLoopSourceContext1()
         context.version = 1
         context.info = Unmanaged.passUnretained(box).toOpaque()
-        context.retain = { info in
-            if let info { _ = Unmanaged<SourceBox>.fromOpaque(info).retain() }
-            return info
-        }
-        context.release = { info in
-            if let info { Unmanaged<SourceBox>.fromOpaque(info).release() }
-        }
+        context.retain = retainBox
+        context.release = releaseBox
         context.getPort = { info in
             SourceBox.from(info)?.port ?? -1
         }

@@ -202,6 +202,8 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
 }
 
 /// The `port` keep-alive: a version-1 source on an eventfd nobody writes.
+/// Created, added and invalidated on the worker's thread; the CF source is
+/// set once in `init`.
 final class KeepAlivePort: @unchecked Sendable, SourceCallbacks {
     let fd: Int32
     private(set) var source: CFRunLoopSource! = nil

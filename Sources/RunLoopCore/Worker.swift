@@ -80,31 +80,8 @@ public final class Worker: Sendable {
 
     private func start() throws(RunLoopError) {
         let ready = DispatchSemaphore(value: 0)
-        let box = Unmanaged.passRetained(StartBox(worker: self, ready: ready))
-        var thread = pthread_t()
-        let status = pthread_create(
-            &thread, nil,
-            { raw in
-                guard let raw else { return nil }
-                let box = Unmanaged<StartBox>.fromOpaque(raw).takeRetainedValue()
-                box.worker.threadMain(ready: box.ready)
-                return nil
-            }, box.toOpaque())
-        guard status == 0 else {
-            box.release()
-            throw RunLoopError.limit(
-                "thread_create_failed", "pthread_create failed: \(String(cString: strerror(status)))")
-        }
+        try LoopThread.spawn { [self] in threadMain(ready: ready) }
         ready.wait()
-    }
-
-    private final class StartBox: Sendable {
-        let worker: Worker
-        let ready: DispatchSemaphore
-        init(worker: Worker, ready: DispatchSemaphore) {
-            self.worker = worker
-            self.ready = ready
-        }
     }
 
     /// The loop thread's objects that live as long as the thread.
