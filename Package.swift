@@ -29,10 +29,15 @@ let package = Package(
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
         .target(
+            name: "MicroHTTP",
+            dependencies: ["CMicroHTTPD", "Primitives", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
             name: "RunLoopServer",
             dependencies: [
                 "Primitives",
                 "RunLoopCore",
+                "MicroHTTP",
                 "CMicroHTTPD",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -43,6 +48,7 @@ let package = Package(
             name: "runloopd",
             dependencies: [
                 "RunLoopServer",
+                "MicroHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -51,7 +57,7 @@ let package = Package(
         .testTarget(
             name: "RunLoopServerTests",
             dependencies: [
-                "RunLoopServer", "RunLoopCore", "Primitives",
+                "RunLoopServer", "RunLoopCore", "Primitives", "MicroHTTP",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,3 +1,4 @@
+import MicroHTTP
 import CMicroHTTPD
 import CoreFoundation
 import Foundation
@@ -97,6 +98,7 @@ public final class RunLoopService: Sendable {
             }
             service.handle(request, respond: respond)
         }
+        func response(for refusal: HTTPRefusal) -> HTTPResponse { APIResponses.refusal(refusal) }
     }
 
     /// Creates the service (nothing runs until `start`).
@@ -110,7 +112,7 @@ public final class RunLoopService: Sendable {
             hub.publish(event)
         }
         self.hub = hub
-        self.staticFiles = StaticFiles(root: configuration.publicDirectory)
+        self.staticFiles = StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
     }
 
     /// The bound port (after `start`).

@@ -1,3 +1,4 @@
+import MicroHTTP
 import ArgumentParser
 import Foundation
 import Logging

@@ -1,3 +1,4 @@
+import MicroHTTP
 import Foundation
 import RunLoopCore
 import RunLoopServer

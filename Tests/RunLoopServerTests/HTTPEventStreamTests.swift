@@ -1,3 +1,4 @@
+@testable import MicroHTTP
 import Dispatch
 import Foundation
 import Testing

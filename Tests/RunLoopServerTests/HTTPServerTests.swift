@@ -1,3 +1,4 @@
+@testable import MicroHTTP
 import Dispatch
 import Foundation
 import Testing
@@ -255,8 +256,8 @@ struct HTTPServerTests {
 
     @Test("error bodies have the API's exact shape")
     func errorShape() {
-        let response = HTTPResponse.jsonError(
-            status: 400, code: "bad_value", message: "say \"hi\"\n", field: "seconds")
+        let response = APIResponses.refusal(
+            HTTPRefusal(status: 400, code: "bad_value", message: "say \"hi\"\n", field: "seconds"))
         #expect(response.status == 400)
         #expect(response.headers.first { $0.0 == "Content-Type" }?.1 == "application/json")
         #expect(

@@ -1,3 +1,4 @@
+@testable import MicroHTTP
 import Foundation
 import Testing
 
@@ -36,7 +37,7 @@ extension HTTPServerTests {
     func staticFilesOverHTTP() throws {
         let site = try Site()
         defer { site.remove() }
-        let files = StaticFiles(root: site.root.path)
+        let files = StaticFiles(root: site.root.path, refusals: APIResponses.refusal)
         let (server, base) = try startServer { request, respond in respond(files.respond(to: request)) }
         defer { server.stop() }
 

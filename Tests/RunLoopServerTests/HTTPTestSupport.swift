@@ -1,3 +1,4 @@
+@testable import MicroHTTP
 import Foundation
 import Logging
 
@@ -14,6 +15,9 @@ struct ClosureHandler: HTTPRequestHandler {
     func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         body(request, respond)
     }
+
+    /// The layer's own refusals in the API's JSON shape, as runloopd renders them.
+    func response(for refusal: HTTPRefusal) -> HTTPResponse { APIResponses.refusal(refusal) }
 }
 
 /// A value that one thread sets and others wait for, with a deadline (no sleeping).

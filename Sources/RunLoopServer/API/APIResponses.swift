@@ -1,3 +1,4 @@
+import MicroHTTP
 import RunLoopCore
 
 /// Building HTTP responses from values and errors: statuses are decided here only.
@@ -35,6 +36,23 @@ enum APIResponses {
         var response = json(
             status, ["error": ["code": .string(code), "message": .string(message), "field": .null]], headers: headers)
         response.errorCode = code
+        return response
+    }
+
+    /// The HTTP layer's own refusals (413, 503 while stopping, static 404/405)
+    /// in the API's error shape: `{"error":{"code","message","field"}}`.
+    @Sendable static func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
+        var text = "{\"error\":{\"code\":"
+        text += JSON.quoted(refusal.code)
+        text += ",\"message\":"
+        text += JSON.quoted(refusal.message)
+        text += ",\"field\":"
+        text += refusal.field.map(JSON.quoted) ?? "null"
+        text += "}}"
+        var response = HTTPResponse(
+            status: refusal.status, headers: [("Content-Type", "application/json")] + refusal.headers,
+            body: Array(text.utf8))
+        response.errorCode = refusal.code
         return response
     }
 }

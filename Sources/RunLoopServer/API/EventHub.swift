@@ -1,3 +1,4 @@
+import MicroHTTP
 import Foundation
 import Primitives
 import RunLoopCore

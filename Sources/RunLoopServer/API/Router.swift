@@ -1,3 +1,4 @@
+import MicroHTTP
 import RunLoopCore
 
 /// What a route handler answers.

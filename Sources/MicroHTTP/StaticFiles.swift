@@ -13,7 +13,7 @@ import Foundation
 /// `/` and directories map to `index.html`. A path that tries to leave the
 /// directory (`..`, `%2e%2e`, NUL bytes, hidden `.names`, symbolic links
 /// pointing outside) is answered with 404, as is anything that resolves
-/// outside the real root.
+/// outside the real root. Immutable; called on libmicrohttpd's threads.
 public struct StaticFiles: Sendable {
     /// Default directory, relative to the working directory.
     public static let defaultRoot = "Public"
@@ -24,10 +24,16 @@ public struct StaticFiles: Sendable {
     public let root: String
     /// The file served for a directory.
     public let indexFile: String
+    /// How 404 and 405 answers look.
+    public let refusals: @Sendable (HTTPRefusal) -> HTTPResponse
 
-    /// Creates a file server for `root`.
-    public init(root: String = defaultRoot, indexFile: String = defaultIndexFile) {
+    /// Creates a file server for `root`; `refusals` renders its 404 and 405.
+    public init(
+        root: String = defaultRoot, indexFile: String = defaultIndexFile,
+        refusals: @escaping @Sendable (HTTPRefusal) -> HTTPResponse = HTTPRefusal.plainText
+    ) {
         self.root = root
+        self.refusals = refusals
         self.indexFile = indexFile
     }
 
@@ -40,18 +46,19 @@ public struct StaticFiles: Sendable {
     public func response(for request: HTTPRequest) -> HTTPResponse? {
         switch resolve(request.path) {
         case .rejected:
-            return Self.notFound(request.path)
+            return notFound(request.path)
         case .missing:
             return nil
         case .file(let path):
             guard request.method == "GET" || request.method == "HEAD" else {
-                return HTTPResponse.jsonError(
-                    status: 405, code: "method_not_allowed",
-                    message: "\(request.method) is not allowed on \(request.path)",
-                    headers: [("Allow", "GET, HEAD")])
+                return refusals(
+                    HTTPRefusal(
+                        status: 405, code: "method_not_allowed",
+                        message: "\(request.method) is not allowed on \(request.path)",
+                        headers: [("Allow", "GET, HEAD")]))
             }
             guard let data = FileManager.default.contents(atPath: path) else {
-                return Self.notFound(request.path)
+                return notFound(request.path)
             }
             return HTTPResponse(
                 status: 200,
@@ -66,7 +73,7 @@ public struct StaticFiles: Sendable {
 
     /// Like `response(for:)`, but answers 404 JSON when there is no such file.
     public func respond(to request: HTTPRequest) -> HTTPResponse {
-        response(for: request) ?? Self.notFound(request.path)
+        response(for: request) ?? notFound(request.path)
     }
 
     /// The `Content-Type` for a file name, by extension (`application/octet-stream` when unknown).
@@ -87,8 +94,8 @@ public struct StaticFiles: Sendable {
         }
     }
 
-    private static func notFound(_ path: String) -> HTTPResponse {
-        HTTPResponse.jsonError(status: 404, code: "not_found", message: "no file at \(path)")
+    private func notFound(_ path: String) -> HTTPResponse {
+        refusals(HTTPRefusal(status: 404, code: "not_found", message: "no file at \(path)"))
     }
 
     private enum Resolution {

@@ -194,10 +194,11 @@ final class HTTPServerCore: Sendable {
     }
 
     private func payloadTooLarge() -> HTTPResponse {
-        HTTPResponse.jsonError(
-            status: 413, code: "payload_too_large",
-            message: "request body exceeds \(configuration.maxBodyBytes) bytes",
-            headers: [("Connection", "close")])
+        handler.response(
+            for: HTTPRefusal(
+                status: 413, code: "payload_too_large",
+                message: "request body exceeds \(configuration.maxBodyBytes) bytes",
+                headers: [("Connection", "close")]))
     }
 
     private func dispatch(
@@ -221,7 +222,7 @@ final class HTTPServerCore: Sendable {
         }
         guard accepted else {
             context.markAnswered()
-            return queue(Self.shuttingDown(), on: connection)
+            return queue(shuttingDown(), on: connection)
         }
 
         context.beginHandling()
@@ -242,10 +243,11 @@ final class HTTPServerCore: Sendable {
     }
 
     /// The answer for requests cut short by `stop()`.
-    static func shuttingDown() -> HTTPResponse {
-        HTTPResponse.jsonError(
-            status: 503, code: "shutting_down", message: "the server is shutting down",
-            headers: [("Connection", "close")])
+    func shuttingDown() -> HTTPResponse {
+        handler.response(
+            for: HTTPRefusal(
+                status: 503, code: "shutting_down", message: "the server is shutting down",
+                headers: [("Connection", "close")]))
     }
 
     // MARK: - Request completed
@@ -280,8 +282,9 @@ final class HTTPServerCore: Sendable {
             made = makeStreamResponse(stream, connection: connection)
             if made == nil {
                 return queue(
-                    HTTPResponse.jsonError(
-                        status: 500, code: "internal", message: "event stream is already attached to a response"),
+                    handler.response(
+                        for: HTTPRefusal(
+                            status: 500, code: "internal", message: "event stream is already attached to a response")),
                     on: connection)
             }
             if !headers.contains(where: { $0.0.equalsASCIIIgnoringCase("content-type") }) {

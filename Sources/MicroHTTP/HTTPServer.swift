@@ -177,7 +177,7 @@ public final class HTTPServer: Sendable {
         let listenSocket = MHD_quiesce_daemon(daemon)
         let (contexts, streams) = core.beginStopping()
         for context in contexts {
-            core.deliver(HTTPServerCore.shuttingDown(), to: context)
+            core.deliver(core.shuttingDown(), to: context)
         }
         for stream in streams {
             stream.finish(.serverStopping)

@@ -1,10 +1,12 @@
 /// Percent-decoding for URL paths and query arguments.
-enum PercentDecoding {
+public enum PercentDecoding {
     /// Decodes `%HH` escapes (and `+` as a space when `plusIsSpace`).
     ///
     /// Returns `nil` for a malformed escape, or when `rejectNUL` is set and the
     /// result contains a NUL byte. Bytes that are not UTF-8 become U+FFFD.
-    static func decode(_ text: some StringProtocol, plusIsSpace: Bool = false, rejectNUL: Bool = false) -> String? {
+    public static func decode(_ text: some StringProtocol, plusIsSpace: Bool = false, rejectNUL: Bool = false)
+        -> String?
+    {
         let utf8 = Array(text.utf8)
         var out: [UInt8] = []
         out.reserveCapacity(utf8.count)
@@ -27,7 +29,7 @@ enum PercentDecoding {
 
     /// Whether every `%` in `text` starts a valid `%HH` escape (what `decode`
     /// accepts), checked without allocating.
-    static func isWellFormed(_ text: Substring) -> Bool {
+    public static func isWellFormed(_ text: Substring) -> Bool {
         var pending = 0
         for byte in text.utf8 {
             if pending > 0 {

@@ -46,7 +46,7 @@ public struct HTTPResponse: Sendable {
     public var stream: EventStream?
     /// The `error.code` of a JSON error body, kept beside it by whoever built
     /// it (for metrics labels, so nobody has to parse the body back).
-    var errorCode: String?
+    public var errorCode: String?
 
     /// Creates a response.
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], stream: EventStream? = nil) {
@@ -65,4 +65,13 @@ public struct HTTPResponse: Sendable {
 public protocol HTTPRequestHandler: Sendable {
     /// Handles one request; `respond` must be called exactly once.
     func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void)
+
+    /// How the layer's own refusals look (413 body too large, 503 while
+    /// stopping); by default plain text.
+    func response(for refusal: HTTPRefusal) -> HTTPResponse
+}
+
+extension HTTPRequestHandler {
+    /// Plain text: `code: message`.
+    public func response(for refusal: HTTPRefusal) -> HTTPResponse { HTTPRefusal.plainText(refusal) }
 }
