@@ -44,8 +44,8 @@ public struct HTTPResponse: Sendable {
     /// When set, the response is a never-ending chunked stream fed by this object
     /// (Server-Sent Events).
     public var stream: EventStream?
-    /// The `error.code` of a JSON error body, kept beside it by whoever built
-    /// it (for metrics labels, so nobody has to parse the body back).
+    /// The machine-readable code of an error answer, kept beside its body by
+    /// whoever built it (for metrics labels, so nobody parses the body back).
     public var errorCode: String?
 
     /// Creates a response.

@@ -41,7 +41,7 @@ public struct StaticFiles: Sendable {
     /// file exists at that path (so a router can try other routes or answer 404).
     ///
     /// Non-`nil` answers: 200 with the file (GET, HEAD), 405 with
-    /// `Allow: GET, HEAD` for other methods on an existing file, and 404 JSON for
+    /// `Allow: GET, HEAD` for other methods on an existing file, and a 404 refusal for
     /// paths that are malformed or try to leave the root.
     public func response(for request: HTTPRequest) -> HTTPResponse? {
         switch resolve(request.path) {
@@ -71,7 +71,7 @@ public struct StaticFiles: Sendable {
         }
     }
 
-    /// Like `response(for:)`, but answers 404 JSON when there is no such file.
+    /// Like `response(for:)`, but answers a 404 refusal when there is no such file.
     public func respond(to request: HTTPRequest) -> HTTPResponse {
         response(for: request) ?? notFound(request.path)
     }
