@@ -87,3 +87,11 @@ public final class Mailbox<Value: Sendable>: @unchecked Sendable {
         return Array(values.value.prefix(count))
     }
 }
+
+/// Waits until `condition`, something nobody signals (a run loop's state, a
+/// process's exit seen through `/proc`), holds or `timeout` seconds pass,
+/// checking it every `recheck` seconds; returns its last evaluation.
+@discardableResult
+public func waitUntil(timeout: Double, recheckEvery recheck: Double = 0.01, _ condition: () -> Bool) -> Bool {
+    Monitor(()).wait(timeout: timeout, recheckEvery: recheck, until: condition)
+}

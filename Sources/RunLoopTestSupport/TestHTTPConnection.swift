@@ -52,6 +52,8 @@ public final class TestHTTPConnection: @unchecked Sendable {
     /// Bytes received and not yet consumed by an answer.
     private var unread: [UInt8] = []
     private var peerClosed = false
+    /// One receive buffer for the connection's life (not one per read).
+    private var buffer = [UInt8](repeating: 0, count: 65_536)
 
     /// Connects to `127.0.0.1:port`. `receiveBufferSize` shrinks the socket's
     /// receive buffer (a client too slow to read fills up sooner).
@@ -128,7 +130,6 @@ public final class TestHTTPConnection: @unchecked Sendable {
             defer { unread = [] }
             return unread
         }
-        var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n >= 0 { return Array(buffer[0..<n]) }
