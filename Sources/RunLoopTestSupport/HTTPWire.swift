@@ -109,10 +109,8 @@ public struct HTTPResponseDecoder: Sendable {
             unread = []
             return false
         case .length(let remaining):
-            let take = min(remaining, unread.count)
-            body += unread[0..<take]
-            unread.removeFirst(take)
-            framing = remaining == take ? .done : .length(remaining: remaining - take)
+            let left = moveToBody(remaining)
+            framing = left == 0 ? .done : .length(remaining: left)
             return false
         case .chunkSize:
             guard let lineEnd = HTTPWire.find([13, 10], in: unread) else { return false }
@@ -125,11 +123,9 @@ public struct HTTPResponseDecoder: Sendable {
             framing = size == 0 ? .trailers : .chunkData(remaining: size)
             return true
         case .chunkData(let remaining):
-            let take = min(remaining, unread.count)
-            body += unread[0..<take]
-            unread.removeFirst(take)
-            framing = remaining == take ? .chunkEnd : .chunkData(remaining: remaining - take)
-            return remaining == take
+            let left = moveToBody(remaining)
+            framing = left == 0 ? .chunkEnd : .chunkData(remaining: left)
+            return left == 0
         case .chunkEnd:
             guard unread.count >= 2 else { return false }
             unread.removeFirst(2)
@@ -141,6 +137,14 @@ public struct HTTPResponseDecoder: Sendable {
             if lineEnd == 0 { framing = .done }
             return lineEnd != 0
         }
+    }
+
+    /// Moves up to `count` unread bytes to the body; returns how many are still to come.
+    private mutating func moveToBody(_ count: Int) -> Int {
+        let take = min(count, unread.count)
+        body += unread[0..<take]
+        unread.removeFirst(take)
+        return count - take
     }
 
     private mutating func readHead() -> Bool {
