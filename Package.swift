@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .library(name: "RunLoopCore", targets: ["RunLoopCore"]),
         .executable(name: "runloopd", targets: ["runloopd"]),
+        // The HTTP client, event-stream reader, process launcher and waits shared
+        // by the tests and the benchmarks package (never linked into runloopd).
+        .library(name: "RunLoopTestSupport", targets: ["RunLoopTestSupport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -53,11 +56,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "RunLoopCoreTests", dependencies: ["RunLoopCore", "Primitives"]),
+        .target(name: "RunLoopTestSupport", dependencies: ["Primitives"]),
+        .testTarget(name: "RunLoopCoreTests", dependencies: ["RunLoopCore", "Primitives", "RunLoopTestSupport"]),
         .testTarget(
             name: "RunLoopServerTests",
             dependencies: [
-                "RunLoopServer", "RunLoopCore", "Primitives", "MicroHTTP",
+                "RunLoopServer", "RunLoopCore", "Primitives", "MicroHTTP", "RunLoopTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,7 +1,8 @@
 // swift-tools-version:6.1
 // The benchmarks of issue 6, as their own package so `make test` never builds
 // them. It uses the root package's `RunLoopCore` library product; the HTTP
-// benchmarks drive the real `runloopd` binary (built from the root package).
+// benchmarks drive the real `runloopd` binary (built from the root package)
+// through `RunLoopTestSupport`'s client and launcher, the tests' own.
 import Foundation
 import PackageDescription
 
@@ -20,7 +21,11 @@ let package = Package(
         .target(name: "CBench"),
         .executableTarget(
             name: "rlbench",
-            dependencies: [.product(name: "RunLoopCore", package: rootIdentity), "CBench"]
+            dependencies: [
+                .product(name: "RunLoopCore", package: rootIdentity),
+                .product(name: "RunLoopTestSupport", package: rootIdentity),
+                "CBench",
+            ]
         ),
     ],
     // Swift 5 mode: benchmark code shares raw CF objects between threads on purpose.

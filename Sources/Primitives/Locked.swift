@@ -38,7 +38,13 @@ public final class Locked<Value>: @unchecked Sendable {
         pthread_mutexattr_destroy(&attributes)
         condition = .allocate(capacity: 1)
         condition.initialize(to: pthread_cond_t())
-        pthread_cond_init(condition, nil)
+        // The condition measures timed waits on the monotonic clock (a wall
+        // clock step never stretches or cuts a deadline).
+        var conditionAttributes = pthread_condattr_t()
+        pthread_condattr_init(&conditionAttributes)
+        pthread_condattr_setclock(&conditionAttributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &conditionAttributes)
+        pthread_condattr_destroy(&conditionAttributes)
     }
 
     deinit {
@@ -69,6 +75,28 @@ public final class Locked<Value>: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         while !ready(value) { pthread_cond_wait(condition, mutex) }
         return try body(&value)
+    }
+
+    /// Like `withLock(when:_:)`, but waits at most `seconds`: `body` then runs
+    /// with the lock held either way and is told whether `ready` held.
+    public func withLock<Result, Failure: Error>(
+        when ready: (Value) -> Bool, timeout seconds: Double,
+        _ body: (inout Value, _ isReady: Bool) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let nanoseconds = Int(deadline.tv_nsec) + Int((min(max(seconds, 0), 1e8) * 1e9).rounded())
+        deadline.tv_sec += nanoseconds / 1_000_000_000
+        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        var isReady = ready(value)
+        while !isReady {
+            let timedOut = pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT
+            isReady = ready(value)
+            if timedOut { break }
+        }
+        return try body(&value, isReady)
     }
 
     /// Wakes every `withLock(when:)` waiter so it re-checks its condition. Call

@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import RunLoopTestSupport
 import Testing
 
 @testable import RunLoopCore
@@ -9,43 +10,21 @@ import Testing
 /// (for state read through snapshots); it never runs past its deadline. No test
 /// sleeps.
 final class Probe: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var recorded: [RunLoopEvent] = []
-    private var generation = 0
+    private let recorded = Monitor<[RunLoopEvent]>([])
 
     /// The registry's event sink.
     func record(_ event: RunLoopEvent) {
-        condition.lock()
-        recorded.append(event)
-        generation += 1
-        condition.broadcast()
-        condition.unlock()
+        recorded.update { $0.append(event) }
     }
 
     /// Every event so far, in the order they were delivered.
-    var events: [RunLoopEvent] {
-        condition.lock()
-        defer { condition.unlock() }
-        return recorded
-    }
+    var events: [RunLoopEvent] { recorded.value }
 
     /// Blocks until `predicate` is true or `seconds` pass; returns the last
     /// evaluation. The predicate runs without the probe's lock held.
     @discardableResult
     func waitUntil(_ seconds: Double = 10, _ predicate: () -> Bool) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while true {
-            condition.lock()
-            let seen = generation
-            condition.unlock()
-            if predicate() { return true }
-            if Date() >= deadline { return predicate() }
-            condition.lock()
-            if generation == seen {
-                _ = condition.wait(until: min(deadline, Date(timeIntervalSinceNow: 0.02)))
-            }
-            condition.unlock()
-        }
+        recorded.wait(timeout: seconds, recheckEvery: 0.02, until: predicate)
     }
 
     /// Task events (`added`, `started`, `ran`, `finished`, …) of `thread`, in order.
@@ -74,47 +53,15 @@ final class Probe: @unchecked Sendable {
 }
 
 /// A value one thread delivers and another waits for, with a deadline.
-final class Pending<Value: Sendable>: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var values: [Value] = []
+typealias Pending = Mailbox
 
-    /// Delivers a value.
-    func put(_ value: Value) {
-        condition.lock()
-        values.append(value)
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    /// Every value delivered so far.
-    var all: [Value] {
-        condition.lock()
-        defer { condition.unlock() }
-        return values
-    }
-
+extension Mailbox {
     /// The first value, waiting up to `seconds` for it (nil if none came).
-    func wait(_ seconds: Double = 10) -> Value? {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        condition.lock()
-        defer { condition.unlock() }
-        while values.isEmpty {
-            if !condition.wait(until: deadline) { break }
-        }
-        return values.first
-    }
+    func wait(_ seconds: Double = 10) -> Value? { first(timeout: seconds) }
 
     /// The first `count` values, waiting up to `seconds` for them (fewer if they
     /// did not all come).
-    func wait(count: Int, _ seconds: Double = 10) -> [Value] {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        condition.lock()
-        defer { condition.unlock() }
-        while values.count < count {
-            if !condition.wait(until: deadline) { break }
-        }
-        return Array(values.prefix(count))
-    }
+    func wait(count: Int, _ seconds: Double = 10) -> [Value] { prefix(count, timeout: seconds) }
 }
 
 /// A registry of its own (tests run in parallel) with a probe on its events.

@@ -1,6 +1,7 @@
 @testable import MicroHTTP
 import Dispatch
 import Foundation
+import RunLoopTestSupport
 import Testing
 
 @testable import RunLoopServer
@@ -99,8 +100,9 @@ extension HTTPServerTests {
         }
         defer { server.stop() }
 
-        let client = try #require(
-            StalledClient(port: server.port, request: "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+        // A client that sends its request and never reads, with a small receive buffer.
+        let client = try TestHTTPConnection(port: server.port, receiveBufferSize: 4096)
+        #expect(client.write(Array("GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)))
         let stream = try #require(streams.first())
         let closed = Awaited<EventStream.CloseReason>()
         stream.onClose { closed.put($0) }
@@ -113,7 +115,7 @@ extension HTTPServerTests {
             if sent % 4 == 0 {
                 // Let the libmicrohttpd thread drain into the socket for a moment (a
                 // deadline wait on the close signal, not a sleep).
-                _ = closed.wait(count: 1, timeout: 0.001)
+                _ = closed.first(timeout: 0.001)
             }
         }
         #expect(stream.isClosed)

@@ -198,13 +198,3 @@ func raiseDescriptorLimit() {
     limit.rlim_cur = limit.rlim_max
     setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
 }
-
-/// Waits until `condition` holds or `timeout` passes; returns whether it held.
-func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = nowMono() + timeout
-    while nowMono() < deadline {
-        if condition() { return true }
-        usleep(10_000)
-    }
-    return condition()
-}

@@ -1,4 +1,5 @@
 import Foundation
+import RunLoopTestSupport
 
 /// The HTTP hop: runloopd (request posted to the control loop's
 /// CommandSource, connection suspended, answered from the loop, resumed)
@@ -78,40 +79,46 @@ enum HopBenchmark {
         try? lua.write(toFile: scriptPath, atomically: true, encoding: .utf8)
 
         var servers: [ServerProcess] = []
-        defer { for server in servers { server.stop() } }
-        func start(_ executable: String, _ args: [String], _ port: UInt16) -> ServerProcess {
+        defer { for server in servers { server.stop(signal: SIGINT, grace: 8) } }
+        func start(_ launch: () throws -> ServerProcess) -> ServerProcess {
             do {
-                let server = try ServerProcess(executable: executable, arguments: args, port: port)
+                let server = try launch()
                 servers.append(server)
                 return server
             } catch { fatalError("\(error)") }
         }
-        let portRL1 = freePort()
-        let rl1 = start(
-            runloopd,
-            ["--port", "\(portRL1)", "--http-threads", "1", "--public-dir", publicDir, "--log-level", "error"], portRL1)
+        func startRunLoopd(httpThreads: Int) -> ServerProcess {
+            start {
+                try .runloopd(
+                    binary: URL(fileURLWithPath: runloopd),
+                    arguments: ["--http-threads", "\(httpThreads)", "--public-dir", publicDir, "--log-level", "error"])
+            }
+        }
+        func startHello(threads: Int, bodyBytes: Int) -> ServerProcess {
+            let port = freeLoopbackPort()
+            return start {
+                try .listening(
+                    executable: URL(fileURLWithPath: hello), arguments: ["\(port)", "\(threads)", "\(bodyBytes)"],
+                    port: port)
+            }
+        }
+        let rl1 = startRunLoopd(httpThreads: 1)
 
         // Sizes of the answers the baseline must match.
         let p1 = rl1.port
-        guard let client = try? HTTPClient(port: p1),
-            let version = try? client.request("GET", "/api/version"),
-            let created = try? client.request("POST", "/api/threads", body: #"{"name":"bench-hop"}"#),
-            let threadId = threadIdentifier(created.body),
-            let echo = try? client.request("POST", "/api/threads/\(threadId)/perform", body: performBody)
+        guard let client = try? TestHTTPConnection(port: p1),
+            let version = try? client.json("GET", "/api/version"),
+            let created = try? client.json("POST", "/api/threads", body: #"{"name":"bench-hop"}"#),
+            let threadId = threadIdentifier(created.text),
+            let echo = try? client.json("POST", "/api/threads/\(threadId)/perform", body: performBody)
         else { fatalError("runloopd did not answer the setup requests") }
         guard version.status == 200, echo.status == 200 else {
-            fatalError("setup answers: version \(version.status), perform \(echo.status) \(echo.body)")
+            fatalError("setup answers: version \(version.status), perform \(echo.status) \(echo.text)")
         }
-        let portRL2 = freePort()
-        let rl2 = start(
-            runloopd,
-            ["--port", "\(portRL2)", "--http-threads", "2", "--public-dir", publicDir, "--log-level", "error"], portRL2)
-        let portH1 = freePort()
-        let h1 = start(hello, ["\(portH1)", "1", "\(version.body.utf8.count)"], portH1)
-        let portH1p = freePort()
-        let h1p = start(hello, ["\(portH1p)", "1", "\(echo.body.utf8.count)"], portH1p)
-        let portH2 = freePort()
-        let h2 = start(hello, ["\(portH2)", "2", "\(version.body.utf8.count)"], portH2)
+        let rl2 = startRunLoopd(httpThreads: 2)
+        let h1 = startHello(threads: 1, bodyBytes: version.body.count)
+        let h1p = startHello(threads: 1, bodyBytes: echo.body.count)
+        let h2 = startHello(threads: 2, bodyBytes: version.body.count)
 
         let cases = [
             Case(

@@ -1,6 +1,7 @@
 import CoreFoundation
 import Foundation
 import RunLoopCore
+import RunLoopTestSupport
 
 /// Idle cost: CPU of 64 idle workers, RSS per worker with 1,000 of them, and
 /// descriptors / threads back to the baseline once they end.

@@ -1,5 +1,6 @@
 import Foundation
 import RunLoopCore
+import RunLoopTestSupport
 
 /// The scale curve: workers 1 → 1,000 and timers 1 → 100,000 on one worker.
 /// For each size: the cost of creating the items that took it there (per
@@ -67,24 +68,23 @@ enum ScaleBenchmark {
         timerWorker?.endAndWait()
 
         // Through HTTP, the real binary.
-        let port = freePort()
         let server: ServerProcess
         do {
-            server = try ServerProcess(
-                executable: runloopd,
+            server = try .runloopd(
+                binary: URL(fileURLWithPath: runloopd),
                 arguments: [
-                    "--port", "\(port)", "--public-dir", publicDir, "--log-level", "error", "--max-threads",
-                    "\(maxWorkers + 8)", "--max-timers", "\(maxTimers + 8)",
-                ], port: port)
+                    "--public-dir", publicDir, "--log-level", "error", "--max-threads", "\(maxWorkers + 8)",
+                    "--max-timers", "\(maxTimers + 8)",
+                ])
         } catch { fatalError("\(error)") }
-        defer { server.stop() }
-        guard let client = try? HTTPClient(port: port) else { fatalError("cannot connect") }
+        defer { server.stop(signal: SIGINT, grace: 8) }
+        guard let client = try? TestHTTPConnection(port: server.port) else { fatalError("cannot connect") }
 
         func getLatency(_ path: String, samples: Int) -> Percentiles {
             var values: [Double] = []
             for _ in 0..<samples {
                 let t0 = nowMono()
-                _ = try? client.request("GET", path)
+                _ = try? client.json("GET", path)
                 values.append(nowMono() - t0)
             }
             return Percentiles(values)
@@ -98,10 +98,10 @@ enum ScaleBenchmark {
             var times: [Double] = []
             for _ in 0..<(size - count) {
                 let t0 = nowMono()
-                guard let answer = try? client.request("POST", "/api/threads", body: "{}"), answer.status == 201 || answer.status == 200
+                guard let answer = try? client.json("POST", "/api/threads", body: "{}"), answer.status == 201 || answer.status == 200
                 else { fatalError("POST /api/threads failed at \(count)") }
                 times.append(nowMono() - t0)
-                if firstThread.isEmpty { firstThread = HopBenchmark.threadIdentifier(answer.body) ?? "t1" }
+                if firstThread.isEmpty { firstThread = HopBenchmark.threadIdentifier(answer.text) ?? "t1" }
             }
             count = size
             let get = getLatency("/api/threads/\(firstThread)", samples: getSamples)
@@ -114,8 +114,8 @@ enum ScaleBenchmark {
         let workerSteal = stealWorkers.finish().steal
 
         // Timers on one fresh worker.
-        guard let created = try? client.request("POST", "/api/threads", body: #"{"name":"scale-timers"}"#),
-            let timerThread = HopBenchmark.threadIdentifier(created.body)
+        guard let created = try? client.json("POST", "/api/threads", body: #"{"name":"scale-timers"}"#),
+            let timerThread = HopBenchmark.threadIdentifier(created.text)
         else { fatalError("cannot create the timer thread") }
         var timerPoints: [Point] = []
         count = 0
@@ -129,7 +129,7 @@ enum ScaleBenchmark {
                     break
                 }
                 let t0 = nowMono()
-                guard let answer = try? client.request(
+                guard let answer = try? client.json(
                     "POST", "/api/threads/\(timerThread)/timers", body: #"{"interval":3600}"#),
                     answer.status == 201 || answer.status == 200
                 else { fatalError("POST timers failed at \(count)") }

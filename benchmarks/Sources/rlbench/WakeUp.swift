@@ -2,6 +2,7 @@ import CBench
 import CoreFoundation
 import Foundation
 import RunLoopCore
+import RunLoopTestSupport
 
 /// Wake-up latency: a round trip A → B → A, each hop a source0 signal +
 /// `CFRunLoopWakeUp` into a loop asleep in epoll.

@@ -1,0 +1,147 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A server process started for a test or a benchmark: the real `runloopd` on
+/// a free loopback port (`runloopd(binary:arguments:)`), or any other server on
+/// a known port (`listening(executable:arguments:port:)`). Its stderr is
+/// collected in `output` as it arrives, beside its exit status once it exited.
+/// Every wait has a deadline.
+public final class ServerProcess: @unchecked Sendable {
+    public struct Output: Sendable {
+        /// Everything the process wrote to stderr so far.
+        public var log = ""
+        public var exitStatus: Int32?
+    }
+
+    public let process: Process
+    public let port: UInt16
+    public let output: Monitor<Output>
+    /// A temporary folder (the port file) removed by `stop()`.
+    private let directory: URL?
+
+    public var pid: Int32 { process.processIdentifier }
+    public var log: String { output.value.log }
+
+    private init(process: Process, port: UInt16, output: Monitor<Output>, directory: URL?) {
+        self.process = process
+        self.port = port
+        self.output = output
+        self.directory = directory
+    }
+
+    /// Starts `binary --port 0 --port-file <temporary> arguments` (with no
+    /// `RUNLOOPD_*` variable inherited) and waits up to `timeout` seconds for it
+    /// to write the port it listens on (which it does once it accepts
+    /// connections).
+    public static func runloopd(binary: URL, arguments: [String] = [], timeout: Double = 20) throws -> ServerProcess {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "runloopd-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let portFile = directory.appendingPathComponent("port")
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
+        let (process, output) = try launch(
+            binary, ["--port", "0", "--port-file", portFile.path] + arguments, environment: environment)
+        func writtenPort() -> UInt16? {
+            (try? String(contentsOf: portFile, encoding: .utf8)).flatMap {
+                UInt16($0.trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+        }
+        // The file appears by a rename, whole; re-checked on every stderr line and every 20 ms.
+        output.wait(timeout: timeout, recheckEvery: 0.02) { writtenPort() != nil || output.value.exitStatus != nil }
+        guard output.value.exitStatus == nil, let port = writtenPort() else {
+            if process.isRunning { process.interrupt() }
+            try? FileManager.default.removeItem(at: directory)
+            throw TestHTTPError("runloopd did not start: \(output.value.log)")
+        }
+        return ServerProcess(process: process, port: port, output: output, directory: directory)
+    }
+
+    /// Starts `executable arguments`, a server that listens on `port`, and waits
+    /// up to `timeout` seconds until a connection to it succeeds.
+    public static func listening(
+        executable: URL, arguments: [String], port: UInt16, timeout: Double = 15
+    ) throws -> ServerProcess {
+        let (process, output) = try launch(executable, arguments, environment: nil)
+        let up = output.wait(timeout: timeout, recheckEvery: 0.02) {
+            output.value.exitStatus != nil || (try? TestHTTPConnection(port: port, timeout: 1)) != nil
+        }
+        guard up, output.value.exitStatus == nil else {
+            if process.isRunning { process.terminate() }
+            throw TestHTTPError("\(executable.path) did not listen on \(port): \(output.value.log)")
+        }
+        return ServerProcess(process: process, port: port, output: output, directory: nil)
+    }
+
+    private static func launch(
+        _ executable: URL, _ arguments: [String], environment: [String: String]?
+    ) throws -> (Process, Monitor<Output>) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let output = Monitor(Output())
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        errors.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                return
+            }
+            output.update { $0.log += String(decoding: data, as: UTF8.self) }
+        }
+        process.terminationHandler = { finished in
+            let status = finished.terminationStatus
+            output.update { $0.exitStatus = status }
+        }
+        try process.run()
+        return (process, output)
+    }
+
+    /// Sends `signal` to the process.
+    public func send(signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Waits for the process to exit; its status, or nil after `timeout` seconds.
+    public func waitForExit(timeout: Double) -> Int32? {
+        output.wait(timeout: timeout) { $0.exitStatus != nil }
+        return output.value.exitStatus
+    }
+
+    /// Sends `signal` (SIGTERM), then SIGKILL if the process has not exited
+    /// within `grace` seconds, and waits for its exit (5 s more at most); removes
+    /// the temporary folder.
+    public func stop(signal: Int32 = SIGTERM, grace: Double = 5) {
+        if output.value.exitStatus == nil {
+            send(signal: signal)
+            if waitForExit(timeout: grace) == nil {
+                send(signal: SIGKILL)
+                _ = waitForExit(timeout: 5)
+            }
+        }
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+    }
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound to 0, read, closed),
+/// for servers that cannot pick their own and say which.
+public func freeLoopbackPort() -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+            _ = bind(fd, pointer, length)
+            return getsockname(fd, pointer, &length)
+        }
+    }
+    return UInt16(bigEndian: address.sin_port)
+}
