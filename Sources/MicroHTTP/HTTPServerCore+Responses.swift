@@ -1,0 +1,144 @@
+import Primitives
+import CMicroHTTPD
+import Dispatch
+import Logging
+import Synchronization
+
+/// Turning `HTTPResponse` values into libmicrohttpd responses, and reading a
+/// connection's headers and query. Called on libmicrohttpd's threads.
+extension HTTPServerCore {
+    // MARK: - Responses
+
+    func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+        let made: OpaquePointer?
+        var headers = response.headers
+        if let stream = response.stream {
+            made = makeStreamResponse(stream, connection: connection)
+            if made == nil {
+                return queue(
+                    handler.response(
+                        for: HTTPRefusal(
+                            status: 500, code: "internal", message: "event stream is already attached to a response")),
+                    on: connection)
+            }
+            if !headers.contains(where: { $0.0.equalsASCIIIgnoringCase("content-type") }) {
+                headers.append(("Content-Type", "text/event-stream"))
+            }
+            if !headers.contains(where: { $0.0.equalsASCIIIgnoringCase("cache-control") }) {
+                headers.append(("Cache-Control", "no-store"))
+            }
+        } else {
+            made = response.body.withUnsafeBytes { bytes in
+                MHD_create_response_from_buffer(
+                    bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+            }
+        }
+        guard let mhdResponse = made else {
+            logger.error("libmicrohttpd could not create a response")
+            return .NO
+        }
+        defer { MHD_destroy_response(mhdResponse) }
+        for (name, value) in headers {
+            if name.equalsASCIIIgnoringCase("content-length") || name.equalsASCIIIgnoringCase("transfer-encoding") {
+                continue
+            }
+            if MHD_add_response_header(mhdResponse, name, value) != .YES {
+                logger.warning("HTTP response header refused", metadata: ["header": "\(name)"])
+            }
+        }
+        let status = (100...999).contains(response.status) ? UInt32(response.status) : 500
+        return MHD_queue_response(connection, status, mhdResponse)
+    }
+
+    func makeStreamResponse(_ stream: EventStream, connection: OpaquePointer) -> OpaquePointer? {
+        let registered = registry.withLock { r in
+            if r.stopping { return false }
+            r.streams[ObjectIdentifier(stream)] = stream
+            return true
+        }
+        let attached = stream.attach(
+            connection: MHDConnection(pointer: connection),
+            defaultCapacity: configuration.sseBufferBytes,
+            heartbeat: configuration.sseHeartbeat
+        ) { [weak self, key = ObjectIdentifier(stream)] in
+            self?.streamDetached(key)
+        }
+        guard attached else {
+            if registered { registry.withLock { _ = $0.streams.removeValue(forKey: ObjectIdentifier(stream)) } }
+            return nil
+        }
+        if !registered { stream.finish(.serverStopping) }
+        let cls = Unmanaged.passRetained(stream).toOpaque()
+        let response = MHD_create_response_from_callback(
+            runloopd_mhd_size_unknown, 16 * 1024, Self.streamReader, cls, Self.streamFree)
+        if response == nil {
+            Unmanaged<EventStream>.fromOpaque(cls).release()
+            stream.detach()
+        }
+        return response
+    }
+
+    // MARK: - Header and argument collection
+
+    private final class Pairs {
+        var items: [(String, String)] = []
+    }
+
+    private static func values(_ connection: OpaquePointer, kind: MHD_ValueKind) -> [(String, String)] {
+        // Counting first (no iterator) spares the collector for the common empty query.
+        guard MHD_get_connection_values(connection, kind, nil, nil) > 0 else { return [] }
+        let pairs = Pairs()
+        withExtendedLifetime(pairs) {
+            _ = MHD_get_connection_values(
+                connection, kind,
+                { cls, _, key, value in
+                    guard let cls, let key else { return .YES }
+                    let pairs = Unmanaged<Pairs>.fromOpaque(cls).takeUnretainedValue()
+                    pairs.items.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+                    return .YES
+                }, Unmanaged.passUnretained(pairs).toOpaque())
+        }
+        return pairs.items
+    }
+
+    static func headerFields(_ connection: OpaquePointer) -> [String: String] {
+        var headers: [String: String] = [:]
+        for (name, value) in values(connection, kind: .HEADER_KIND) {
+            headers[name.lowercased()] = value
+        }
+        return headers
+    }
+
+    static func queryArguments(_ connection: OpaquePointer) -> [String: String] {
+        var query: [String: String] = [:]
+        for (rawKey, rawValue) in values(connection, kind: .GET_ARGUMENT_KIND) {
+            let key = PercentDecoding.decode(rawKey, plusIsSpace: true) ?? rawKey
+            if query[key] == nil {
+                query[key] = PercentDecoding.decode(rawValue, plusIsSpace: true) ?? rawValue
+            }
+        }
+        return query
+    }
+}
+
+extension String {
+    /// Whether the string equals `lowercase` (all lower-case ASCII) ignoring
+    /// ASCII case, without allocating.
+    func equalsASCIIIgnoringCase(_ lowercase: StaticString) -> Bool {
+        let other = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        guard utf8.count == other.count else { return false }
+        for (byte, expected) in zip(utf8, other) {
+            let folded = (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
+            if folded != expected { return false }
+        }
+        return true
+    }
+
+    /// The string without leading and trailing spaces, tabs and line breaks.
+    func trimmingSpaces() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) })
+        else { return "" }
+        return String(self[first...last])
+    }
+}
