@@ -1,7 +1,8 @@
 """Token support, against a small authenticating proxy in front of runloopd
-(runloopd has no token option yet): a 401 makes the page ask once, keep the
-token in sessionStorage, send `Authorization: Bearer` on fetch and
-`?access_token=` on the event stream (EventSource cannot set headers)."""
+(it records how each request authenticated): a 401 makes the page ask once,
+keep the token in sessionStorage and send `Authorization: Bearer` on every
+request, the event stream included (read through fetch, not EventSource, so
+the token never travels in a URL)."""
 
 import http.client
 import json
@@ -94,7 +95,7 @@ def test_token_prompted_once_and_sent(driver, console, proxy):
     wait.until(lambda d: d.find_element(By.ID, "conn-text").text == "live")
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "article.card[data-thread]"))
     assert driver.execute_script("return sessionStorage.getItem('runloopd.token')") == TOKEN
-    assert ("/api/events", "query") in Proxy.seen
+    assert ("/api/events", "header") in Proxy.seen
     assert ("/api/threads", "header") in Proxy.seen
     # asked once: the dialog is closed and stays closed
     assert driver.find_element(By.ID, "token-dialog").get_attribute("open") is None
