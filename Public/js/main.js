@@ -13,7 +13,9 @@
 //   detail-forms.js     every form and button that sends a request
 //   pickers.js          selector pickers generated from /api/selectors
 //   forms.js, dom.js, format.js   generic form, DOM and formatting helpers
+//   csp.js              the record of CSP violations (tests, devtools)
 
+import './csp.js';
 import { state, queueFrame } from './state.js';
 import { api, askToken } from './api.js';
 import { setText } from './dom.js';
