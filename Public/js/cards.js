@@ -9,7 +9,7 @@ import { fmtMs, fmtTime, plural, exitText } from './format.js';
 import { act, num, clean } from './forms.js';
 import { select, refreshDetailSoon } from './detail.js';
 
-export const EXIT_REASONS = ['finished', 'stopped', 'timedOut', 'handledSource'];
+const EXIT_REASONS = Object.freeze(['finished', 'stopped', 'timedOut', 'handledSource']);
 
 /** Brings a thread's card up to date (building it the first time). */
 export function updateCard(m) {

@@ -12,7 +12,7 @@ import { renderSections } from './detail-sections.js';
 
 const DETAIL_MIN_MS = 350;
 const DETAIL_IDLE_MS = 2000;
-const VIEWS = ['thread', 'timers', 'sources', 'observers', 'modes', 'tasks', 'log'];
+const VIEWS = Object.freeze(['thread', 'timers', 'sources', 'observers', 'modes', 'tasks', 'log']);
 
 /** Shows a thread in the panel (focus: move keyboard focus there too). */
 export function select(id, focus) {

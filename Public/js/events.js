@@ -86,7 +86,7 @@ function removeThread(id) {
 }
 
 /** One handler an event name: (model, event data, now). */
-const HANDLERS = {
+const HANDLERS = Object.freeze({
   thread(m, d, now) {
     if (d.snapshot) applySnapshot(d.snapshot);
     if (d.change === 'exited' && m.snap) m.snap = { ...m.snap, state: 'exited' };
@@ -128,4 +128,4 @@ const HANDLERS = {
     else if (d.activity === 'afterWaiting' || d.activity === 'entry') m.hint = 'running';
     else if (d.activity === 'exit') m.hint = null;
   },
-};
+});

@@ -6,17 +6,17 @@
 import { state } from './state.js';
 import { h, setText } from './dom.js';
 
-export const ACTIVITIES = ['entry', 'beforeTimers', 'beforeSources', 'beforeWaiting', 'afterWaiting', 'exit'];
-const LANES = [...ACTIVITIES, 'timer', 'source', 'perform', 'run exit'];
-const ROW = { timer: 6, source: 7, perform: 8, exit: 9 };
+const ACTIVITIES = Object.freeze(['entry', 'beforeTimers', 'beforeSources', 'beforeWaiting', 'afterWaiting', 'exit']);
+const LANES = Object.freeze([...ACTIVITIES, 'timer', 'source', 'perform', 'run exit']);
+const ROW = Object.freeze({ timer: 6, source: 7, perform: 8, exit: 9 });
 const LANE_H = 13;
 const LABEL_W = 92;
 const CSS_H = LANES.length * LANE_H + 16;
-const COLORS = {
+const COLORS = Object.freeze({
   grid: '#d5dae1', text: '#3b4350', sleep: 'rgba(37, 99, 235, 0.13)', act: '#1f2937',
   timer: '#b45309', source: '#047857', perform: '#6d28d9', performFail: '#b91c1c', task: '#0e7490',
   finished: '#4b5563', stopped: '#c2410c', timedOut: '#7e22ce', handledSource: '#15803d',
-};
+});
 
 export function wireTimeline() {
   const tl = state.timeline;
