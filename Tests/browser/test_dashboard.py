@@ -62,6 +62,35 @@ def test_page_is_live(driver):
     assert {"echo", "sleep", "runNested"} <= {o.get_attribute("value") for o in options}
 
 
+# The policy the server sends, minus frame-ancestors (a <meta> cannot carry it).
+META_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'"
+)
+
+
+def csp_console_lines(entries):
+    return [e for e in entries if "Content Security Policy" in e["message"] or "CSP violation" in e["message"]]
+
+
+def test_csp_is_in_force(driver, console):
+    meta = driver.execute_script("return document.querySelector('meta[http-equiv=\"Content-Security-Policy\"]').content")
+    assert meta == META_CSP
+    # a control: an inline script is refused, and the page's listener (Public/js/csp.js) records it
+    driver.execute_script(
+        "const s = document.createElement('script'); s.textContent = 'window.__inlineRan = true'; document.head.append(s); s.remove();"
+    )
+    wait(driver).until(lambda d: d.execute_script("return window.__cspViolations.length") == 1)
+    assert driver.execute_script("return window.__inlineRan") is None
+    (violation,) = driver.execute_script("return window.__cspViolations.splice(0)")
+    assert violation["directive"] == "script-src-elem"
+    # its console lines are the control's, not the page's: take them out of the shared log
+    wait(driver).until(lambda d: any("CSP violation" in e["message"] for e in console.collect()))
+    control = csp_console_lines(console.entries)
+    assert control and all("inline script" in e["message"] or "CSP violation" in e["message"] for e in control)
+    console.entries[:] = [e for e in console.entries if e not in control]
+
+
 def test_create_thread_from_form_shows_card(driver):
     name = unique("ui-create")
     card, tid = create_from_form(driver, name)
@@ -188,6 +217,57 @@ def test_perform_with_generated_form_shows_result(driver):
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait(driver).until(lambda d: "fail failed" in result.text and "failed on purpose" in result.text)
     form.find_element(By.NAME, "waitUntilDone").click()
+
+
+def timeline_pixels(driver, tid, rgb, rows):
+    """Pixels of the thread's lane canvas within 110 of the colour rgb in each channel
+    (marks are antialiased), right of the lane names, in the given lanes (13 px each)."""
+    return driver.execute_script(
+        """
+        const [tid, rgb, [first, last]] = arguments;
+        const c = document.querySelector(`[data-lane="${tid}"] canvas`);
+        if (!c || !c.width) return 0;
+        const scale = c.width / c.clientWidth;
+        const x0 = Math.ceil(92 * scale), y0 = Math.floor(first * 13 * scale), y1 = Math.ceil((last + 1) * 13 * scale);
+        const px = c.getContext('2d').getImageData(x0, y0, c.width - x0, y1 - y0).data;
+        let n = 0;
+        for (let i = 0; i < px.length; i += 4)
+          if ([0, 1, 2].every((k) => Math.abs(px[i + k] - rgb[k]) < 110 && px[i + k] < 200)) n++;
+        return n;
+        """,
+        tid,
+        rgb,
+        rows,
+    )
+
+
+def test_main_flows_cause_no_csp_violations(driver, console):
+    # create, open the detail panel, add a timer, observe, perform: under the page's CSP
+    card, tid = create_from_form(driver, unique("ui-csp"))
+    open_details(driver, card)
+    form = driver.find_element(By.ID, "timer-form")
+    interval = form.find_element(By.NAME, "interval")
+    interval.clear()
+    interval.send_keys("0.1")
+    Select(form.find_element(By.CSS_SELECTOR, '[data-picker="timer-action"] select')).select_by_value("count")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(driver).until(lambda d: "added" in form.find_element(By.CSS_SELECTOR, ".form-result").text)
+    observe = card.find_element(By.CSS_SELECTOR, "[data-action=observe]")
+    observe.click()
+    wait(driver).until(lambda d: observe.get_attribute("aria-pressed") == "true")
+    perform = driver.find_element(By.ID, "perform-form")
+    Select(perform.find_element(By.CSS_SELECTOR, '[data-picker="perform"] select')).select_by_value("echo")
+    perform.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(driver).until(lambda d: "echo ok" in perform.find_element(By.CSS_SELECTOR, ".form-result").text)
+    # the live timeline draws this thread's timer fires (#b45309) and activity marks (#1f2937)
+    wait(driver).until(lambda d: timeline_pixels(d, tid, [0xB4, 0x53, 0x09], [6, 6]) > 0)
+    wait(driver).until(lambda d: timeline_pixels(d, tid, [0x1F, 0x29, 0x37], [0, 5]) > 0)
+    observe.click()
+    wait(driver).until(lambda d: observe.get_attribute("aria-pressed") == "false")
+    # no violation, neither recorded by the page's listener nor reported by Chromium
+    # (the console also holds any from parsing index.html, before a script ran)
+    assert driver.execute_script("return window.__cspViolations") == []
+    assert csp_console_lines(console.collect()) == []
 
 
 def viewport(driver, width, height, mobile=False):

@@ -1,7 +1,8 @@
 """Token support, against a small authenticating proxy in front of runloopd
-(runloopd has no token option yet): a 401 makes the page ask once, keep the
-token in sessionStorage, send `Authorization: Bearer` on fetch and
-`?access_token=` on the event stream (EventSource cannot set headers)."""
+(it records how each request authenticated): a 401 makes the page ask once,
+keep the token in sessionStorage and send `Authorization: Bearer` on every
+request, the event stream included (read through fetch, not EventSource, so
+the token never travels in a URL)."""
 
 import http.client
 import json
@@ -13,7 +14,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from conftest import BASE
+from conftest import BASE, api
 
 TOKEN = "s3cret-token"
 UPSTREAM = urllib.parse.urlsplit(BASE)
@@ -22,6 +23,7 @@ HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
 class Proxy(BaseHTTPRequestHandler):
     seen = []  # (path, how it authenticated)
+    targets = []  # every request target as sent, query included
 
     def log_message(self, *args):
         pass
@@ -35,6 +37,7 @@ class Proxy(BaseHTTPRequestHandler):
         return None
 
     def _handle(self):
+        Proxy.targets.append(self.path)
         how = self._auth()
         if self.path.startswith("/api/") and how is None:
             body = json.dumps({"error": {"code": "unauthorized", "message": "a token is required", "field": None}}).encode()
@@ -82,8 +85,8 @@ def proxy():
     server.server_close()
 
 
-def test_token_prompted_once_and_sent(driver, console, proxy):
-    console.collect()  # earlier tests' entries were checked already
+def sign_in(driver, proxy):
+    """Opens the page through the proxy (a new origin: a fresh sessionStorage) and answers the token dialog."""
     driver.get(proxy + "/")
     wait = WebDriverWait(driver, 10, poll_frequency=0.05)
     dialog = driver.find_element(By.ID, "token-dialog")
@@ -92,9 +95,15 @@ def test_token_prompted_once_and_sent(driver, console, proxy):
     field.send_keys(TOKEN)
     dialog.find_element(By.CSS_SELECTOR, 'button[value="ok"]').click()
     wait.until(lambda d: d.find_element(By.ID, "conn-text").text == "live")
+    return wait
+
+
+def test_token_prompted_once_and_sent(driver, console, proxy):
+    console.collect()  # earlier tests' entries were checked already
+    wait = sign_in(driver, proxy)
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "article.card[data-thread]"))
     assert driver.execute_script("return sessionStorage.getItem('runloopd.token')") == TOKEN
-    assert ("/api/events", "query") in Proxy.seen
+    assert ("/api/events", "header") in Proxy.seen
     assert ("/api/threads", "header") in Proxy.seen
     # asked once: the dialog is closed and stays closed
     assert driver.find_element(By.ID, "token-dialog").get_attribute("open") is None
@@ -103,4 +112,33 @@ def test_token_prompted_once_and_sent(driver, console, proxy):
         e for e in entries
         if e["level"] == "SEVERE" and not ("status of 401" in e["message"] and e.get("source") == "network")
     ]
+    assert bad == [], bad
+
+
+def test_live_events_with_token_and_no_token_in_any_url(driver, console, proxy):
+    seen_before = len(console.collect())
+    Proxy.targets.clear()
+    wait = sign_in(driver, proxy)
+    # a thread with a 100 ms timer made behind the page's back: its card's fire count
+    # comes only from the event stream's timer events (polling does not carry it)
+    status, thread = api("POST", "/api/threads", {"name": "token-live"})
+    assert status == 201
+    tid = thread["id"]
+    assert api("POST", f"/api/threads/{tid}/timers", {"interval": 0.1})[0] == 201
+    try:
+        fires = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{tid}"] [data-role=fires]'))
+        wait.until(lambda d: int(fires.text or 0) >= 3)
+    finally:
+        api("DELETE", f"/api/threads/{tid}")
+    assert any(t.startswith("/api/events") for t in Proxy.targets)
+    in_urls = [t for t in Proxy.targets if TOKEN in urllib.parse.unquote(t)]
+    assert in_urls == [], in_urls
+    # the browser's own record of what the page loaded and fetched agrees
+    names = driver.execute_script(
+        "return [location.href, ...performance.getEntriesByType('navigation').map((e) => e.name),"
+        " ...performance.getEntriesByType('resource').map((e) => e.name)]"
+    )
+    assert any("/api/threads" in n for n in names)
+    assert [n for n in names if TOKEN in urllib.parse.unquote(n)] == []
+    bad = [e for e in console.collect()[seen_before:] if e["level"] == "SEVERE" and not ("status of 401" in e["message"] and e.get("source") == "network")]
     assert bad == [], bad

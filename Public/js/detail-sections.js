@@ -1,0 +1,181 @@
+// detail-sections.js — owns drawing the Detail panel's sections from one
+// fetched view of a thread (state.detail.data), one renderer a section:
+// thread facts, timers, sources (and the port-message picker), modes (and the
+// mode-name suggestions), observers, pending performs, task queue, log. Each
+// writes in place (setText, setFacts, syncRows); the row buttons call the API.
+
+import { api, threadPath } from './api.js';
+import { h, setText, setClass, setFacts, setOptions, syncRows } from './dom.js';
+import { fmtTime, fmtIn, fmtNum, jsonShort, exitText } from './format.js';
+import { act } from './forms.js';
+import { refreshDetailSoon } from './detail.js';
+
+const $ = (id) => document.getElementById(id);
+const tbody = (tableId) => document.querySelector(`#${tableId} tbody`);
+const yesNo = (valid) => ({ text: valid ? 'yes' : 'no', cls: valid ? '' : 'dim' });
+
+/** d: the fetched views; s: the freshest snapshot of the thread. */
+export function renderSections(d, s) {
+  const base = threadPath(d.id);
+  renderThread(s);
+  renderTimers(d.timers, base);
+  renderSources(d.sources, base);
+  renderModes(d.modes);
+  renderObservers(d.observers);
+  renderPending(s.pendingPerforms || []);
+  renderTasks(d.tasks, base);
+  renderLog(d.log);
+}
+
+/** A small row button calling the API, then refreshing the panel; its outcome goes to errorEl/resultEl. */
+function rowButton(text, label, errorEl, resultEl, call) {
+  const onclick = (e) =>
+    act(e.currentTarget, errorEl, resultEl, async () => {
+      const out = await call();
+      refreshDetailSoon();
+      return out;
+    });
+  return h('button', { type: 'button', class: 'small', 'aria-label': label, onclick }, text);
+}
+
+function renderThread(s) {
+  setText($('d-name'), s.name || s.id);
+  setText($('d-id'), s.id);
+  setText($('d-state'), s.state);
+  setClass($('d-state'), 'badge state st-' + s.state);
+  setFacts($('d-facts'), [
+    ['style', s.run.style],
+    ['keep-alive', s.keepAlive],
+    ['policy mode', s.run.mode],
+    ['current mode', s.currentMode ?? '–'],
+    ['seconds', s.run.seconds],
+    ['returnAfterSource\u200BHandled', s.run.returnAfterSourceHandled],
+    ['runs', s.runs],
+    ['depth', s.depth],
+    ['parked', s.parked],
+    ['thread name', s.threadName + (s.threadNameTruncated ? ' (truncated)' : '')],
+    ['last exit', s.lastExit ? exitText(s.lastExit) : '–'],
+    ['created', fmtTime(s.createdAt)],
+    ['ended', fmtTime(s.endedAt)],
+  ]);
+}
+
+function renderTimers(timers, base) {
+  const error = $('timers-row-error');
+  syncRows(
+    tbody('timers-table'),
+    timers,
+    (t) => t.id,
+    (t) => [
+      t.id,
+      `${t.interval} s${t.repeats ? '' : ' once'}`,
+      t.mode,
+      yesNo(t.valid),
+      { text: `${t.fires}${t.maxFires ? ' / ' + t.maxFires : ''}`, cls: 'fires num' },
+      t.valid ? fmtIn(t.nextFireAt) : '–',
+      { text: `${fmtNum(t.lateness.p50Ms)} / ${fmtNum(t.lateness.p99Ms)} / ${fmtNum(t.lateness.maxMs)}`, cls: 'num' },
+      t.action ? `${t.action.selector} ${jsonShort(t.action.args)}${t.lastActionError ? ' ⚠ ' + t.lastActionError : ''}` : '–',
+    ],
+    (t) => [rowButton('Invalidate', `Invalidate timer ${t.id}`, error, null, () => api('DELETE', `${base}/timers/${t.id}`))],
+  );
+}
+
+function renderSources(sources, base) {
+  const error = $('sources-row-error');
+  const result = $('sources-row-result');
+  const button = (text, label, call) => rowButton(text, label, error, result, call);
+  const signal = (x, wakeup, done) => async () => {
+    await api('POST', `${base}/sources/${x.id}/signal`, { wakeup });
+    return done;
+  };
+  syncRows(
+    tbody('sources-table'),
+    sources,
+    (x) => x.id,
+    (x) => [
+      x.id,
+      x.kind,
+      x.mode,
+      x.order,
+      yesNo(x.valid),
+      { text: x.fired + (x.signalled ? ' (signalled)' : ''), cls: 'num' },
+      { text: x.scheduled, cls: 'num' },
+      { text: x.cancelled, cls: 'num' },
+      x.kind === 'port' ? `${x.received} in, ${x.queued} queued` : '–',
+      x.action ? `${x.action.selector} ${jsonShort(x.action.args)}` : '–',
+    ],
+    (x) => [
+      ...(x.kind === 'custom'
+        ? [
+            button('Signal + wake', `Signal ${x.id} and wake the loop`, signal(x, true, `${x.id} signalled + woken`)),
+            button('Signal only', `Signal ${x.id} without waking`, signal(x, false, `${x.id} signalled (no wake-up: it fires when something else wakes the loop)`)),
+          ]
+        : []),
+      button('Invalidate', `Invalidate source ${x.id}`, async () => {
+        await api('DELETE', `${base}/sources/${x.id}`);
+        return `${x.id} invalidated`;
+      }),
+    ],
+  );
+  // the port-source picker of the message form
+  const ports = sources.filter((x) => x.kind === 'port' && x.valid).map((x) => x.id);
+  setOptions(document.querySelector('[data-source-select="port"]'), ports, h('option', { value: '' }, '(no port source)'));
+}
+
+function renderModes(modes) {
+  setFacts($('modes-facts'), [
+    ['current', modes.current ?? '–'],
+    ['all modes', modes.all.join(', ') || '–'],
+    ['common set', modes.common.join(', ') || '–'],
+  ]);
+  const names = ['default', 'common', ...modes.all.filter((x) => x !== 'default' && x !== 'kCFRunLoopDefaultMode')];
+  setOptions($('mode-names'), [...new Set(names)]);
+}
+
+function renderObservers(observers) {
+  syncRows(
+    tbody('observers-table'),
+    observers,
+    (o) => o.id,
+    (o) => [o.id, o.activities.length === 6 ? 'all' : o.activities.join(', '), o.repeats ? 'yes' : 'no', o.mode, o.order, o.valid ? 'yes' : 'no', { text: o.fired, cls: 'num' }],
+  );
+}
+
+function renderPending(pending) {
+  syncRows(
+    tbody('pending-table'),
+    pending,
+    (p) => p.performId,
+    (p) => [p.performId, `${p.selector} ${jsonShort(p.args)}`, p.modes.join(', '), fmtTime(p.queuedAt), p.afterDelay ? p.afterDelay + ' s' : '–', p.fireAt ? fmtIn(p.fireAt) : '–'],
+  );
+}
+
+function renderTasks(q, base) {
+  const flag = $('tasks-flag');
+  setText(flag, q.suspended ? 'suspended' : 'active');
+  setClass(flag, 'badge ' + (q.suspended ? 'ex-stopped' : 'ex-handledSource'));
+  setFacts($('tasks-facts'), [
+    ['queued', `${q.count} / ${q.capacity}`],
+    ['done', q.done],
+    ['failed', q.failed],
+  ]);
+  const error = $('tasks-row-error');
+  syncRows(
+    tbody('tasks-table'),
+    q.tasks,
+    (t) => t.id,
+    (t) => [String(q.tasks.indexOf(t) + 1), t.id, t.selector, jsonShort(t.args), t.runs, t.running ? 'running' : '–'],
+    (t) => [rowButton('Remove', `Remove task ${t.id}`, error, null, () => api('DELETE', `${base}/tasks/${encodeURIComponent(t.id)}`))],
+  );
+}
+
+function renderLog(log) {
+  const counters = Object.entries(log.counters || {});
+  setFacts($('counters-facts'), counters.length ? counters : [['counters', 'none']]);
+  const text = (log.lines || []).slice(-200).join('\n') || '(empty)';
+  const el = $('log-lines');
+  if (el.textContent === text) return;
+  const atEnd = el.scrollTop + el.clientHeight >= el.scrollHeight - 4;
+  el.textContent = text;
+  if (atEnd) el.scrollTop = el.scrollHeight;
+}

@@ -1,0 +1,72 @@
+// main.js — the dashboard's entry point (the one <script type="module"> of
+// index.html): wires the modules together and starts them. Owns the frame
+// render (state.render: dirty cards, the thread count, the detail panel) and
+// the timers that drive polling. Module map:
+//   state.js            every piece of mutable state, the thread models, the frame queue
+//   api.js              JSON API calls, the token (header only) and its dialog
+//   sse.js              the SSE parser and a reconnecting fetch event stream
+//   events.js           the live event stream, connection badge, event → model, polling
+//   cards.js            the worker cards and their buttons
+//   timeline.js         the canvas timeline lanes and their controls
+//   detail.js           the detail panel's selection, fetching and perform results
+//   detail-sections.js  the detail panel's sections, one renderer each
+//   detail-forms.js     every form and button that sends a request
+//   pickers.js          selector pickers generated from /api/selectors
+//   forms.js, dom.js, format.js   generic form, DOM and formatting helpers
+//   csp.js              the record of CSP violations (tests, devtools)
+
+import './csp.js';
+import { state, queueFrame } from './state.js';
+import { api, askToken } from './api.js';
+import { setText } from './dom.js';
+import { plural } from './format.js';
+import { updateCard } from './cards.js';
+import { refreshDetailIfIdle, renderDetailThrottled } from './detail.js';
+import { wireForms } from './detail-forms.js';
+import { startEvents, poll } from './events.js';
+import { loadSelectors } from './pickers.js';
+import { wireTimeline } from './timeline.js';
+
+const POLL_MS = 1000;
+
+function render() {
+  for (const id of state.dirty) {
+    const m = state.threads.get(id);
+    if (m) updateCard(m);
+  }
+  state.dirty.clear();
+  if (state.countsDirty) {
+    state.countsDirty = false;
+    const n = state.threads.size;
+    setText(document.getElementById('thread-count'), n ? plural(n, 'thread') : '');
+    document.getElementById('no-threads').hidden = n > 0;
+  }
+  renderDetailThrottled();
+}
+
+async function boot() {
+  state.render = render;
+  wireForms();
+  wireTimeline();
+  document.getElementById('token-button').addEventListener('click', async () => {
+    if (await askToken()) {
+      poll();
+      loadSelectors();
+    }
+  });
+  state.countsDirty = true;
+  queueFrame();
+  await loadSelectors();
+  api('GET', '/api/version')
+    .then((v) => setText(document.getElementById('version'), v && v.version ? 'v' + v.version : ''))
+    .catch(() => {});
+  startEvents();
+  poll();
+  setInterval(poll, POLL_MS);
+  setInterval(refreshDetailIfIdle, 500);
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden) poll();
+  });
+}
+
+boot();

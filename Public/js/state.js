@@ -1,0 +1,111 @@
+// state.js — owns every piece of mutable state the dashboard keeps: the thread
+// models, the selection, the selector list, the token, the event stream, the
+// render queue, the detail panel's fetch bookkeeping, the timeline's pause and
+// the perform results waiting for an element. No other module keeps a
+// top-level `let` or a mutable top-level object: they read and write here.
+// Also the model updates that touch nothing but this state (model,
+// applySnapshot, pushRing, eventTime) and the frame queue (markDirty).
+
+const RING_MAX = 4000;
+
+export const state = {
+  /** id -> thread model, see model() */
+  threads: new Map(),
+  /** the thread shown in the detail panel, or null */
+  selectedId: null,
+  /** GET /api/selectors, sorted by name */
+  selectors: [],
+  /** selector pickers by their mount's data-picker name */
+  pickers: new Map(),
+  pickerSeq: 0,
+  /** bearer token (kept in sessionStorage by api.js, never in a URL) */
+  auth: { token: '', prompted: false, asking: null, listeners: [] },
+  /** the live event stream (an sse.js EventStream) */
+  stream: null,
+  polling: false,
+  /** render queue: models whose card needs an update, one frame at a time */
+  dirty: new Set(),
+  countsDirty: false,
+  frameQueued: false,
+  render: () => {},
+  /** detail panel: data = {id, thread, timers, sources, observers, modes, tasks, log, at} */
+  detail: { data: null, dirty: false, fetching: false, last: 0, timer: null, lastRender: 0 },
+  /** timeline controls */
+  timeline: { paused: false, pausedAt: 0, lastDraw: 0 },
+  /** performId -> result element waiting for it; performId -> outcome that came first */
+  performs: { waiting: new Map(), recent: new Map() },
+  /** server clock -> page clock: the smallest delivery delay seen lately */
+  clock: { skew: null, since: 0 },
+};
+
+/** The model of a thread, created on first mention. */
+export function model(id) {
+  let m = state.threads.get(id);
+  if (!m) {
+    m = { id, snap: null, lastRun: 0, timerFires: new Map(), observed: false, showActs: true, ring: [], recentActs: [], card: null, lane: null, hint: null };
+    state.threads.set(id, m);
+    state.countsDirty = true;
+  }
+  return m;
+}
+
+/** Takes a thread snapshot (GET, POST or an event), never going back in run count. */
+export function applySnapshot(snap) {
+  const m = model(snap.id);
+  let old = m.snap;
+  if (old && old.createdAt !== snap.createdAt) {
+    // same id, another thread: the server restarted (ids restart at t1)
+    old = null;
+    m.lastRun = 0;
+    m.timerFires.clear();
+    m.ring.length = 0;
+    m.observed = false;
+  }
+  const lastRun = snap.lastExit ? snap.lastExit.run : 0;
+  if (old && lastRun < m.lastRun) {
+    // An older snapshot than the events already seen: keep the counters.
+    snap = { ...snap, runs: old.runs, exits: old.exits, lastExit: old.lastExit };
+  } else {
+    m.lastRun = lastRun;
+  }
+  if (old && old.state === 'exited') snap = { ...snap, state: 'exited' };
+  m.snap = snap;
+  m.hint = null;
+  m.observed = !!(snap.counts && snap.counts.observers > 0);
+  markDirty(snap.id);
+}
+
+export function pushRing(m, item) {
+  m.ring.push(item);
+  if (m.ring.length > RING_MAX) m.ring.splice(0, m.ring.length - RING_MAX * 0.75);
+}
+
+/** A server timestamp on the page's clock. */
+export function eventTime(at) {
+  const now = Date.now();
+  const t = at ? Date.parse(at) : NaN;
+  if (isNaN(t)) return now;
+  const c = state.clock;
+  const d = now - t;
+  const stale = now - c.since > 30000;
+  if (c.skew === null || d < c.skew || stale) {
+    if (c.skew === null || stale) c.since = now;
+    c.skew = d;
+  }
+  return t + c.skew;
+}
+
+export function markDirty(id) {
+  state.dirty.add(id);
+  queueFrame();
+}
+
+/** One render (state.render, set by main.js) per animation frame at most. */
+export function queueFrame() {
+  if (state.frameQueued) return;
+  state.frameQueued = true;
+  requestAnimationFrame(() => {
+    state.frameQueued = false;
+    state.render();
+  });
+}
