@@ -22,6 +22,10 @@ public struct ServiceConfiguration: Sendable {
     public var token: String?
     /// When true, every mutating API call (POST, PUT, PATCH, DELETE) answers 403.
     public var readOnly = false
+    /// Extra names the `Host` header may carry (`--allowed-host`; `*` for any).
+    public var allowedHosts: [String] = []
+    /// Other origins whose pages may call the API (`--allowed-origin`).
+    public var allowedOrigins: [String] = []
 
     /// The defaults.
     public init() {}
@@ -47,6 +51,8 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
     private var commands: CommandSource<Job>! = nil
     private var router = Router()
     private var server: HTTPServer! = nil
+    private var requestGuard: RequestGuard! = nil
+    private let boundPort = Atomic<UInt16>(0)
     private let stateLock = NSLock()
     private var accepting = false
     private var stopped = false
@@ -121,8 +127,12 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             registry: registry, events: hub, limits: configuration.api, version: versionValue(),
             openAPI: OpenAPIDocument.document(limits: configuration))
         router = api.makeRouter()
+        requestGuard = try RequestGuard(
+            boundHost: configuration.http.host, allowedHosts: configuration.allowedHosts,
+            allowedOrigins: configuration.allowedOrigins)
         server = HTTPServer(configuration: configuration.http, handler: self, logger: logger)
         try server.start()
+        boundPort.store(server.port, ordering: .releasing)
         stateLock.lock()
         accepting = true
         stateLock.unlock()
@@ -184,18 +194,27 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
 
     // MARK: - HTTP thread side
 
-    /// Called on a libmicrohttpd thread: `/api/*` goes to the control loop;
-    /// probes, metrics and static files are answered here. Every answer gets an
-    /// `X-Request-Id`, an access-log line and its metrics.
+    /// Called on a libmicrohttpd thread: first the `RequestGuard` (Host and
+    /// Origin), then `/api/*` goes to the control loop; preflights, probes,
+    /// metrics and static files are answered here. Every answer gets an
+    /// `X-Request-Id`, the security headers, an access-log line and its metrics.
     public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         let path = request.path
         let isAPI = path == "/api" || path.hasPrefix("/api/")
-        let trace = RequestTrace(requestId: Self.requestId(for: request), route: isAPI ? "unmatched" : Self.route(path))
+        let route = isAPI ? "unmatched" : Self.route(path)
+        let trace = RequestTrace(requestId: Self.requestId(for: request), route: route)
         let logger = self.logger
         let metrics = self.metrics
+        let isDashboard = route == "static"
+        let origin = request.headers["origin"]
+        let cors =
+            isAPI && origin != nil && request.method != "OPTIONS"
+            ? requestGuard.corsHeaders(origin: origin, host: request.headers["host"]) : []
         let answer: @Sendable (HTTPResponse) -> Void = { response in
             var response = response
             response.headers.append(("X-Request-Id", trace.requestId))
+            response.headers.append(contentsOf: cors)
+            SecurityHeaders.add(to: &response.headers, dashboard: isDashboard)
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - trace.started) / 1e9
             let route = trace.route
             metrics.recordRequest(route: route, status: response.status, seconds: seconds)
@@ -209,6 +228,23 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
                     "requestId": "\(trace.requestId)", "route": "\(route)", "status": "\(response.status)",
                     "durationMs": "\((seconds * 1e6).rounded() / 1000)", "remote": "\(request.remoteAddress ?? "-")",
                 ])
+        }
+        // Before anything else: a foreign Host or Origin changes nothing.
+        let verdict = requestGuard.check(
+            method: request.method, host: request.headers["host"], origin: origin,
+            referer: request.headers["referer"], boundPort: boundPort.load(ordering: .acquiring))
+        if case .refuse(let status, let code, let message, let field) = verdict {
+            answer(
+                HTTPResponse.jsonError(
+                    status: status, code: code, message: message, field: field,
+                    headers: [("Cache-Control", "no-store")]))
+            return
+        }
+        if isAPI, request.method == "OPTIONS", let origin, request.headers["access-control-request-method"] != nil {
+            // A CORS preflight from an allowed origin (the guard refused the rest).
+            // Answered here: preflights never carry the token.
+            answer(HTTPResponse(status: 204, headers: requestGuard.preflightHeaders(origin: origin)))
+            return
         }
         if isAPI {
             guard isReady, let loop = control?.runLoop else {
