@@ -116,8 +116,8 @@ final class RunLoopd: @unchecked Sendable {
     }
 
     /// Starts `runloopd --port 0 --port-file … --public-dir Public` plus `arguments`
-    /// and waits (at most 20 s) until it wrote its port.
-    static func start(_ arguments: [String] = []) throws -> RunLoopd {
+    /// (with `environment` added to the inherited one, minus its `RUNLOOPD_*`) and waits (at most 20 s) until it wrote its port.
+    static func start(_ arguments: [String] = [], environment: [String: String] = [:]) throws -> RunLoopd {
         guard let binary = E2EPaths.binary else {
             throw E2EError("no runloopd binary: run swift build first (or set RUNLOOPD_BINARY)")
         }
@@ -130,6 +130,7 @@ final class RunLoopd: @unchecked Sendable {
         process.arguments =
             ["--port", "0", "--port-file", portFile.path, "--public-dir", E2EPaths.publicDirectory] + arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
+            .merging(environment) { _, given in given }
         let output = E2EMonitor(Output())
         let errors = Pipe()
         process.standardError = errors
@@ -287,7 +288,9 @@ enum E2EHTTP {
     static func request(
         _ method: String, _ path: String, body: [UInt8]?, contentType: String?, headers: [(String, String)]
     ) -> [UInt8] {
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        // A Host among `headers` replaces the default one (the rebinding tests send foreign ones).
+        let customHost = headers.contains { $0.0.lowercased() == "host" }
+        var head = "\(method) \(path) HTTP/1.1\r\n\(customHost ? "" : "Host: 127.0.0.1\r\n")Connection: close\r\n"
         if let contentType { head += "Content-Type: \(contentType)\r\n" }
         if let body { head += "Content-Length: \(body.count)\r\n" }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
