@@ -222,6 +222,29 @@ struct E2ESecurityTests {
         }
     }
 
+    @Test("the OpenAPI document lists 421 everywhere, 401 on /api, 403 on every POST and DELETE")
+    func openAPIStatuses() async throws {
+        try await RunLoopd.with { server in
+            let document = try await server.client.get("/api/openapi.json").json
+            let paths = try #require(document["paths"].object)
+            var operations = 0
+            for (path, item) in paths {
+                for (method, operation) in item.object ?? [:] where method != "parameters" {
+                    let responses = operation["responses"].object ?? [:]
+                    operations += 1
+                    #expect(responses["421"] != nil, "\(method) \(path)")
+                    #expect((responses["401"] != nil) == path.hasPrefix("/api/"), "\(method) \(path)")
+                    #expect((responses["403"] != nil) == (method == "post" || method == "delete"), "\(method) \(path)")
+                }
+            }
+            #expect(operations > 40)
+            for name in ["Unauthorized", "Forbidden", "MisdirectedRequest"] {
+                #expect(document["components"]["responses"][name]["content"].object != nil, "\(name)")
+            }
+            #expect(document["components"]["headers"]["WWW-Authenticate"].object != nil)
+        }
+    }
+
     // MARK: - Start-up
 
     /// Runs the binary with `arguments` until it exits (at most 20 s): its status and output.
