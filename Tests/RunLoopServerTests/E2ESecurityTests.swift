@@ -87,6 +87,25 @@ struct E2ESecurityTests {
         }
     }
 
+    @Test("a repeated Host, Origin or Referer is refused in either order")
+    func repeatedFields() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            let own = "http://127.0.0.1:\(server.port)"
+            let cases: [[(String, String)]] = [
+                [("Host", "127.0.0.1"), ("Host", "evil.example")], [("Host", "evil.example"), ("Host", "127.0.0.1")],
+                [("Origin", own), ("Origin", "http://evil.example")],
+                [("Origin", "http://evil.example"), ("Origin", own)],
+                [("Referer", own + "/"), ("Referer", "http://evil.example/")],
+            ]
+            for headers in cases {
+                let r = try await c.send("POST", "/api/threads", headers: headers)
+                #expect(r.status == 421 || r.status == 403, "\(headers): \(r)")
+            }
+            #expect(try await threadCount(c) == 0)
+        }
+    }
+
     @Test("the dashboard's own origin, plain curl and reads from anywhere work as before")
     func ownOriginAndCurl() async throws {
         try await RunLoopd.with { server in

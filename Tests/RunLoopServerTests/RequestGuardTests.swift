@@ -162,6 +162,25 @@ struct RequestGuardTests {
         #expect(guardian.check(method: "POST", host: host, origin: nil, referer: nil, boundPort: 8080) == .allow)
     }
 
+    @Test("repeated fields (joined with \", \" by the HTTP layer) are never accepted, in either order")
+    func joinedValues() throws {
+        let guardian = try loopback()
+        let own = "http://127.0.0.1:8080"
+        for host in ["127.0.0.1, evil.example", "evil.example, 127.0.0.1", "localhost, localhost"] {
+            #expect(code(guardian.check(method: "GET", host: host, origin: nil, referer: nil, boundPort: 8080)) != nil)
+        }
+        for origin in ["\(own), http://evil.example", "http://evil.example, \(own)", "\(own), \(own)"] {
+            let verdict = guardian.check(
+                method: "POST", host: "127.0.0.1:8080", origin: origin, referer: nil, boundPort: 8080)
+            #expect(code(verdict) == "forbidden_origin", "\(origin)")
+        }
+        for referer in ["\(own)/, http://evil.example/", "\(own)/a b", "\(own)/\t"] {
+            let verdict = guardian.check(
+                method: "POST", host: "127.0.0.1:8080", origin: nil, referer: referer, boundPort: 8080)
+            #expect(code(verdict) == "forbidden_origin", "\(referer)")
+        }
+    }
+
     @Test("--allowed-origin: allowed to change state and given CORS headers; same-origin gets none")
     func allowedOrigins() throws {
         let guardian = try loopback(origins: ["https://Dash.Example:443", "http://[::1]:3000"])

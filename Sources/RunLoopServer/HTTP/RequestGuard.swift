@@ -298,6 +298,8 @@ public struct RequestGuard: Sendable {
     /// Parses an `Origin` value, or the origin part of a `Referer` URL.
     static func origin(_ text: String, isReferer: Bool) -> OriginValue {
         if !isReferer && text == "null" { return .opaque }
+        // No space or control character belongs in either (repeated fields are joined with ", ").
+        guard !text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return .malformed }
         guard let separator = text.range(of: "://") else { return .malformed }
         let scheme = text[..<separator.lowerBound].lowercased()
         guard !scheme.isEmpty,
