@@ -359,14 +359,17 @@ public enum SecurityHeaders {
     /// Adds the security headers `headers` lacks: the dashboard's policy on
     /// static files (`dashboard`), the API's elsewhere.
     public static func add(to headers: inout [(String, String)], dashboard: Bool) {
-        func add(_ name: String, _ value: String) {
-            let lower = name.lowercased()
-            if !headers.contains(where: { $0.0.lowercased() == lower }) { headers.append((name, value)) }
+        var missing = [Bool](repeating: true, count: names.count)
+        for (name, _) in headers {
+            if let index = lowercasedNames.firstIndex(of: name.lowercased()) { missing[index] = false }
         }
-        add("Content-Security-Policy", dashboard ? dashboardPolicy : apiPolicy)
-        add("X-Content-Type-Options", "nosniff")
-        add("X-Frame-Options", "DENY")
-        add("Referrer-Policy", "no-referrer")
-        add("Cross-Origin-Resource-Policy", "same-origin")
+        let values = [dashboard ? dashboardPolicy : apiPolicy, "nosniff", "DENY", "no-referrer", "same-origin"]
+        for index in names.indices where missing[index] { headers.append((names[index], values[index])) }
     }
+
+    private static let names = [
+        "Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy",
+        "Cross-Origin-Resource-Policy",
+    ]
+    private static let lowercasedNames = names.map { $0.lowercased() }
 }
