@@ -1,6 +1,12 @@
 # runloopd container image.
 #   docker build -t runloopd .
-#   docker run --rm -p 8080:8080 -e RUNLOOPD_TOKEN=change-me runloopd
+#   docker run --rm -p 8080:8080 -e RUNLOOPD_TOKEN="$(openssl rand -hex 32)" runloopd
+# or, with the token in a file (a Docker/Compose secret mounts at /run/secrets/<name>):
+#   docker run --rm -p 8080:8080 -v "$PWD/token:/run/secrets/runloopd_token:ro" \
+#     -e RUNLOOPD_TOKEN_FILE=/run/secrets/runloopd_token runloopd
+# It listens on 0.0.0.0, so without a token it refuses to start; RUNLOOPD_NO_AUTH=1
+# (or --no-auth) runs it open on purpose. Browse it as http://localhost:8080/ or by
+# IP; any other name the browser uses goes in RUNLOOPD_ALLOWED_HOST (comma-separated).
 # The runtime stage is proven without a Docker engine by `make test-container`
 # (a debootstrap'd bookworm root holding exactly RUNTIME_PACKAGES).
 

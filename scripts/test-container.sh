@@ -4,8 +4,12 @@
 #   2. debootstraps a minimal bookworm root holding ONLY the runtime packages the
 #      Dockerfile installs (its RUNTIME_PACKAGES argument), cached under .build/;
 #   3. installs the binary, Public/ and the non-root user as the Dockerfile does;
-#   4. runs runloopd inside the root (chroot) as that user and checks /healthz,
-#      one API round trip, the healthcheck subcommand, and a clean SIGTERM exit.
+#   4. runs runloopd inside the root (chroot) as that user with the Dockerfile's
+#      CMD (--host 0.0.0.0, only the port changed): without a token it must refuse
+#      to start; with the token as a mounted secret file (RUNLOOPD_TOKEN_FILE) it
+#      checks /healthz (also by pod IP), 401 without the token, one API round
+#      trip with it, 421 for a foreign Host, 403 for a foreign Origin, the
+#      dashboard's CSP, the healthcheck subcommand, and a clean SIGTERM exit.
 # A shared library missing from the root makes the binary fail to start: FAIL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,12 +55,36 @@ trap cleanup EXIT
 mount -t proc proc "$root/proc" && mounted=1
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-echo "== run as uid $uid on 127.0.0.1:$port"
-chroot --userspec="$uid:$uid" "$root" /usr/local/bin/runloopd serve --host 127.0.0.1 --port "$port" \
-  --public-dir /srv/runloopd/Public >"$root.server.log" 2>&1 &
-server=$!
-
+# The Dockerfile's CMD, with the free port instead of 8080.
+mapfile -t cmd < <(python3 - "$port" <<'PY'
+import json, re, sys
+text = open("Dockerfile").read()
+args = json.loads(re.search(r"^CMD (\[.*\])$", text, re.M).group(1))
+args[args.index("--port") + 1] = sys.argv[1]
+print("\n".join(args))
+PY
+)
 fail() { echo "FAIL: $*"; echo "--- server log"; cat "$root.server.log"; exit 1; }
+passed=0
+check() { if "$@"; then passed=$((passed + 1)); else fail "$*"; fi; }
+
+echo "== run the image's CMD (${cmd[*]}) as uid $uid without a token: it must refuse"
+rc=0
+env -u RUNLOOPD_TOKEN -u RUNLOOPD_TOKEN_FILE -u RUNLOOPD_NO_AUTH timeout 20 \
+  chroot --userspec="$uid:$uid" "$root" /usr/local/bin/runloopd "${cmd[@]}" >"$root.server.log" 2>&1 || rc=$?
+check test "$rc" -eq 1
+check grep -q -- "--no-auth" "$root.server.log"
+check grep -q "RUNLOOPD_TOKEN_FILE" "$root.server.log"
+
+# The token as a secret file, readable only by the runtime user (as a mounted secret).
+token=$(python3 -c 'import secrets; print(secrets.token_hex(32))')
+mkdir -p "$root/run/secrets"
+printf '%s\n' "$token" >"$root/run/secrets/runloopd_token"
+chown "$uid:$uid" "$root/run/secrets/runloopd_token" && chmod 0400 "$root/run/secrets/runloopd_token"
+echo "== run the image's CMD as uid $uid on 0.0.0.0:$port with RUNLOOPD_TOKEN_FILE"
+RUNLOOPD_TOKEN_FILE=/run/secrets/runloopd_token \
+  chroot --userspec="$uid:$uid" "$root" /usr/local/bin/runloopd "${cmd[@]}" >"$root.server.log" 2>&1 &
+server=$!
 deadline=$((SECONDS + 20))
 until curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; do
   kill -0 "$server" 2>/dev/null || fail "runloopd exited at start (a missing shared library?)"
@@ -64,16 +92,24 @@ until curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; do
   # wait on the process for a moment instead of sleeping blind
   timeout 0.1 tail --pid="$server" -f /dev/null || true
 done
-passed=0
-check() { if "$@"; then passed=$((passed + 1)); else fail "$*"; fi; }
-check curl -fsS "http://127.0.0.1:$port/healthz" -o /dev/null
-created=$(curl -fsS -X POST -H 'Content-Type: application/json' -d '{"run":{"style":"manual"},"keepAlive":"none"}' \
-  "http://127.0.0.1:$port/api/threads")
+base="http://127.0.0.1:$port"
+auth=(-H "Authorization: Bearer $token")
+status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+check curl -fsS "$base/healthz" -o /dev/null
+check test "$(status -H "Host: 10.244.0.7:8080" "$base/healthz")" = 200   # a kubelet probe by pod IP
+check test "$(status "$base/api/threads")" = 401
+created=$(curl -fsS "${auth[@]}" -X POST -H 'Content-Type: application/json' \
+  -d '{"run":{"style":"manual"},"keepAlive":"none"}' "$base/api/threads")
 tid=$(printf '%s' "$created" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-run=$(curl -fsS -X POST -H 'Content-Type: application/json' -d '{"seconds":0.1}' \
-  "http://127.0.0.1:$port/api/threads/$tid/run")
+run=$(curl -fsS "${auth[@]}" -X POST -H 'Content-Type: application/json' -d '{"seconds":0.1}' \
+  "$base/api/threads/$tid/run")
 check test "$(printf '%s' "$run" | python3 -c 'import json,sys; print(json.load(sys.stdin)["exitReason"])')" = finished
-check curl -fsS "http://127.0.0.1:$port/" -o /dev/null
+check test "$(status "${auth[@]}" -H 'Host: evil.example' "$base/api/threads")" = 421
+check test "$(status "${auth[@]}" -X POST -H 'Origin: http://evil.example' "$base/api/threads")" = 403
+count=$(curl -fsS "${auth[@]}" "$base/api/threads" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["threads"]))')
+check test "$count" = 1
+check curl -fsS "$base/" -o /dev/null
+check sh -c "curl -fsSI '$base/' | grep -qi \"^content-security-policy: default-src 'none'; script-src 'self'\""
 check chroot --userspec="$uid:$uid" "$root" /usr/local/bin/runloopd healthcheck --port "$port"
 if chroot --userspec="$uid:$uid" "$root" /usr/local/bin/runloopd healthcheck --port 1 2>/dev/null; then
   fail "healthcheck passed against a closed port"

@@ -11,7 +11,7 @@ public struct HTTPRequest: Sendable {
     public var path: String
     /// Query arguments (first value wins for repeated keys), percent-decoded.
     public var query: [String: String]
-    /// Header fields with lower-cased names (last value wins).
+    /// Header fields with lower-cased names; a repeated field's values joined with `, `.
     public var headers: [String: String]
     /// The request body (bounded by the server's body limit).
     public var body: [UInt8]

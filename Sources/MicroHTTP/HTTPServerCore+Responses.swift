@@ -103,8 +103,16 @@ extension HTTPServerCore {
 
     static func headerFields(_ connection: OpaquePointer) -> [String: String] {
         var headers: [String: String] = [:]
+        // A repeated field is one comma-separated list (RFC 9110 §5.3): two
+        // Hosts or two Origins become one value no check accepts, instead of
+        // letting the last one win.
         for (name, value) in values(connection, kind: .HEADER_KIND) {
-            headers[name.lowercased()] = value
+            let key = name.lowercased()
+            if let earlier = headers[key] {
+                headers[key] = earlier + ", " + value
+            } else {
+                headers[key] = value
+            }
         }
         return headers
     }

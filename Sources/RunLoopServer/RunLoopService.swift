@@ -23,6 +23,10 @@ public struct ServiceConfiguration: Sendable {
     public var token: String?
     /// When true, every mutating API call (POST, PUT, PATCH, DELETE) answers 403.
     public var readOnly = false
+    /// Extra names the `Host` header may carry (`--allowed-host`; `*` for any).
+    public var allowedHosts: [String] = []
+    /// Other origins whose pages may call the API (`--allowed-origin`).
+    public var allowedOrigins: [String] = []
 
     /// The defaults.
     public init() {}
@@ -55,6 +59,9 @@ public final class RunLoopService: Sendable {
         var control: ControlLoop<Job>?
         var router = Router()
         var server: HTTPServer?
+        var requestGuard: RequestGuard?
+        /// The port the server is bound to (what a same-origin page's Origin names).
+        var boundPort: UInt16 = 0
         var accepting = false
         var stopped = false
     }
@@ -127,11 +134,15 @@ public final class RunLoopService: Sendable {
         let api = API(
             registry: registry, events: hub, limits: configuration.api, version: versionValue(),
             openAPI: OpenAPIDocument.document(limits: configuration))
+        let requestGuard = try RequestGuard(
+            boundHost: configuration.http.host, allowedHosts: configuration.allowedHosts,
+            allowedOrigins: configuration.allowedOrigins)
         let server = HTTPServer(configuration: configuration.http, handler: Forwarder(self), logger: logger)
         running.withLock {
             $0.control = control
             $0.router = api.makeRouter()
             $0.server = server
+            $0.requestGuard = requestGuard
         }
         do {
             try server.start()
@@ -139,7 +150,10 @@ public final class RunLoopService: Sendable {
             control.stop()
             throw error
         }
-        running.withLock { $0.accepting = true }
+        running.withLock {
+            $0.boundPort = server.port
+            $0.accepting = true
+        }
         logger.info(
             "runloopd listening",
             metadata: [
@@ -193,18 +207,32 @@ public final class RunLoopService: Sendable {
 
     // MARK: - HTTP thread side
 
-    /// Called on a libmicrohttpd thread (through the `Forwarder`): `/api/*` goes to the control loop;
-    /// probes, metrics and static files are answered here. Every answer gets an
-    /// `X-Request-Id`, an access-log line and its metrics.
+    /// Called on a libmicrohttpd thread (through the `Forwarder`): first the
+    /// `RequestGuard` (Host and Origin), then `/api/*` goes to the control loop;
+    /// preflights, probes, metrics and static files are answered here. Every
+    /// answer gets an `X-Request-Id`, the security headers, an access-log line
+    /// and its metrics.
     func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         let path = request.path
         let isAPI = path == "/api" || path.hasPrefix("/api/")
-        let trace = RequestTrace(requestId: Self.requestId(for: request), route: isAPI ? "unmatched" : Self.route(path))
+        let route = isAPI ? "unmatched" : Self.route(path)
+        let trace = RequestTrace(requestId: Self.requestId(for: request), route: route)
         let logger = self.logger
         let metrics = self.metrics
+        // One look at the running state per request: the guard, the port, the control loop.
+        let (requestGuard, boundPort, control) = running.withLock {
+            ($0.requestGuard, $0.boundPort, $0.accepting ? $0.control : nil)
+        }
+        let isDashboard = route == "static"
+        let origin = request.headers["origin"]
+        let cors =
+            isAPI && origin != nil && request.method != "OPTIONS"
+            ? (requestGuard?.corsHeaders(origin: origin, host: request.headers["host"]) ?? []) : []
         let answer: @Sendable (HTTPResponse) -> Void = { response in
             var response = response
             response.headers.append(("X-Request-Id", trace.requestId))
+            response.headers.append(contentsOf: cors)
+            SecurityHeaders.add(to: &response.headers, dashboard: isDashboard)
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - trace.started) / 1e9
             let route = trace.route
             metrics.recordRequest(route: route, status: response.status, seconds: seconds)
@@ -219,8 +247,33 @@ public final class RunLoopService: Sendable {
                     "durationMs": "\((seconds * 1e6).rounded() / 1000)", "remote": "\(request.remoteAddress ?? "-")",
                 ])
         }
+        // Before anything else: a foreign Host or Origin changes nothing.
+        guard let requestGuard else {
+            answer(
+                APIResponses.error(
+                    status: 503, code: "shutting_down", message: "runloopd is not accepting requests",
+                    headers: [("Retry-After", "1")]))
+            return
+        }
+        let verdict = requestGuard.check(
+            method: request.method, host: request.headers["host"], origin: origin,
+            referer: request.headers["referer"], boundPort: boundPort)
+        if case .refuse(let status, let code, let message, let field) = verdict {
+            answer(
+                APIResponses.refusal(
+                    HTTPRefusal(
+                        status: status, code: code, message: message, field: field,
+                        headers: [("Cache-Control", "no-store")])))
+            return
+        }
+        if isAPI, request.method == "OPTIONS", let origin, request.headers["access-control-request-method"] != nil {
+            // A CORS preflight from an allowed origin (the guard refused the rest).
+            // Answered here: preflights never carry the token.
+            answer(HTTPResponse(status: 204, headers: requestGuard.preflightHeaders(origin: origin)))
+            return
+        }
         if isAPI {
-            guard let control = running.withLock({ $0.accepting ? $0.control : nil }), control.isRunning else {
+            guard let control, control.isRunning else {
                 answer(
                     APIResponses.error(
                         status: 503, code: "shutting_down", message: "runloopd is not accepting requests",

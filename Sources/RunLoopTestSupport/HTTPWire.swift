@@ -1,14 +1,17 @@
 /// HTTP/1.1 framing for the test client: requests as bytes, response heads,
 /// and a decoder that takes a response apart as its bytes arrive.
 public enum HTTPWire {
-    /// A request's bytes: `Host`, `Connection: close` unless `keepAlive`,
+    /// A request's bytes: `Host: 127.0.0.1` (unless `headers` has a Host),
+    /// `Connection: close` unless `keepAlive`,
     /// `Content-Type` when given, `Content-Length` when there is a body, then
     /// `headers` as given (nothing is checked: abuse tests send what they like).
     public static func request(
         _ method: String, _ path: String, body: [UInt8]?, contentType: String?, headers: [(String, String)],
         keepAlive: Bool = false
     ) -> [UInt8] {
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        // A Host among `headers` replaces the default one (rebinding tests send foreign ones).
+        let customHost = headers.contains { $0.0.lowercased() == "host" }
+        var head = "\(method) \(path) HTTP/1.1\r\n" + (customHost ? "" : "Host: 127.0.0.1\r\n")
         if !keepAlive { head += "Connection: close\r\n" }
         if let contentType { head += "Content-Type: \(contentType)\r\n" }
         if let body { head += "Content-Length: \(body.count)\r\n" }

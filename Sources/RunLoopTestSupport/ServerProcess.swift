@@ -14,6 +14,12 @@ public final class ServerProcess: @unchecked Sendable {
         /// Everything the process wrote to stderr so far.
         public var log = ""
         public var exitStatus: Int32?
+
+        /// Output seen so far (none by default).
+        public init(log: String = "", exitStatus: Int32? = nil) {
+            self.log = log
+            self.exitStatus = exitStatus
+        }
     }
 
     public let process: Process
@@ -33,15 +39,18 @@ public final class ServerProcess: @unchecked Sendable {
     }
 
     /// Starts `binary --port 0 --port-file <temporary> arguments` (with no
-    /// `RUNLOOPD_*` variable inherited) and waits up to `timeout` seconds for it
+    /// `RUNLOOPD_*` variable inherited, `environment` added) and waits up to `timeout` seconds for it
     /// to write the port it listens on (which it does once it accepts
     /// connections).
-    public static func runloopd(binary: URL, arguments: [String] = [], timeout: Double = 20) throws -> ServerProcess {
+    public static func runloopd(
+        binary: URL, arguments: [String] = [], environment extra: [String: String] = [:], timeout: Double = 20
+    ) throws -> ServerProcess {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "runloopd-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let portFile = directory.appendingPathComponent("port")
         let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
+            .merging(extra) { _, given in given }
         let (process, output) = try launch(
             binary, ["--port", "0", "--port-file", portFile.path] + arguments, environment: environment)
         func writtenPort() -> UInt16? {

@@ -84,11 +84,34 @@ struct Serve: ParsableCommand {
     @Option(help: "text (human-readable) or json (one JSON object per line).")
     var logFormat: String = Env.string("LOG_FORMAT") ?? "text"
 
-    @Option(help: "Require Authorization: Bearer <token> on every /api request (prefer RUNLOOPD_TOKEN).")
+    @Option(
+        help: "Require Authorization: Bearer <token> on every /api request (prefer RUNLOOPD_TOKEN or --token-file).")
     var token: String = Env.string("TOKEN") ?? ""
 
+    @Option(
+        help:
+            "Read the token from this file (a mounted Docker or Kubernetes secret); surrounding whitespace is ignored.")
+    var tokenFile: String = Env.string("TOKEN_FILE") ?? ""
+
+    @Flag(help: "Allow serving the API without a token on a non-loopback address (anyone who can connect controls it).")
+    var noAuth: Bool = Env.bool("NO_AUTH") ?? false
+
+    @Option(
+        help: ArgumentHelp(
+            "Another name the Host header may carry (repeatable; '*' turns the DNS-rebinding check off).",
+            discussion:
+                "localhost, 127.0.0.1, [::1] and the bound address are always allowed. RUNLOOPD_ALLOWED_HOST takes a comma-separated list."
+        ))
+    var allowedHost: [String] = Env.list("ALLOWED_HOST")
+
+    @Option(
+        help: ArgumentHelp(
+            "Another origin whose pages may change state, e.g. https://dash.example:8443 (repeatable).",
+            discussion: "RUNLOOPD_ALLOWED_ORIGIN takes a comma-separated list."))
+    var allowedOrigin: [String] = Env.list("ALLOWED_ORIGIN")
+
     @Flag(help: "Refuse every mutating API call with 403.")
-    var readOnly: Bool = Env.string("READ_ONLY").map { ["1", "true", "yes"].contains($0.lowercased()) } ?? false
+    var readOnly: Bool = Env.bool("READ_ONLY") ?? false
 
     @Option(help: "Write the bound port to this file once listening (for scripts and tests with --port 0).")
     var portFile: String = Env.string("PORT_FILE") ?? ""
@@ -111,6 +134,29 @@ struct Serve: ParsableCommand {
         guard maxWait.isFinite, maxWait > 0, connectionTimeout.isFinite, connectionTimeout > 0 else {
             throw ValidationError("--max-wait and --connection-timeout must be positive")
         }
+        guard token.isEmpty || tokenFile.isEmpty else {
+            throw ValidationError("give the token once: --token (RUNLOOPD_TOKEN) or --token-file (RUNLOOPD_TOKEN_FILE)")
+        }
+        guard !noAuth || (token.isEmpty && tokenFile.isEmpty) else {
+            throw ValidationError("--no-auth contradicts the token given with --token or --token-file")
+        }
+        do {
+            _ = try RequestGuard(boundHost: host, allowedHosts: allowedHost, allowedOrigins: allowedOrigin)
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+
+    /// The token from `--token` or `--token-file` (nil when neither is given).
+    func resolvedToken() throws(ValidationError) -> String? {
+        if !token.isEmpty { return token }
+        guard !tokenFile.isEmpty else { return nil }
+        guard let data = FileManager.default.contents(atPath: tokenFile) else {
+            throw ValidationError("cannot read --token-file \(tokenFile)")
+        }
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty else { throw ValidationError("--token-file \(tokenFile) is empty") }
+        return text
     }
 
     func run() throws {
@@ -123,6 +169,30 @@ struct Serve: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "runloopd")
+        let secret: String?
+        do {
+            secret = try resolvedToken()
+        } catch {
+            logger.critical("cannot start: \(error.message)")
+            throw ExitCode(1)
+        }
+        let loopback = RequestGuard.isLoopback(host)
+        if secret == nil && !loopback {
+            if !noAuth {
+                logger.critical(
+                    "cannot start: refusing to serve an open control plane on \(host) without a token. Set one with RUNLOOPD_TOKEN (or --token), or mount it as a file and give --token-file (RUNLOOPD_TOKEN_FILE); or bind to 127.0.0.1; or, to run open on purpose, pass --no-auth (RUNLOOPD_NO_AUTH=1)."
+                )
+                throw ExitCode(1)
+            }
+            logger.warning(
+                "LISTENING ON \(host) WITHOUT A TOKEN (--no-auth): anyone who can reach this port controls every run loop."
+            )
+        }
+        if allowedHost.contains(where: { $0.trimmingCharacters(in: .whitespaces) == "*" }) {
+            logger.warning(
+                "--allowed-host '*': the Host check is off, so a page whose DNS name is rebound to this address can drive runloopd as its own origin."
+            )
+        }
         raiseDescriptorLimit(logger: logger)
 
         // Block SIGINT/SIGTERM before any thread starts (threads inherit the
@@ -151,13 +221,10 @@ struct Serve: ParsableCommand {
         config.api.maxEventClients = maxEventClients
         config.maxQueuedRequests = maxQueuedRequests
         config.publicDirectory = publicDir
-        config.token = token.isEmpty ? nil : token
+        config.token = secret
         config.readOnly = readOnly
-        if token.isEmpty && !["127.0.0.1", "::1", "localhost"].contains(host) && !host.hasPrefix("127.") {
-            logger.warning(
-                "LISTENING ON \(host) WITHOUT A TOKEN: anyone who can reach this port controls every run loop. Set RUNLOOPD_TOKEN (or --token), or bind to 127.0.0.1."
-            )
-        }
+        config.allowedHosts = allowedHost
+        config.allowedOrigins = allowedOrigin
 
         let service = RunLoopService(configuration: config, logger: logger)
         do {
@@ -210,4 +277,14 @@ enum Env {
     static func integer(_ name: String) -> Int? { string(name).flatMap { Int($0) } }
 
     static func double(_ name: String) -> Double? { string(name).flatMap { Double($0) } }
+
+    /// `1`, `true` or `yes` (any case) is true; anything else set is false.
+    static func bool(_ name: String) -> Bool? { string(name).map { ["1", "true", "yes"].contains($0.lowercased()) } }
+
+    /// A comma-separated list (empty items dropped).
+    static func list(_ name: String) -> [String] {
+        (string(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+            !$0.isEmpty
+        }
+    }
 }

@@ -77,12 +77,14 @@ extension ServerProcess {
     var client: E2EClient { E2EClient(port: port) }
 
     /// Starts `runloopd --port 0 --port-file … --public-dir Public` plus `arguments`
+    /// (with `environment` added to the inherited one, minus its `RUNLOOPD_*`)
     /// and waits (at most 20 s) until it listens.
-    static func start(_ arguments: [String] = []) throws -> RunLoopd {
+    static func start(_ arguments: [String] = [], environment: [String: String] = [:]) throws -> RunLoopd {
         guard let binary = E2EPaths.binary else {
             throw E2EError("no runloopd binary: run swift build first (or set RUNLOOPD_BINARY)")
         }
-        return try runloopd(binary: binary, arguments: ["--public-dir", E2EPaths.publicDirectory] + arguments)
+        return try runloopd(
+            binary: binary, arguments: ["--public-dir", E2EPaths.publicDirectory] + arguments, environment: environment)
     }
 
     /// Runs `body` against a fresh server and always stops it.

@@ -220,7 +220,7 @@ def status_of(raw):
 def probe_once(port, path="/healthz", source="127.0.0.2", timeout=2.0):
     """One request on a fresh connection from `source`; seconds taken, or None."""
     started = time.monotonic()
-    got, _ = raw_exchange(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),
+    got, _ = raw_exchange(port, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode(),
                           read_timeout=timeout, source=source)
     if status_of(got) != 200:
         return None

@@ -16,7 +16,7 @@ import conftest  # noqa: E402
 conftest.BIN = os.environ["RUNLOOPD_BIN"]
 s = conftest.Server("--max-wait", "5", "--connection-timeout", "2", log_level="error")
 sse = socket.create_connection(("127.0.0.1", s.port), timeout=10)
-sse.sendall(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n")
+sse.sendall(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 sse.recv(4096)
 for round_ in range(20):
     ids = [s.thread(run={"style": style}) for style in ("loop", "manual", "forever")]
@@ -39,7 +39,7 @@ for round_ in range(20):
     s.get("/api/threads/nope")
     gone = socket.create_connection(("127.0.0.1", s.port), timeout=5)
     body = b'{"selector":"count","waitUntilDone":true,"timeout":0.5}'
-    gone.sendall(b"POST /api/threads/%s/perform HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    gone.sendall(b"POST /api/threads/%s/perform HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n%s" % (manual.encode(), len(body), body))
     gone.close()
     time.sleep(0.05)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hardening suite of issue 7 against the real binary: API fuzzing
 # (schemathesis), protocol abuse, slowloris + a 10,000-connection flood with a
-# latency probe, faults inside loops, churn, shutdown under load.
+# latency probe, faults inside loops, churn, shutdown under load, and (issue 12) Host and Origin attacks.
 #   bash Tests/hardening/run.sh path/to/runloopd [pytest args...]
 # Installs pytest, requests and schemathesis (pip) only when missing. Each test
 # starts its own runloopd on a free 127.0.0.1 port (--port 0 --port-file) and

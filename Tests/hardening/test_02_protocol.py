@@ -25,37 +25,37 @@ def server(server_factory):
 MALFORMED = {
     "garbage": b"GARBAGE\r\n\r\n",
     "no_version": b"GET /api/version\r\n\r\n",
-    "no_path": b"GET HTTP/1.1\r\nHost: x\r\n\r\n",
-    "http_9": b"GET /api/version HTTP/9.9\r\nHost: x\r\n\r\n",
+    "no_path": b"GET HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "http_9": b"GET /api/version HTTP/9.9\r\nHost: 127.0.0.1\r\n\r\n",
     "http_0_9_style": b"GET /\r\n",
     "header_without_colon": b"GET /api/version HTTP/1.1\r\nHost x\r\n\r\n",
     "space_before_colon": b"GET /api/version HTTP/1.1\r\nHost : x\r\n\r\n",
-    "bare_lf": b"GET /api/version HTTP/1.1\nHost: x\n\n",
-    "nul_bytes": b"GET /api/\x00version HTTP/1.1\r\nHost: x\r\n\r\n",
+    "bare_lf": b"GET /api/version HTTP/1.1\nHost: 127.0.0.1\n\n",
+    "nul_bytes": b"GET /api/\x00version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
     "binary": bytes(range(256)) * 4 + b"\r\n\r\n",
-    "utf8_path": "GET /api/threads/\u00e9\u2603 HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
-    "percent_garbage": b"GET /api/threads/%zz%00%ff HTTP/1.1\r\nHost: x\r\n\r\n",
-    "dot_dot": b"GET /../../../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n",
-    "huge_url": b"GET /api/threads/" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
-    "huge_header": b"GET /api/version HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 100_000 + b"\r\n\r\n",
-    "many_headers": b"GET /api/version HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(5000)) + b"\r\n",
+    "utf8_path": "GET /api/threads/\u00e9\u2603 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode(),
+    "percent_garbage": b"GET /api/threads/%zz%00%ff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "dot_dot": b"GET /../../../../etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "huge_url": b"GET /api/threads/" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "huge_header": b"GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * 100_000 + b"\r\n\r\n",
+    "many_headers": b"GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(5000)) + b"\r\n",
     "no_host_http11": b"GET /api/version HTTP/1.1\r\n\r\n",
-    "bad_content_length": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}",
-    "negative_content_length": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n{}",
-    "overflow_content_length": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n{}",
-    "two_content_lengths": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 30\r\n\r\n{}",
-    "cl_and_chunked": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
-    "bad_chunk_size": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
-    "huge_chunk_size": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\n{}\r\n0\r\n\r\n",
-    "unknown_transfer_encoding": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, rot13\r\n\r\n{}",
-    "weird_method": b"BREW /api/version HTTP/1.1\r\nHost: x\r\n\r\n",
-    "long_method": b"G" * 5000 + b" /api/version HTTP/1.1\r\nHost: x\r\n\r\n",
-    "connect_method": b"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n",
-    "absolute_uri": b"GET http://evil.example/api/version HTTP/1.1\r\nHost: x\r\n\r\n",
-    "folded_header": b"GET /api/version HTTP/1.1\r\nHost: x\r\nX-A: one\r\n two\r\n\r\n",
-    "json_bomb": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20000\r\n\r\n" + b"[" * 10000 + b"]" * 10000,
-    "deep_object": b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 24000\r\n\r\n" + b'{"a":' * 4000 + b"1" + b"}" * 4000 + b" " * 3999,
-    "pipelined_100": b"GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n" * 100,
+    "bad_content_length": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n{}",
+    "negative_content_length": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n{}",
+    "overflow_content_length": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999999999999999999\r\n\r\n{}",
+    "two_content_lengths": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 30\r\n\r\n{}",
+    "cl_and_chunked": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+    "bad_chunk_size": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    "huge_chunk_size": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\n{}\r\n0\r\n\r\n",
+    "unknown_transfer_encoding": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip, rot13\r\n\r\n{}",
+    "weird_method": b"BREW /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "long_method": b"G" * 5000 + b" /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "connect_method": b"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "absolute_uri": b"GET http://evil.example/api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "folded_header": b"GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: one\r\n two\r\n\r\n",
+    "json_bomb": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 20000\r\n\r\n" + b"[" * 10000 + b"]" * 10000,
+    "deep_object": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 24000\r\n\r\n" + b'{"a":' * 4000 + b"1" + b"}" * 4000 + b" " * 3999,
+    "pipelined_100": b"GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 100,
 }
 
 
@@ -75,7 +75,7 @@ def test_malformed_input_gets_a_clean_answer(server, name):
 
 
 def test_body_over_the_limit_with_content_length_is_refused_before_the_body(server):
-    head = (b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = (b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % (LIMIT + 1))
     got, _ = raw_exchange(server.port, head, read_timeout=5)  # no body sent at all
     assert status_of(got) == 413, got[:300]
@@ -84,7 +84,7 @@ def test_body_over_the_limit_with_content_length_is_refused_before_the_body(serv
 def test_body_over_the_limit_chunked_gets_413_at_its_end(server):
     body = b"x" * (LIMIT * 2)
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 8192]), body[i:i + 8192]) for i in range(0, len(body), 8192))
-    head = b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    head = b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     got, _ = raw_exchange(server.port, head + chunked + b"0\r\n\r\n", read_timeout=5)
     assert status_of(got) == 413, got[:300]
 
@@ -93,7 +93,7 @@ def test_body_far_over_the_limit_chunked_has_its_connection_closed(server):
     """A chunked body that goes on and on: the server stops reading (closes)
     once it is far past the limit. We send at most 16 MiB."""
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    sock.sendall(b"POST /api/threads HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    sock.sendall(b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
     chunk = b"10000\r\n" + b"y" * 0x10000 + b"\r\n"
     sent = 0
     closed = False
@@ -118,7 +118,7 @@ def test_body_far_over_the_limit_chunked_has_its_connection_closed(server):
 
 def test_chunked_body_that_never_ends_times_out(server):
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT + 6)
-    sock.sendall(b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall(b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                  b"Transfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n")
     started = time.monotonic()
     try:
@@ -144,10 +144,10 @@ def test_clients_vanishing_mid_request_leave_nothing_behind(server):
     fds0, threads0 = server.fds(), server.threads()
     partials = [
         b"GET /api/ver",
-        b"POST /api/threads HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nContent-Type: application/json\r\n\r\n{\"na",
-        b"POST /api/threads HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"na",
+        b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\nContent-Type: application/json\r\n\r\n{\"na",
+        b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"na",
         # A complete request whose answer is suspended (waits up to 3 s), then the client is gone.
-        (b"POST /api/threads/%s/perform HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        (b"POST /api/threads/%s/perform HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
          b"Content-Length: %d\r\n\r\n" % (tid.encode(), 58)) + b'{"selector":"echo","waitUntilDone":true,"timeout":3.0}    ',
     ]
     for round_ in range(25):
@@ -179,12 +179,12 @@ def test_clients_vanishing_mid_sse_are_dropped_and_slots_reused(server):
         socks = []
         for _ in range(8):  # --max-event-clients 8
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-            sock.sendall(b"GET /api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+            sock.sendall(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
             head = sock.recv(4096)
             assert status_of(head) == 200, head[:200]
             socks.append(sock)
         # a ninth is refused while eight are connected
-        got, _ = raw_exchange(server.port, b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n", read_timeout=3)
+        got, _ = raw_exchange(server.port, b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", read_timeout=3)
         assert status_of(got) == 429, got[:200]
         for i, sock in enumerate(socks):
             _abort(sock) if i % 2 else sock.close()

@@ -37,7 +37,7 @@ def test_slowloris_200_connections_a_byte_a_second(server_factory):
             sock.connect(("127.0.0.1", s.port))
             sock.setblocking(False)
             try:
-                sock.send(b"GET /api/version HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                sock.send(b"GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             except OSError:
                 pass
             socks.append(sock)
@@ -91,7 +91,7 @@ def test_ten_thousand_connection_attempts_against_a_low_limit(server_factory):
     inflight = {}
     started = time.monotonic()
     launched = 0
-    request = b"GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    request = b"GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     with Prober(s.port) as probe:
         while (launched < attempts or inflight) and time.monotonic() - started < 240:
             while launched < attempts and len(inflight) < 200:

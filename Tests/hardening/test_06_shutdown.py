@@ -18,7 +18,7 @@ from conftest import figure, status_of
 
 def _sse(port, opened, results):
     sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-    sock.sendall(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n")
+    sock.sendall(b"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     got = b""
     opened.release()
     try:

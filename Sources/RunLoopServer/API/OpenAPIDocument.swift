@@ -133,7 +133,9 @@ private struct OpenAPIBuilder {
                     else 413; another type is 415). Unknown fields are rejected (400 unknown_field); an optional \
                     field set to null counts as absent. Durations are seconds (finite, at most \(maxSeconds)). \
                     A method a path does not support is answered 405 with an Allow header; a path that does not \
-                    exist, 404. Errors are {"error": {"code", "message", "field"}}.
+                    exist, 404. Errors are {"error": {"code", "message", "field"}}. Every request's Host must be \
+                    localhost, 127.0.0.1, [::1], the bound address or an --allowed-host (else 421); a POST or DELETE \
+                    whose Origin (or Referer) is neither this server nor an --allowed-origin is refused with 403.
                     """),
             ],
             "tags": .array(
@@ -156,6 +158,9 @@ private struct OpenAPIBuilder {
                     ],
                     "Allow": ["description": "The methods the path accepts", "schema": ["type": "string"]],
                     "Location": ["description": "Where the new resource is", "schema": ["type": "string"]],
+                    "WWW-Authenticate": [
+                        "description": "The scheme the token is sent with (Bearer)", "schema": ["type": "string"],
+                    ],
                 ],
             ],
         ]
@@ -541,6 +546,15 @@ private struct OpenAPIBuilder {
             "TooManyRequests": error("A configured limit refuses more work", headers: ["Retry-After"]),
             "ServiceUnavailable": error("Starting, stopping or overloaded", headers: ["Retry-After"]),
             "GatewayTimeout": error("A wait passed its deadline"),
+            "Unauthorized": error(
+                "No or a wrong bearer token (runloopd started with --token or --token-file): unauthorized",
+                headers: ["WWW-Authenticate"]),
+            "Forbidden": error(
+                "A state change refused: from a foreign page (Origin or Referer not this server's nor an "
+                    + "--allowed-origin: forbidden_origin), or by --read-only (read_only)"),
+            "MisdirectedRequest": error(
+                "The Host header is not localhost, 127.0.0.1, [::1], the bound address or an --allowed-host "
+                    + "(DNS rebinding guard): misdirected_host"),
         ]
     }
 
@@ -849,6 +863,34 @@ private struct OpenAPIBuilder {
                 [(ok, json("The queue", "TaskQueue"))], failures: [.notFound, .conflict])
             p["/api/threads/{id}/tasks/\(action)"] = .object(item)
         }
-        return .object(p)
+        return .object(Self.withGuardResponses(p))
     }
+
+    /// The answers of the checks made before routing: 421 on every operation
+    /// (a Host outside the allow-list), 401 on every /api one (with --token),
+    /// 403 on every state-changing one (a foreign Origin, or --read-only).
+    private static func withGuardResponses(_ paths: [String: Value]) -> [String: Value] {
+        var result = paths
+        for (path, item) in paths {
+            guard case .object(var methods) = item else { continue }
+            for (method, value) in methods {
+                guard case .object(var operation) = value, case .object(var responses)? = operation["responses"]
+                else { continue }
+                responses["421"] = "#/components/responses/MisdirectedRequest".asRef
+                if path.hasPrefix("/api/") { responses["401"] = "#/components/responses/Unauthorized".asRef }
+                if method == "post" || method == "delete" {
+                    responses["403"] = "#/components/responses/Forbidden".asRef
+                }
+                operation["responses"] = .object(responses)
+                methods[method] = .object(operation)
+            }
+            result[path] = .object(methods)
+        }
+        return result
+    }
+}
+
+extension String {
+    /// `{"$ref": self}`.
+    fileprivate var asRef: Value { ["$ref": .string(self)] }
 }

@@ -1,0 +1,375 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Who may drive this runloopd from a browser: the `Host` allow-list (against
+/// DNS rebinding) and the `Origin` check on state-changing requests (against
+/// cross-site requests, which need no preflight when they have no body).
+///
+/// Pure logic over header values: no I/O, no state; the HTTP layer asks it
+/// about every request before routing and answers a refusal as given.
+///
+/// Rules:
+/// - `Host`: its name (case-insensitive, one trailing dot ignored, IP literals
+///   compared in canonical form, any port) must be `localhost`, `127.0.0.1`,
+///   `::1`, the bound address, or an `--allowed-host` name; when bound to a
+///   wildcard address (`0.0.0.0`, `::`) any IP literal too, since a literal
+///   cannot be rebound by DNS (and probes address pods by IP). `*` among the
+///   allowed hosts turns the check off. A request without `Host` (HTTP/1.0)
+///   passes: browsers always send one.
+/// - State-changing methods (everything but GET, HEAD, OPTIONS): an `Origin`,
+///   or without one a `Referer`, must be the server's own origin (the same
+///   host and port as the request's `Host`, or `http://<allowed host>:<bound
+///   port>`) or an `--allowed-origin`. `Origin: null` (sandboxed frames,
+///   `file:`) is refused. Requests with neither header (curl, scripts) pass.
+/// - Preflights (`OPTIONS` with `Origin` and `Access-Control-Request-Method`):
+///   a refused origin gets 403 and no CORS headers; an allowed one gets exactly
+///   the methods and headers the API uses.
+public struct RequestGuard: Sendable {
+    /// The guard's answer for one request.
+    public enum Verdict: Equatable, Sendable {
+        /// Go on handling the request.
+        case allow
+        /// Answer with this JSON error and do nothing else.
+        case refuse(status: Int, code: String, message: String, field: String)
+    }
+
+    /// A configuration the guard cannot work with (a malformed flag value).
+    public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
+        /// What is wrong, naming the flag.
+        public let description: String
+    }
+
+    /// The methods the API answers (for preflights).
+    public static let corsMethods = "GET, POST, DELETE"
+    /// The request headers the API reads (for preflights).
+    public static let corsHeaders = "Authorization, Content-Type, X-Request-Id"
+    /// The response headers a cross-origin caller may read.
+    public static let exposedHeaders = "Location, Retry-After, X-Request-Id, Allow, WWW-Authenticate"
+
+    /// Host names (canonical) any request may carry.
+    let allowedHostNames: Set<String>
+    /// Whether the host check is off (`--allowed-host '*'`).
+    public let allowsAnyHost: Bool
+    /// Whether the server is bound to `0.0.0.0` or `::` (any IP literal is then a valid `Host`).
+    let boundToWildcard: Bool
+    /// `--allowed-origin` values, canonical (`scheme://host[:port]`, default port dropped).
+    let allowedOrigins: Set<String>
+
+    /// Creates the guard for a server bound to `boundHost`.
+    ///
+    /// - Parameters:
+    ///   - boundHost: The `--host` the server listens on.
+    ///   - allowedHosts: `--allowed-host` values: host names or IP literals (no
+    ///     port, no scheme), or `*` for any host.
+    ///   - allowedOrigins: `--allowed-origin` values: `http(s)://host[:port]`.
+    /// - Throws: `ConfigurationError` naming the first malformed value.
+    public init(boundHost: String, allowedHosts: [String] = [], allowedOrigins: [String] = [])
+        throws(ConfigurationError)
+    {
+        var names: Set<String> = ["localhost", "127.0.0.1", "::1"]
+        let bound = Self.authority(boundHost) ?? Self.authority("[\(boundHost)]")
+        let wildcard = bound.map { $0.isIPLiteral && ($0.host == "0.0.0.0" || $0.host == "::") } ?? false
+        if let bound, !wildcard { names.insert(bound.host) }
+        var any = false
+        for value in allowedHosts {
+            let trimmed = Self.trimmed(value)
+            if trimmed == "*" {
+                any = true
+                continue
+            }
+            guard let parsed = Self.authority(trimmed) ?? Self.authority("[\(trimmed)]"), parsed.port == nil else {
+                throw ConfigurationError(
+                    description: "--allowed-host '\(value)' is not a host name or IP literal (no scheme, no port)")
+            }
+            names.insert(parsed.host)
+        }
+        var origins: Set<String> = []
+        for value in allowedOrigins {
+            guard case .origin(let origin) = Self.origin(Self.trimmed(value), isReferer: false),
+                origin.scheme == "http" || origin.scheme == "https"
+            else {
+                throw ConfigurationError(
+                    description: "--allowed-origin '\(value)' is not an origin like https://dashboard.example:8443")
+            }
+            origins.insert(origin.serialized)
+        }
+        allowedHostNames = names
+        allowsAnyHost = any
+        boundToWildcard = wildcard
+        self.allowedOrigins = origins
+    }
+
+    /// Whether `host` (a `--host` value) only accepts connections from this machine.
+    public static func isLoopback(_ host: String) -> Bool {
+        let name = host.lowercased()
+        if name == "localhost" || name == "localhost." { return true }
+        guard let parsed = authority(name) ?? authority("[\(name)]"), parsed.isIPLiteral else { return false }
+        return parsed.host == "::1" || parsed.host.hasPrefix("127.")
+    }
+
+    /// Whether `method` may change state (anything but GET, HEAD and OPTIONS).
+    public static func isStateChanging(_ method: String) -> Bool {
+        !(method == "GET" || method == "HEAD" || method == "OPTIONS")
+    }
+
+    // MARK: - Checks
+
+    /// The verdict for one request.
+    ///
+    /// - Parameters:
+    ///   - method: The request method, upper-case.
+    ///   - host: The `Host` header (`nil` when absent).
+    ///   - origin: The `Origin` header (`nil` when absent).
+    ///   - referer: The `Referer` header (`nil` when absent).
+    ///   - boundPort: The port the server listens on (0 while unknown).
+    public func check(method: String, host: String?, origin: String?, referer: String?, boundPort: UInt16)
+        -> Verdict
+    {
+        let requestHost: Authority?
+        if let host, !host.isEmpty {
+            guard let parsed = Self.authority(host), allowsAnyHost || isAllowedHost(parsed) else {
+                return .refuse(
+                    status: 421, code: "misdirected_host",
+                    message:
+                        "Host '\(Self.printable(host))' is not one this runloopd answers to (DNS rebinding guard): "
+                        + "use localhost, 127.0.0.1 or [::1], or start runloopd with --allowed-host <name> "
+                        + "(RUNLOOPD_ALLOWED_HOST)",
+                    field: "Host")
+            }
+            requestHost = parsed
+        } else {
+            requestHost = nil
+        }
+        let preflight = method == "OPTIONS" && origin != nil
+        guard Self.isStateChanging(method) || preflight else { return .allow }
+        let header: String
+        let value: String
+        if let origin {
+            (header, value) = ("Origin", origin)
+        } else if let referer {
+            (header, value) = ("Referer", referer)
+        } else {
+            return .allow  // not from a browser page: curl, scripts
+        }
+        if isAllowed(source: value, isReferer: header == "Referer", requestHost: requestHost, boundPort: boundPort) {
+            return .allow
+        }
+        return .refuse(
+            status: 403, code: "forbidden_origin",
+            message:
+                "\(header) '\(Self.printable(value))' may not \(preflight ? "call" : "change") this runloopd: only its "
+                + "own pages may, or origins given with --allowed-origin (RUNLOOPD_ALLOWED_ORIGIN)",
+            field: header)
+    }
+
+    /// The CORS headers for a response to a request from `origin`: none for a
+    /// same-origin or refused caller, `Access-Control-Allow-Origin` (and what a
+    /// caller may read) for an `--allowed-origin`.
+    public func corsHeaders(origin: String?, host: String?) -> [(String, String)] {
+        guard let origin, case .origin(let parsed) = Self.origin(origin, isReferer: false),
+            allowedOrigins.contains(parsed.serialized),
+            !isSameOrigin(parsed, requestHost: host.flatMap { Self.authority($0) })
+        else { return [] }
+        return [
+            ("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+            ("Access-Control-Expose-Headers", Self.exposedHeaders),
+        ]
+    }
+
+    /// The answer headers for a preflight the guard allowed: exactly the
+    /// methods and request headers the API uses.
+    public func preflightHeaders(origin: String) -> [(String, String)] {
+        [
+            ("Access-Control-Allow-Origin", origin), ("Access-Control-Allow-Methods", Self.corsMethods),
+            ("Access-Control-Allow-Headers", Self.corsHeaders), ("Access-Control-Max-Age", "600"),
+            ("Vary", "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
+        ]
+    }
+
+    private func isAllowedHost(_ host: Authority) -> Bool {
+        allowedHostNames.contains(host.host) || (boundToWildcard && host.isIPLiteral)
+    }
+
+    private func isAllowed(source: String, isReferer: Bool, requestHost: Authority?, boundPort: UInt16) -> Bool {
+        guard case .origin(let origin) = Self.origin(source, isReferer: isReferer) else { return false }
+        if allowedOrigins.contains(origin.serialized) { return true }
+        guard origin.scheme == "http" || origin.scheme == "https" else { return false }
+        if isSameOrigin(origin, requestHost: requestHost) { return true }
+        // http://<allowed host>:<bound port>: another name for this same server.
+        return origin.scheme == "http" && boundPort != 0 && origin.port == Int(boundPort)
+            && allowedHostNames.contains(origin.host)
+    }
+
+    /// The page's origin names the host and port the request was sent to.
+    private func isSameOrigin(_ origin: Origin, requestHost: Authority?) -> Bool {
+        guard let requestHost, origin.scheme == "http" || origin.scheme == "https",
+            allowsAnyHost || isAllowedHost(requestHost), origin.host == requestHost.host
+        else { return false }
+        // A Host without a port is the scheme's default port (behind a TLS proxy: 443).
+        return origin.port == (requestHost.port ?? Origin.defaultPort(origin.scheme))
+    }
+
+    // MARK: - Parsing
+
+    /// A host and optional port, as in a `Host` header: the host lower-cased,
+    /// without one trailing dot, IP literals canonical (IPv6 without brackets).
+    struct Authority: Equatable {
+        var host: String
+        var port: Int?
+        var isIPLiteral: Bool
+    }
+
+    /// A serialized origin (`scheme://host[:port]`), parsed.
+    struct Origin: Equatable {
+        var scheme: String
+        var host: String
+        var port: Int
+        var isIPv6: Bool
+
+        static func defaultPort(_ scheme: String) -> Int { scheme == "https" ? 443 : 80 }
+
+        /// `scheme://host[:port]`, the default port left out.
+        var serialized: String {
+            let name = isIPv6 ? "[\(host)]" : host
+            return port == Self.defaultPort(scheme) ? "\(scheme)://\(name)" : "\(scheme)://\(name):\(port)"
+        }
+    }
+
+    enum OriginValue: Equatable {
+        case origin(Origin)
+        case opaque  // "null"
+        case malformed
+    }
+
+    /// Parses `host[:port]`, `[v6]` or `[v6]:port`; nil when malformed.
+    static func authority(_ text: String) -> Authority? {
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty, bytes.count <= 255 else { return nil }
+        var hostPart: [UInt8]
+        var portPart: [UInt8]?
+        var bracketed = false
+        if bytes[0] == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            hostPart = Array(bytes[1..<close])
+            let rest = bytes[(close + 1)...]
+            if !rest.isEmpty {
+                guard rest.first == UInt8(ascii: ":") else { return nil }
+                portPart = Array(rest.dropFirst())
+            }
+            bracketed = true
+        } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+            hostPart = Array(bytes[..<colon])
+            portPart = Array(bytes[(colon + 1)...])
+        } else {
+            hostPart = bytes
+        }
+        var port: Int?
+        if let portPart {
+            guard !portPart.isEmpty, portPart.count <= 5, portPart.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                let value = Int(String(decoding: portPart, as: UTF8.self)), value <= 65535
+            else { return nil }
+            port = value
+        }
+        if bracketed {
+            guard let canonical = canonicalIP(String(decoding: hostPart, as: UTF8.self), family: AF_INET6) else {
+                return nil
+            }
+            return Authority(host: canonical, port: port, isIPLiteral: true)
+        }
+        if hostPart.last == UInt8(ascii: ".") { hostPart.removeLast() }
+        guard !hostPart.isEmpty,
+            hostPart.allSatisfy({ byte in
+                (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39)
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+            })
+        else { return nil }
+        let name = String(decoding: hostPart, as: UTF8.self).lowercased()
+        if let canonical = canonicalIP(name, family: AF_INET) {
+            return Authority(host: canonical, port: port, isIPLiteral: true)
+        }
+        return Authority(host: name, port: port, isIPLiteral: false)
+    }
+
+    /// Parses an `Origin` value, or the origin part of a `Referer` URL.
+    static func origin(_ text: String, isReferer: Bool) -> OriginValue {
+        if !isReferer && text == "null" { return .opaque }
+        // No space or control character belongs in either (repeated fields are joined with ", ").
+        guard !text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return .malformed }
+        guard let separator = text.range(of: "://") else { return .malformed }
+        let scheme = text[..<separator.lowerBound].lowercased()
+        guard !scheme.isEmpty,
+            scheme.utf8.allSatisfy({
+                ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E
+            })
+        else { return .malformed }
+        var rest = text[separator.upperBound...]
+        if isReferer, let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
+            rest = rest[..<end]
+        }
+        guard !rest.contains("@"), !rest.contains("/"), let authority = authority(String(rest)) else {
+            return .malformed
+        }
+        let port = authority.port ?? Origin.defaultPort(scheme)
+        let isIPv6 = authority.isIPLiteral && authority.host.contains(":")
+        return .origin(Origin(scheme: scheme, host: authority.host, port: port, isIPv6: isIPv6))
+    }
+
+    /// The canonical text of an IP literal (`inet_pton` then `inet_ntop`), or nil.
+    static func canonicalIP(_ text: String, family: Int32) -> String? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16) { address in
+            guard inet_pton(family, text, address.baseAddress) == 1 else { return nil }
+            return withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN)) { buffer in
+                guard inet_ntop(family, address.baseAddress, buffer.baseAddress, socklen_t(buffer.count)) != nil
+                else { return nil }
+                return String(cString: buffer.baseAddress!)
+            }
+        }
+    }
+
+    /// `text` without leading and trailing spaces and tabs.
+    static func trimmed(_ text: String) -> String {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = text.firstIndex(where: { !blank($0) }), let last = text.lastIndex(where: { !blank($0) })
+        else { return "" }
+        return String(text[first...last])
+    }
+
+    /// `text` cut to 100 printable ASCII characters, for messages.
+    static func printable(_ text: String) -> String {
+        let clean = String(
+            text.unicodeScalars.prefix(100).map { $0.value >= 0x20 && $0.value < 0x7F ? Character($0) : "?" })
+        return text.unicodeScalars.count > 100 ? clean + "…" : clean
+    }
+}
+
+/// The security headers every answer carries.
+public enum SecurityHeaders {
+    /// The dashboard's policy: only its own scripts, styles and connections; no framing.
+    public static let dashboardPolicy =
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        + "font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    /// The policy of API and probe answers: nothing may load from them.
+    public static let apiPolicy = "default-src 'none'; frame-ancestors 'none'"
+
+    /// Adds the security headers `headers` lacks: the dashboard's policy on
+    /// static files (`dashboard`), the API's elsewhere.
+    public static func add(to headers: inout [(String, String)], dashboard: Bool) {
+        var missing = [Bool](repeating: true, count: names.count)
+        for (name, _) in headers {
+            if let index = lowercasedNames.firstIndex(of: name.lowercased()) { missing[index] = false }
+        }
+        let values = [dashboard ? dashboardPolicy : apiPolicy, "nosniff", "DENY", "no-referrer", "same-origin"]
+        for index in names.indices where missing[index] { headers.append((names[index], values[index])) }
+    }
+
+    private static let names = [
+        "Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy",
+        "Cross-Origin-Resource-Policy",
+    ]
+    private static let lowercasedNames = names.map { $0.lowercased() }
+}

@@ -1,0 +1,373 @@
+import Foundation
+import RunLoopCore
+import RunLoopServer
+import MicroHTTP
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Issue 12 against the real binary: a foreign page (Origin), a rebound DNS
+/// name (Host) and an open network bind are refused, and change nothing.
+@Suite("E2E security")
+struct E2ESecurityTests {
+    static let evil = [("Origin", "http://evil.example")]
+
+    private func threadCount(_ c: E2EClient) async throws -> Int {
+        let list = try await c.get("/api/threads")
+        #expect(list.status == 200)
+        return list["threads"].items.count
+    }
+
+    private func expectRefused(_ r: E2EResponse, _ status: Int, _ code: String, _ field: String) {
+        #expect(r.status == status, "\(r)")
+        #expect(r["error"]["code"] == .string(code), "\(r)")
+        #expect(r["error"]["field"] == .string(field), "\(r)")
+        #expect(r.header("Content-Type") == "application/json")
+        #expect(r.header("Access-Control-Allow-Origin") == nil)
+    }
+
+    @Test("the issue's curls: a foreign Origin or Host is refused with a JSON error and changes nothing")
+    func issueCurls() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            let t1 = try await c.createThread(["name": "victim"])
+            try await c.waitUntilWaiting(t1)
+            #expect(try await threadCount(c) == 1)
+
+            let create = try await c.send("POST", "/api/threads", headers: Self.evil)
+            expectRefused(create, 403, "forbidden_origin", "Origin")
+            #expect((create["error"]["message"].string ?? "").contains("--allowed-origin"))
+            let stop = try await c.send("POST", "/api/threads/\(t1)/stop", headers: Self.evil)
+            expectRefused(stop, 403, "forbidden_origin", "Origin")
+            let wake = try await c.send("POST", "/api/threads/\(t1)/wakeup", headers: Self.evil)
+            expectRefused(wake, 403, "forbidden_origin", "Origin")
+            let end = try await c.send("DELETE", "/api/threads/\(t1)", headers: Self.evil)
+            expectRefused(end, 403, "forbidden_origin", "Origin")
+            // The same with a JSON body (a fetch with mode no-cors sends text/plain; this is the worst case).
+            let withBody = try await c.send(
+                "POST", "/api/threads", body: Array(#"{"name":"evil"}"#.utf8), contentType: "application/json",
+                headers: Self.evil)
+            expectRefused(withBody, 403, "forbidden_origin", "Origin")
+
+            let read = try await c.send("GET", "/api/threads", headers: [("Host", "evil.example")])
+            expectRefused(read, 421, "misdirected_host", "Host")
+            #expect(!read.text.contains("victim"))
+            #expect((read["error"]["message"].string ?? "").contains("--allowed-host"))
+            let rebound = try await c.send("POST", "/api/threads", headers: [("Host", "evil.example:\(server.port)")])
+            expectRefused(rebound, 421, "misdirected_host", "Host")
+            let reboundStop = try await c.send(
+                "POST", "/api/threads/\(t1)/stop",
+                headers: [("Host", "evil.example:\(server.port)"), ("Origin", "http://evil.example:\(server.port)")])
+            expectRefused(reboundStop, 421, "misdirected_host", "Host")
+
+            // Nothing changed: one thread, never stopped, still alive.
+            #expect(try await threadCount(c) == 1)
+            let snapshot = try await c.get("/api/threads/\(t1)")
+            #expect(snapshot.status == 200)
+            #expect(snapshot["exits"]["stopped"] == 0)
+            #expect(snapshot["endedAt"] == .null)
+        }
+    }
+
+    @Test("Origin: null (sandboxed frame, file:), a foreign Referer, other ports and schemes are refused")
+    func otherForeignSources() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            let sources: [(String, String)] = [
+                ("Origin", "null"), ("Referer", "http://evil.example/page.html"),
+                ("Origin", "http://127.0.0.1:\(server.port == 1 ? 2 : 1)"), ("Origin", "http://localhost"),
+                ("Origin", "chrome-extension://abcdef"), ("Origin", "http://127.0.0.1.evil.example:\(server.port)"),
+            ]
+            for (name, value) in sources {
+                let r = try await c.send("POST", "/api/threads", headers: [(name, value)])
+                expectRefused(r, 403, "forbidden_origin", name)
+            }
+            #expect(try await threadCount(c) == 0)
+        }
+    }
+
+    @Test("a repeated Host, Origin or Referer is refused in either order")
+    func repeatedFields() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            let own = "http://127.0.0.1:\(server.port)"
+            let cases: [[(String, String)]] = [
+                [("Host", "127.0.0.1"), ("Host", "evil.example")], [("Host", "evil.example"), ("Host", "127.0.0.1")],
+                [("Origin", own), ("Origin", "http://evil.example")],
+                [("Origin", "http://evil.example"), ("Origin", own)],
+                [("Referer", own + "/"), ("Referer", "http://evil.example/")],
+            ]
+            for headers in cases {
+                let r = try await c.send("POST", "/api/threads", headers: headers)
+                #expect(r.status == 421 || r.status == 403, "\(headers): \(r)")
+            }
+            #expect(try await threadCount(c) == 0)
+        }
+    }
+
+    @Test("the dashboard's own origin, plain curl and reads from anywhere work as before")
+    func ownOriginAndCurl() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            let port = server.port
+            // curl: neither Origin nor Referer.
+            let plain = try await c.createThread(["name": "curl"])
+            // Same-origin pages under each loopback name; the Host names the port the page used.
+            let pages: [(host: String, origin: String)] = [
+                ("127.0.0.1:\(port)", "http://127.0.0.1:\(port)"), ("localhost:\(port)", "http://localhost:\(port)"),
+                ("LocalHost.:\(port)", "http://localhost:\(port)"), ("[::1]:\(port)", "http://[::1]:\(port)"),
+                ("localhost:\(port)", "http://127.0.0.1:\(port)"),
+            ]
+            for page in pages {
+                let r = try await c.send(
+                    "POST", "/api/threads", body: Array("{}".utf8), contentType: "application/json",
+                    headers: [("Host", page.host), ("Origin", page.origin)])
+                #expect(r.status == 201, "\(page): \(r)")
+            }
+            // Reads carry no CORS headers for a foreign page, but are answered (the browser withholds them).
+            let read = try await c.send("GET", "/api/threads", headers: Self.evil)
+            #expect(read.status == 200)
+            #expect(read.header("Access-Control-Allow-Origin") == nil)
+            #expect(try await threadCount(c) == 1 + pages.count)
+            let referred = try await c.send(
+                "DELETE", "/api/threads/\(plain)", headers: [("Referer", "http://127.0.0.1:\(port)/index.html")])
+            #expect(referred.status == 200, "\(referred)")
+        }
+    }
+
+    @Test("Host: loopback names with any port, /healthz too; HTTP/1.0 without Host passes")
+    func hostAllowList() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            for host in ["localhost", "localhost:1", "127.0.0.1:65535", "[::1]", "[::1]:8080", "LOCALHOST."] {
+                let r = try await c.send("GET", "/api/version", headers: [("Host", host)])
+                #expect(r.status == 200, "\(host): \(r)")
+            }
+            for path in ["/healthz", "/readyz", "/metrics", "/", "/api/version", "/api/events"] {
+                let r = try await c.send("GET", path, headers: [("Host", "attacker.example")])
+                #expect(r.status == 421, "\(path): \(r)")
+                #expect(r["error"]["code"] == "misdirected_host")
+            }
+            let socket = try E2ESocket(port: server.port, timeout: 10)
+            _ = socket.write(Array("GET /api/version HTTP/1.0\r\n\r\n".utf8))
+            var data: [UInt8] = []
+            while case let chunk = try socket.read(), !chunk.isEmpty { data += chunk }
+            #expect(E2EHTTP.parseHead(data)?.status == 200, "\(String(decoding: data, as: UTF8.self))")
+        }
+    }
+
+    @Test("--allowed-host and RUNLOOPD_ALLOWED_HOST add names; '*' turns the check off with a warning")
+    func allowedHostFlags() async throws {
+        try await RunLoopd.with(["--allowed-host", "Runloopd.Example", "--allowed-host", "10.0.0.9"]) { server in
+            let c = server.client
+            for host in ["runloopd.example:\(server.port)", "10.0.0.9"] {
+                #expect(try await c.send("GET", "/api/version", headers: [("Host", host)]).status == 200)
+            }
+            #expect(try await c.send("GET", "/api/version", headers: [("Host", "other.example")]).status == 421)
+            // Its own origin under that name may change state.
+            let r = try await c.send(
+                "POST", "/api/threads",
+                headers: [
+                    ("Host", "runloopd.example:\(server.port)"), ("Origin", "http://runloopd.example:\(server.port)"),
+                ])
+            #expect(r.status == 201, "\(r)")
+        }
+        let fromEnv = try RunLoopd.start(environment: ["RUNLOOPD_ALLOWED_HOST": "a.example, b.example"])
+        defer { fromEnv.stop() }
+        for host in ["a.example", "b.example"] {
+            #expect(try await fromEnv.client.send("GET", "/api/version", headers: [("Host", host)]).status == 200)
+        }
+        try await RunLoopd.with(["--allowed-host", "*"]) { server in
+            let foreignHost = try await server.client.send("GET", "/api/version", headers: [("Host", "evil.example")])
+            #expect(foreignHost.status == 200)
+            #expect(server.log.contains("--allowed-host '*'"))
+            // Origins are still checked.
+            let foreignOrigin = try await server.client.send("POST", "/api/threads", headers: Self.evil)
+            #expect(foreignOrigin.status == 403)
+        }
+    }
+
+    @Test("preflight: no CORS headers for a foreign origin; exactly the API's methods and headers for an allowed one")
+    func preflight() async throws {
+        let dash = "https://dash.example:8443"
+        try await RunLoopd.with(["--allowed-origin", dash, "--token", "t0ken"]) { server in
+            let c = server.client
+            let ask = [("Access-Control-Request-Method", "POST"), ("Access-Control-Request-Headers", "content-type")]
+            let foreign = try await c.send("OPTIONS", "/api/threads", headers: Self.evil + ask)
+            expectRefused(foreign, 403, "forbidden_origin", "Origin")
+            #expect(foreign.header("Access-Control-Allow-Methods") == nil)
+            // Preflights never carry the token: answered without it.
+            let allowed = try await c.send("OPTIONS", "/api/threads", headers: [("Origin", dash)] + ask)
+            #expect(allowed.status == 204, "\(allowed)")
+            #expect(allowed.header("Access-Control-Allow-Origin") == dash)
+            #expect(allowed.header("Access-Control-Allow-Methods") == "GET, POST, DELETE")
+            #expect(allowed.header("Access-Control-Allow-Headers") == "Authorization, Content-Type, X-Request-Id")
+            #expect(allowed.header("Access-Control-Allow-Credentials") == nil)
+            // The real request from that origin: CORS headers on the answer, and the token still needed.
+            let anonymous = try await c.send("POST", "/api/threads", headers: [("Origin", dash)])
+            #expect(anonymous.status == 401)
+            let created = try await c.send(
+                "POST", "/api/threads", headers: [("Origin", dash), ("Authorization", "Bearer t0ken")])
+            #expect(created.status == 201, "\(created)")
+            #expect(created.header("Access-Control-Allow-Origin") == dash)
+            #expect(created.header("Vary") == "Origin")
+            // An OPTIONS that is not a preflight is what it was: 405 with Allow.
+            let plain = try await c.send("OPTIONS", "/api/threads", headers: [("Authorization", "Bearer t0ken")])
+            #expect(plain.status == 405)
+        }
+    }
+
+    @Test("security headers: the dashboard's CSP on static files, nosniff and a closed CSP on the API and probes")
+    func securityHeaders() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            for path in ["/", "/index.html", "/js/main.js", "/style.css"] {
+                let r = try await c.get(path)
+                #expect(r.status == 200, "\(path)")
+                #expect(r.header("Content-Security-Policy") == SecurityHeaders.dashboardPolicy, "\(path)")
+                #expect(r.header("Content-Security-Policy")?.contains("'unsafe-inline'") == false)
+                #expect(r.header("X-Frame-Options") == "DENY")
+                #expect(r.header("Referrer-Policy") == "no-referrer")
+                #expect(r.header("X-Content-Type-Options") == "nosniff")
+                #expect(r.headers.filter { $0.0.lowercased() == "x-content-type-options" }.count == 1)
+            }
+            for path in ["/api/version", "/api/threads", "/api/nope", "/healthz", "/metrics"] {
+                let r = try await c.get(path)
+                #expect(r.header("X-Content-Type-Options") == "nosniff", "\(path)")
+                #expect(r.header("Content-Security-Policy") == "default-src 'none'; frame-ancestors 'none'", "\(path)")
+                #expect(r.header("X-Frame-Options") == "DENY")
+            }
+        }
+    }
+
+    @Test("the OpenAPI document lists 421 everywhere, 401 on /api, 403 on every POST and DELETE")
+    func openAPIStatuses() async throws {
+        try await RunLoopd.with { server in
+            let document = try await server.client.get("/api/openapi.json").json
+            let paths = try #require(document["paths"].object)
+            var operations = 0
+            for (path, item) in paths {
+                for (method, operation) in item.object ?? [:] where method != "parameters" {
+                    let responses = operation["responses"].object ?? [:]
+                    operations += 1
+                    #expect(responses["421"] != nil, "\(method) \(path)")
+                    #expect((responses["401"] != nil) == path.hasPrefix("/api/"), "\(method) \(path)")
+                    #expect((responses["403"] != nil) == (method == "post" || method == "delete"), "\(method) \(path)")
+                }
+            }
+            #expect(operations > 40)
+            for name in ["Unauthorized", "Forbidden", "MisdirectedRequest"] {
+                #expect(document["components"]["responses"][name]["content"].object != nil, "\(name)")
+            }
+            #expect(document["components"]["headers"]["WWW-Authenticate"].object != nil)
+        }
+    }
+
+    // MARK: - Start-up
+
+    /// Runs the binary with `arguments` until it exits (at most 20 s): its status and output.
+    private func runToExit(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32?, String) {
+        guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
+            .merging(environment) { _, given in given }
+        let output = E2EMonitor(RunLoopd.Output())
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = pipe
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                output.update { $0.log += "\u{0}" }  // end of output
+                return
+            }
+            output.update { $0.log += String(decoding: data, as: UTF8.self) }
+        }
+        process.terminationHandler = { finished in
+            let status = finished.terminationStatus
+            output.update { $0.exitStatus = status }
+        }
+        try process.run()
+        if !output.wait(timeout: 20, until: { $0.exitStatus != nil && $0.log.hasSuffix("\u{0}") }) {
+            process.terminate()
+        }
+        return (output.value.exitStatus, output.value.log)
+    }
+
+    @Test(
+        "start-up: a non-loopback bind without a token refuses to start and says how to set one or --no-auth",
+        arguments: [
+            (["--host", "0.0.0.0"], [String: String]()), (["--host", "::"], [:]),
+            ([], ["RUNLOOPD_HOST": "0.0.0.0"]), (["--host", "0.0.0.0", "--token", ""], [:]),
+        ])
+    func refusesOpenNetworkBind(arguments: [String], environment: [String: String]) throws {
+        let (status, log) = try runToExit(["serve", "--port", "0"] + arguments, environment: environment)
+        #expect(status == 1, "\(log)")
+        for hint in ["RUNLOOPD_TOKEN", "--token-file", "--no-auth", "127.0.0.1"] {
+            #expect(log.contains(hint), "\(hint): \(log)")
+        }
+        #expect(!log.contains("listening"))
+    }
+
+    @Test("start-up: contradictory or unreadable token settings are refused with a clear message")
+    func tokenSettings() throws {
+        let cases: [([String], [String: String], String)] = [
+            (["--token", "a", "--token-file", "/etc/hostname"], [:], "give the token once"),
+            (["--no-auth", "--token", "a"], [:], "--no-auth contradicts"),
+            (["--host", "0.0.0.0", "--token-file", "/nonexistent/token"], [:], "cannot read --token-file"),
+            (["--allowed-host", "http://x"], [:], "--allowed-host 'http://x'"),
+            (["--allowed-origin", "evil.example"], [:], "--allowed-origin 'evil.example'"),
+            ([], ["RUNLOOPD_ALLOWED_ORIGIN": "null"], "--allowed-origin 'null'"),
+        ]
+        for (arguments, environment, message) in cases {
+            let (status, log) = try runToExit(["serve", "--port", "0"] + arguments, environment: environment)
+            #expect(status != 0 && status != nil, "\(arguments): \(log)")
+            #expect(log.contains(message), "\(arguments): \(log)")
+        }
+        let empty = FileManager.default.temporaryDirectory.appendingPathComponent("empty-token-\(UUID().uuidString)")
+        try Data(" \n".utf8).write(to: empty)
+        defer { try? FileManager.default.removeItem(at: empty) }
+        let (status, log) = try runToExit(["serve", "--port", "0", "--host", "0.0.0.0", "--token-file", empty.path])
+        #expect(status == 1)
+        #expect(log.contains("is empty"), "\(log)")
+    }
+
+    @Test("start-up: --no-auth serves a non-loopback bind on purpose, with a loud warning")
+    func noAuth() async throws {
+        try await RunLoopd.with(["--host", "0.0.0.0", "--no-auth", "--read-only"]) { server in
+            let list = try await server.client.get("/api/threads")
+            #expect(list.status == 200)
+            #expect(server.log.contains("WITHOUT A TOKEN (--no-auth)"))
+        }
+    }
+
+    @Test("start-up: on 0.0.0.0 with --token-file (a mounted secret) it serves; probes by pod IP pass, names do not")
+    func tokenFileOnWildcard() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("token-\(UUID().uuidString)")
+        try Data("file-s3cret\n".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        for (arguments, environment) in [
+            (["--host", "0.0.0.0", "--token-file", file.path], [String: String]()),
+            (["--host", "0.0.0.0"], ["RUNLOOPD_TOKEN_FILE": file.path]),
+        ] {
+            let server = try RunLoopd.start(arguments, environment: environment)
+            defer { server.stop() }
+            let c = server.client
+            let probe = try await c.send("GET", "/healthz", headers: [("Host", "10.244.1.7:\(server.port)")])
+            #expect(probe.status == 200, "\(probe)")
+            let ready = try await c.send("GET", "/readyz", headers: [("Host", "[fd00::7]:\(server.port)")])
+            #expect(ready.status == 200, "\(ready)")
+            #expect(try await c.send("GET", "/healthz", headers: [("Host", "evil.example")]).status == 421)
+            #expect(try await c.get("/api/threads").status == 401)
+            let authorized = try await c.send(
+                "GET", "/api/threads", headers: [("Authorization", "Bearer file-s3cret")])
+            #expect(authorized.status == 200, "\(authorized)")
+            #expect(!server.log.contains("WITHOUT A TOKEN"))
+        }
+    }
+}
