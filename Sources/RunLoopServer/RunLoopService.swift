@@ -6,32 +6,6 @@ import Logging
 import Primitives
 import RunLoopCore
 
-/// Everything runloopd is configured with.
-public struct ServiceConfiguration: Sendable {
-    /// The HTTP layer's address, threads and bounds.
-    public var http = HTTPServerConfiguration()
-    /// The engine's bounds.
-    public var limits = Limits()
-    /// The control plane's bounds.
-    public var api = APILimits()
-    /// Requests queued for the control loop and not yet handled; beyond it 503.
-    public var maxQueuedRequests = 4096
-    /// The dashboard folder served at `/`.
-    public var publicDirectory = "Public"
-    /// When set, every `/api` request needs `Authorization: Bearer <token>`
-    /// (`/healthz`, `/readyz` and `/metrics` stay open for probes and scrapers).
-    public var token: String?
-    /// When true, every mutating API call (POST, PUT, PATCH, DELETE) answers 403.
-    public var readOnly = false
-    /// Extra names the `Host` header may carry (`--allowed-host`; `*` for any).
-    public var allowedHosts: [String] = []
-    /// Other origins whose pages may call the API (`--allowed-origin`).
-    public var allowedOrigins: [String] = []
-
-    /// The defaults.
-    public init() {}
-}
-
 /// runloopd: a libmicrohttpd server whose `/api` requests are posted, as
 /// commands, into the control loop (custom source signal + `CFRunLoopWakeUp`),
 /// handled there, and answered by resuming the suspended connection.
@@ -50,12 +24,12 @@ public final class RunLoopService: Sendable {
     public let configuration: ServiceConfiguration
     /// The workers.
     public let registry: WorkerRegistry
-    private let logger: Logger
-    private let hub: EventHub
-    private let metrics = ServiceMetrics()
-    private let staticFiles: StaticFiles
+    let logger: Logger
+    let hub: EventHub
+    let metrics = ServiceMetrics()
+    let staticFiles: StaticFiles
 
-    private struct Running {
+    struct Running {
         var control: ControlLoop<Job>?
         var router = Router()
         var server: HTTPServer?
@@ -66,7 +40,7 @@ public final class RunLoopService: Sendable {
         var stopped = false
     }
 
-    private let running = Locked(Running())
+    let running = Locked(Running())
 
     /// One HTTP request on its way to the control loop.
     struct Job: Sendable {
@@ -203,263 +177,5 @@ public final class RunLoopService: Sendable {
     /// Whether the service takes requests (for `/readyz`).
     public var isReady: Bool {
         running.withLock { $0.accepting && ($0.control?.isRunning ?? false) }
-    }
-
-    // MARK: - HTTP thread side
-
-    /// Called on a libmicrohttpd thread (through the `Forwarder`): first the
-    /// `RequestGuard` (Host and Origin), then `/api/*` goes to the control loop;
-    /// preflights, probes, metrics and static files are answered here. Every
-    /// answer gets an `X-Request-Id`, the security headers, an access-log line
-    /// and its metrics.
-    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
-        let path = request.path
-        let isAPI = path == "/api" || path.hasPrefix("/api/")
-        let route = isAPI ? "unmatched" : Self.route(path)
-        let trace = RequestTrace(requestId: Self.requestId(for: request), route: route)
-        let logger = self.logger
-        let metrics = self.metrics
-        // One look at the running state per request: the guard, the port, the control loop.
-        let (requestGuard, boundPort, control) = running.withLock {
-            ($0.requestGuard, $0.boundPort, $0.accepting ? $0.control : nil)
-        }
-        let isDashboard = route == "static"
-        let origin = request.headers["origin"]
-        let cors =
-            isAPI && origin != nil && request.method != "OPTIONS"
-            ? (requestGuard?.corsHeaders(origin: origin, host: request.headers["host"]) ?? []) : []
-        let answer: @Sendable (HTTPResponse) -> Void = { response in
-            var response = response
-            response.headers.append(("X-Request-Id", trace.requestId))
-            response.headers.append(contentsOf: cors)
-            SecurityHeaders.add(to: &response.headers, dashboard: isDashboard)
-            let seconds = Double(DispatchTime.now().uptimeNanoseconds - trace.started) / 1e9
-            let route = trace.route
-            metrics.recordRequest(route: route, status: response.status, seconds: seconds)
-            if response.status == 429 || response.status == 503 {
-                metrics.recordRefusal(response.errorCode ?? "status_\(response.status)")
-            }
-            respond(response)
-            logger.info(
-                "\(request.method) \(request.path) \(response.status)",
-                metadata: [
-                    "requestId": "\(trace.requestId)", "route": "\(route)", "status": "\(response.status)",
-                    "durationMs": "\((seconds * 1e6).rounded() / 1000)", "remote": "\(request.remoteAddress ?? "-")",
-                ])
-        }
-        // Before anything else: a foreign Host or Origin changes nothing.
-        guard let requestGuard else {
-            answer(
-                APIResponses.error(
-                    status: 503, code: "shutting_down", message: "runloopd is not accepting requests",
-                    headers: [("Retry-After", "1")]))
-            return
-        }
-        let verdict = requestGuard.check(
-            method: request.method, host: request.headers["host"], origin: origin,
-            referer: request.headers["referer"], boundPort: boundPort)
-        if case .refuse(let status, let code, let message, let field) = verdict {
-            answer(
-                APIResponses.refusal(
-                    HTTPRefusal(
-                        status: status, code: code, message: message, field: field,
-                        headers: [("Cache-Control", "no-store")])))
-            return
-        }
-        if isAPI, request.method == "OPTIONS", let origin, request.headers["access-control-request-method"] != nil {
-            // A CORS preflight from an allowed origin (the guard refused the rest).
-            // Answered here: preflights never carry the token.
-            answer(HTTPResponse(status: 204, headers: requestGuard.preflightHeaders(origin: origin)))
-            return
-        }
-        if isAPI {
-            guard let control, control.isRunning else {
-                answer(
-                    APIResponses.error(
-                        status: 503, code: "shutting_down", message: "runloopd is not accepting requests",
-                        headers: [("Retry-After", "1")]))
-                return
-            }
-            // The one path every API request takes: into the control worker's
-            // command buffer, then CFRunLoopSourceSignal + CFRunLoopWakeUp.
-            let job = Job(request: request, respond: answer, trace: trace, postedAt: Monotonic.now())
-            guard control.send(job) else {
-                answer(
-                    APIResponses.error(
-                        status: 503, code: "overloaded",
-                        message: "\(configuration.maxQueuedRequests) requests are already queued for the control loop",
-                        headers: [("Retry-After", "1")]))
-                return
-            }
-            return
-        }
-        let probes = ["/healthz", "/readyz", "/metrics"]
-        if probes.contains(path), request.method != "GET" && request.method != "HEAD" {
-            answer(
-                APIResponses.error(
-                    status: 405, code: "method_not_allowed",
-                    message: "\(request.method) is not allowed on \(path); allowed: GET, HEAD",
-                    headers: [("Allow", "GET, HEAD")]))
-            return
-        }
-        switch path {
-        case "/healthz":
-            answer(APIResponses.json(200, ["status": "ok"]))
-        case "/readyz":
-            if isReady {
-                answer(
-                    APIResponses.json(200, ["status": "ready", "threads": .number(Double(registry.allWorkers.count))]))
-            } else {
-                answer(
-                    APIResponses.error(
-                        status: 503, code: "not_ready", message: "runloopd is starting or stopping",
-                        headers: [("Retry-After", "1")]))
-            }
-        case "/metrics":
-            let body = metrics.exposition(
-                threads: registry.allWorkers.map(\.snapshot),
-                queued: running.withLock { $0.control }?.commands.pendingCount ?? 0,
-                eventClients: hub.clientCount)
-            answer(
-                HTTPResponse(
-                    status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: body))
-        default:
-            if let response = staticFiles.response(for: request) {
-                answer(response)
-            } else {
-                answer(APIResponses.error(status: 404, code: "not_found", message: "no such page \(path)"))
-            }
-        }
-    }
-
-    /// The caller's `X-Request-Id` when it is short and printable, else `r<n>`.
-    static func requestId(for request: HTTPRequest) -> String {
-        if let given = request.headers["x-request-id"], !given.isEmpty, given.utf8.count <= 128,
-            given.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
-        {
-            return given
-        }
-        return "r\(request.id)"
-    }
-
-    /// The metrics label for a non-API path (bounded set: never the raw path).
-    static func route(_ path: String) -> String {
-        switch path {
-        case "/healthz", "/readyz", "/metrics": return path
-        default: return "static"
-        }
-    }
-
-    // MARK: - Control loop side
-
-    /// The control worker's command source perform routine: one batch of
-    /// requests, in arrival order, on the control thread.
-    /// Whether the request carries the token: `Authorization: Bearer <token>`,
-    /// or `?access_token=` on the event stream (EventSource cannot set headers).
-    /// Compared in constant time.
-    static func authorized(_ request: HTTPRequest, token: String) -> Bool {
-        var presented: String?
-        if let header = request.headers["authorization"] {
-            let parts = header.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" {
-                presented = parts[1].trimmingCharacters(in: .whitespaces)
-            }
-        }
-        if presented == nil, request.path == "/api/events" { presented = request.query["access_token"] }
-        guard let presented else { return false }
-        return constantTimeEqual(Array(presented.utf8), Array(token.utf8))
-    }
-
-    /// Compares without an early exit, so timing does not reveal a prefix.
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        var difference = UInt8(a.count == b.count ? 0 : 1)
-        for index in 0..<max(a.count, b.count) {
-            let x = index < a.count ? a[index] : 0
-            let y = index < b.count ? b[index] : 0xFF
-            difference |= x ^ y
-        }
-        return difference == 0
-    }
-
-    private func handle(_ batch: [Job]) {
-        let (server, router) = running.withLock { ($0.server, $0.router) }
-        guard let server else {
-            for job in batch { dispatch(job, router) }
-            return
-        }
-        server.withBatchedResumes {
-            for job in batch { dispatch(job, router) }
-        }
-    }
-
-    private func dispatch(_ job: Job, _ router: Router) {
-        let request = job.request
-        metrics.recordWakeup(seconds: Monotonic.now() - job.postedAt)
-        guard isReady else {
-            // Queued before a stop began: answered, but never acted on (no new
-            // thread may start once every worker is being ended).
-            job.respond(
-                APIResponses.error(
-                    status: 503, code: "shutting_down", message: "runloopd is stopping",
-                    headers: [("Retry-After", "1")]))
-            return
-        }
-        // Resolved once, first, so even a refused request is counted under its route.
-        let match = router.resolve(method: request.method, path: request.path)
-        if case .matched(let route, _) = match { job.trace.route = route.template }
-        if let token = configuration.token, !Self.authorized(request, token: token) {
-            job.respond(
-                APIResponses.error(
-                    status: 401, code: "unauthorized",
-                    message: "this runloopd needs a token: send Authorization: Bearer <token>",
-                    headers: [("WWW-Authenticate", "Bearer realm=\"runloopd\"")]))
-            return
-        }
-        if configuration.readOnly, ["POST", "PUT", "PATCH", "DELETE"].contains(request.method) {
-            job.respond(
-                APIResponses.error(
-                    status: 403, code: "read_only",
-                    message: "this runloopd is read-only (--read-only): \(request.method) is refused"))
-            return
-        }
-        if request.method == "POST" || request.method == "PUT" || request.method == "PATCH", !request.body.isEmpty {
-            let type = request.headers["content-type"]?.lowercased() ?? ""
-            guard type.hasPrefix("application/json") else {
-                job.respond(
-                    APIResponses.error(
-                        status: 415, code: "unsupported_media_type",
-                        message: "send the body as JSON with Content-Type: application/json"))
-                return
-            }
-        }
-        let (route, params): (Router.Route, [String: String])
-        switch match {
-        case .matched(let matched, let captured):
-            (route, params) = (matched, captured)
-        case .notFound:
-            job.respond(APIResponses.error(status: 404, code: "not_found", message: "no endpoint \(request.path)"))
-            return
-        case .methodNotAllowed(let methods):
-            let allow = methods.joined(separator: ", ")
-            job.respond(
-                APIResponses.error(
-                    status: 405, code: "method_not_allowed",
-                    message: "\(request.method) is not allowed on \(request.path); allowed: \(allow)",
-                    headers: [("Allow", allow)]))
-            return
-        }
-        let context = RouteContext(request: request, params: params, respond: job.respond)
-        do throws(RunLoopError) {
-            switch try route.handler(context) {
-            case .json(let status, let value, let headers):
-                job.respond(APIResponses.json(status, value, headers: headers))
-            case .response(let response):
-                job.respond(response)
-            case .deferred:
-                break
-            }
-        } catch {
-            job.respond(APIResponses.error(error))
-        }
     }
 }

@@ -1,0 +1,155 @@
+import MicroHTTP
+import CMicroHTTPD
+import CoreFoundation
+import Foundation
+import Logging
+import Primitives
+import RunLoopCore
+
+/// The HTTP thread side of the service: libmicrohttpd's threads call `handle`
+/// for every request (through the `Forwarder`). Probes, metrics, preflights
+/// and static files are answered here; `/api/*` goes to the control loop.
+extension RunLoopService {
+    /// Called on a libmicrohttpd thread (through the `Forwarder`): first the
+    /// `RequestGuard` (Host and Origin), then `/api/*` goes to the control loop;
+    /// preflights, probes, metrics and static files are answered here. Every
+    /// answer gets an `X-Request-Id`, the security headers, an access-log line
+    /// and its metrics.
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        let path = request.path
+        let isAPI = path == "/api" || path.hasPrefix("/api/")
+        let route = isAPI ? "unmatched" : Self.route(path)
+        let trace = RequestTrace(requestId: Self.requestId(for: request), route: route)
+        let logger = self.logger
+        let metrics = self.metrics
+        // One look at the running state per request: the guard, the port, the control loop.
+        let (requestGuard, boundPort, control) = running.withLock {
+            ($0.requestGuard, $0.boundPort, $0.accepting ? $0.control : nil)
+        }
+        let isDashboard = route == "static"
+        let origin = request.headers["origin"]
+        let cors =
+            isAPI && origin != nil && request.method != "OPTIONS"
+            ? (requestGuard?.corsHeaders(origin: origin, host: request.headers["host"]) ?? []) : []
+        let answer: @Sendable (HTTPResponse) -> Void = { response in
+            var response = response
+            response.headers.append(("X-Request-Id", trace.requestId))
+            response.headers.append(contentsOf: cors)
+            SecurityHeaders.add(to: &response.headers, dashboard: isDashboard)
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - trace.started) / 1e9
+            let route = trace.route
+            metrics.recordRequest(route: route, status: response.status, seconds: seconds)
+            if response.status == 429 || response.status == 503 {
+                metrics.recordRefusal(response.errorCode ?? "status_\(response.status)")
+            }
+            respond(response)
+            logger.info(
+                "\(request.method) \(request.path) \(response.status)",
+                metadata: [
+                    "requestId": "\(trace.requestId)", "route": "\(route)", "status": "\(response.status)",
+                    "durationMs": "\((seconds * 1e6).rounded() / 1000)", "remote": "\(request.remoteAddress ?? "-")",
+                ])
+        }
+        // Before anything else: a foreign Host or Origin changes nothing.
+        guard let requestGuard else {
+            answer(
+                APIResponses.error(
+                    status: 503, code: "shutting_down", message: "runloopd is not accepting requests",
+                    headers: [("Retry-After", "1")]))
+            return
+        }
+        let verdict = requestGuard.check(
+            method: request.method, host: request.headers["host"], origin: origin,
+            referer: request.headers["referer"], boundPort: boundPort)
+        if case .refuse(let status, let code, let message, let field) = verdict {
+            answer(
+                APIResponses.refusal(
+                    HTTPRefusal(
+                        status: status, code: code, message: message, field: field,
+                        headers: [("Cache-Control", "no-store")])))
+            return
+        }
+        if isAPI, request.method == "OPTIONS", let origin, request.headers["access-control-request-method"] != nil {
+            // A CORS preflight from an allowed origin (the guard refused the rest).
+            // Answered here: preflights never carry the token.
+            answer(HTTPResponse(status: 204, headers: requestGuard.preflightHeaders(origin: origin)))
+            return
+        }
+        if isAPI {
+            guard let control, control.isRunning else {
+                answer(
+                    APIResponses.error(
+                        status: 503, code: "shutting_down", message: "runloopd is not accepting requests",
+                        headers: [("Retry-After", "1")]))
+                return
+            }
+            // The one path every API request takes: into the control worker's
+            // command buffer, then CFRunLoopSourceSignal + CFRunLoopWakeUp.
+            let job = Job(request: request, respond: answer, trace: trace, postedAt: Monotonic.now())
+            guard control.send(job) else {
+                answer(
+                    APIResponses.error(
+                        status: 503, code: "overloaded",
+                        message: "\(configuration.maxQueuedRequests) requests are already queued for the control loop",
+                        headers: [("Retry-After", "1")]))
+                return
+            }
+            return
+        }
+        let probes = ["/healthz", "/readyz", "/metrics"]
+        if probes.contains(path), request.method != "GET" && request.method != "HEAD" {
+            answer(
+                APIResponses.error(
+                    status: 405, code: "method_not_allowed",
+                    message: "\(request.method) is not allowed on \(path); allowed: GET, HEAD",
+                    headers: [("Allow", "GET, HEAD")]))
+            return
+        }
+        switch path {
+        case "/healthz":
+            answer(APIResponses.json(200, ["status": "ok"]))
+        case "/readyz":
+            if isReady {
+                answer(
+                    APIResponses.json(200, ["status": "ready", "threads": .number(Double(registry.allWorkers.count))]))
+            } else {
+                answer(
+                    APIResponses.error(
+                        status: 503, code: "not_ready", message: "runloopd is starting or stopping",
+                        headers: [("Retry-After", "1")]))
+            }
+        case "/metrics":
+            let body = metrics.exposition(
+                threads: registry.allWorkers.map(\.snapshot),
+                queued: running.withLock { $0.control }?.commands.pendingCount ?? 0,
+                eventClients: hub.clientCount)
+            answer(
+                HTTPResponse(
+                    status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: body))
+        default:
+            if let response = staticFiles.response(for: request) {
+                answer(response)
+            } else {
+                answer(APIResponses.error(status: 404, code: "not_found", message: "no such page \(path)"))
+            }
+        }
+    }
+
+    /// The caller's `X-Request-Id` when it is short and printable, else `r<n>`.
+    static func requestId(for request: HTTPRequest) -> String {
+        if let given = request.headers["x-request-id"], !given.isEmpty, given.utf8.count <= 128,
+            given.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
+        {
+            return given
+        }
+        return "r\(request.id)"
+    }
+
+    /// The metrics label for a non-API path (bounded set: never the raw path).
+    static func route(_ path: String) -> String {
+        switch path {
+        case "/healthz", "/readyz", "/metrics": return path
+        default: return "static"
+        }
+    }
+}

@@ -1,0 +1,28 @@
+import MicroHTTP
+import RunLoopCore
+
+/// Everything runloopd is configured with.
+public struct ServiceConfiguration: Sendable {
+    /// The HTTP layer's address, threads and bounds.
+    public var http = HTTPServerConfiguration()
+    /// The engine's bounds.
+    public var limits = Limits()
+    /// The control plane's bounds.
+    public var api = APILimits()
+    /// Requests queued for the control loop and not yet handled; beyond it 503.
+    public var maxQueuedRequests = 4096
+    /// The dashboard folder served at `/`.
+    public var publicDirectory = "Public"
+    /// When set, every `/api` request needs `Authorization: Bearer <token>`
+    /// (`/healthz`, `/readyz` and `/metrics` stay open for probes and scrapers).
+    public var token: String?
+    /// When true, every mutating API call (POST, PUT, PATCH, DELETE) answers 403.
+    public var readOnly = false
+    /// Extra names the `Host` header may carry (`--allowed-host`; `*` for any).
+    public var allowedHosts: [String] = []
+    /// Other origins whose pages may call the API (`--allowed-origin`).
+    public var allowedOrigins: [String] = []
+
+    /// The defaults.
+    public init() {}
+}
