@@ -40,7 +40,7 @@ typealias RouteHandler = @Sendable (RouteContext) throws(RunLoopError) -> Reply
 /// A method + path template table. Paths are matched segment by segment;
 /// `{name}` captures one segment. Literal segments win over captures, so
 /// `POST /tasks/suspend` is an action while `DELETE /tasks/{taskId}` removes a
-/// task named anything.
+/// task named anything. Built once at start, then only read (on the control loop).
 struct Router: Sendable {
     struct Route: Sendable {
         let method: String

@@ -8,6 +8,10 @@ import RunLoopCore
 /// runloopd's Prometheus metrics, recorded through swift-metrics into a
 /// registry of this service's own (so several services in one process, as in
 /// tests, never share counts). Served as text at `/metrics`.
+///
+/// Threads: recorded from any thread (workers' events, libmicrohttpd's
+/// threads, the control loop); swift-metrics handles are thread-safe and the
+/// per-route handle cache is one `Locked`.
 final class ServiceMetrics: Sendable {
     let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
