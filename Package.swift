@@ -24,13 +24,15 @@ let package = Package(
         ),
         .target(
             name: "RunLoopServer",
+            // openapi.json is compiled in as OpenAPISpec.generated.swift (scripts/embed-openapi.sh).
             dependencies: [
                 "RunLoopCore",
                 "CMicroHTTPD",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-            ]
+            ],
+            exclude: ["API/openapi.json"]
         ),
         .executableTarget(
             name: "runloopd",

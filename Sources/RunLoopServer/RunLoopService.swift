@@ -119,7 +119,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
 
         let api = API(
             registry: registry, events: hub, limits: configuration.api, version: versionValue(),
-            openAPI: OpenAPIDocument.document(limits: configuration))
+            openAPI: OpenAPIDocument.document(limits: configuration, selectors: registry.selectors.all))
         router = api.makeRouter()
         server = HTTPServer(configuration: configuration.http, handler: self, logger: logger)
         try server.start()
@@ -231,8 +231,7 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
             }
             return
         }
-        let probes = ["/healthz", "/readyz", "/metrics"]
-        if probes.contains(path), request.method != "GET" && request.method != "HEAD" {
+        if Self.probePaths.contains(path), request.method != "GET" && request.method != "HEAD" {
             answer(
                 APIResponses.error(
                     status: 405, code: "method_not_allowed",
@@ -278,6 +277,9 @@ public final class RunLoopService: HTTPRequestHandler, @unchecked Sendable {
         }
         return "r\(request.id)"
     }
+
+    /// The paths answered outside the control loop, GET only, never behind the token.
+    static let probePaths = ["/healthz", "/readyz", "/metrics"]
 
     /// The metrics label for a non-API path (bounded set: never the raw path).
     static func route(_ path: String) -> String {

@@ -21,7 +21,8 @@ public struct APILimits: Sendable, Hashable {
     public init() {}
 }
 
-/// The `/api` endpoints of API.md, run on the control loop's thread.
+/// The `/api` endpoints (`openapi.json` is their contract, `docs/api.md` the
+/// guide), run on the control loop's thread.
 struct API: Sendable {
     let registry: WorkerRegistry
     let events: EventHub
@@ -33,7 +34,9 @@ struct API: Sendable {
     func makeRouter() -> Router {
         var r = Router()
         r.add("GET", "/api/version") { _ throws(RunLoopError) in .json(200, version) }
-        r.add("GET", "/api/openapi.json") { _ throws(RunLoopError) in .json(200, openAPI) }
+        // Serialized once: every request gets the same bytes.
+        let openAPIResponse = APIResponses.json(200, openAPI)
+        r.add("GET", "/api/openapi.json") { _ throws(RunLoopError) in .response(openAPIResponse) }
         r.add("GET", "/api/selectors") { _ throws(RunLoopError) in
             .json(200, ["selectors": .array(registry.selectors.all.map(Rep.selector))])
         }
