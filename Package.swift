@@ -37,6 +37,7 @@ let package = Package(
         ),
         .target(
             name: "RunLoopServer",
+            // openapi.json is compiled in as OpenAPISpec.generated.swift (scripts/embed-openapi.sh).
             dependencies: [
                 "Primitives",
                 "RunLoopCore",
@@ -45,7 +46,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-            ]
+            ],
+            exclude: ["API/openapi.json"]
         ),
         .executableTarget(
             name: "runloopd",

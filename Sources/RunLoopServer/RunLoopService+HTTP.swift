@@ -96,8 +96,7 @@ extension RunLoopService {
             }
             return
         }
-        let probes = ["/healthz", "/readyz", "/metrics"]
-        if probes.contains(path), request.method != "GET" && request.method != "HEAD" {
+        if Self.probePaths.contains(path), request.method != "GET" && request.method != "HEAD" {
             answer(
                 APIResponses.error(
                     status: 405, code: "method_not_allowed",
@@ -144,6 +143,9 @@ extension RunLoopService {
         }
         return "r\(request.id)"
     }
+
+    /// The paths answered outside the control loop, GET only, never behind the token.
+    static let probePaths = ["/healthz", "/readyz", "/metrics"]
 
     /// The metrics label for a non-API path (bounded set: never the raw path).
     static func route(_ path: String) -> String {

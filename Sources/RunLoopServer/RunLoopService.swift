@@ -107,7 +107,7 @@ public final class RunLoopService: Sendable {
         }
         let api = API(
             registry: registry, events: hub, limits: configuration.api, version: versionValue(),
-            openAPI: OpenAPIDocument.document(limits: configuration))
+            openAPI: OpenAPIDocument.document(limits: configuration, selectors: registry.selectors.all))
         let requestGuard = try RequestGuard(
             boundHost: configuration.http.host, allowedHosts: configuration.allowedHosts,
             allowedOrigins: configuration.allowedOrigins)

@@ -3,7 +3,7 @@ import RunLoopCore
 import RunLoopServer
 import Testing
 
-/// Every error status of API.md, with its JSON body, against the real binary.
+/// Every error status of docs/api.md and openapi.json, with its JSON body, against the real binary.
 @Suite("E2E errors")
 struct E2EErrorTests {
     /// `{"error": {"code", "message", "field"}}` with the expected code and field.

@@ -2,8 +2,9 @@ import Foundation
 import RunLoopCore
 import Testing
 
-/// The seed scenarios of RUNLOOP.md, over HTTP against the real binary.
-@Suite("E2E seed scenarios")
+/// The run-loop behaviours of docs/concepts.md (exit reasons, stops, modes,
+/// performs, the task queue, what CF on Linux does), over HTTP against the real binary.
+@Suite("E2E run-loop scenarios")
 struct E2EScenarioTests {
     @Test("an empty loop finishes at once")
     func emptyLoopFinishes() async throws {

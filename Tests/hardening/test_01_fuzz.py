@@ -6,7 +6,8 @@ thread, then act on its id), positive and negative data, every check except:
   - not_a_server_error: replaced by st_hooks.no_undocumented_server_error,
     which accepts the documented 503/504 and nothing else;
   - use_after_free: an ended thread stays readable (state "exited") by design,
-    API.md: "exited ones are kept for a while", so GET after DELETE is 200;
+    docs/api.md: an ended thread stays readable (state "exited") for a while,
+    so GET after DELETE is 200;
   - ensure_resource_availability: an idle task is consumed by the loop as soon
     as it runs, so "created then 404" is the documented behaviour.
 Strings are generated in ASCII: runloopd bounds strings in UTF-8 bytes, which

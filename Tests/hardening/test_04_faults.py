@@ -143,7 +143,7 @@ def test_limits_hit_by_concurrent_clients_are_exact(server):
     got = _burst(server, 80, "POST", f"/api/threads/{ids[1]}/perform", {"selector": "count"})
     counts["queued"] = (sum(r.status_code == 202 for r in got), _refusals_carry_retry_after(got, 429))
     assert counts["queued"] == (LIMITS["queued"], 80 - LIMITS["queued"])
-    # tasks: capacity 10 (API.md: a full task queue is a 409 conflict, not a 429)
+    # tasks: capacity 10 (docs/api.md, openapi.json: a full task queue is 409 queue_full, not a 429)
     assert server.post(f"/api/threads/{ids[2]}/tasks/suspend").status_code == 200
     got = _burst(server, 30, "POST", f"/api/threads/{ids[2]}/tasks", {"id": "x", "selector": "count"})
     full = [r for r in got if r.status_code == 409]

@@ -1,7 +1,7 @@
 import Foundation
 import RunLoopCore
 
-/// How engine values look in JSON: the field names of API.md.
+/// How engine values look in JSON: the field names `openapi.json` documents.
 enum Rep {
     static func exit(_ exit: RunExit?) -> Value {
         guard let exit else { return .null }

@@ -56,6 +56,9 @@ struct Router: Sendable {
     }
 
     private(set) var routes: [Route] = []
+    /// Every method and path template, in the order they were added (the
+    /// contract test compares this table with `openapi.json` both ways).
+    var table: [(method: String, template: String)] { routes.map { ($0.method, $0.template) } }
     /// Route indexes by segment count: a path is compared only with templates of its length.
     private var byLength: [Int: [Int]] = [:]
 

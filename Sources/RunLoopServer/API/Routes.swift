@@ -23,8 +23,9 @@ public struct APILimits: Sendable, Hashable {
     public init() {}
 }
 
-/// The `/api` endpoints, run on the control loop's thread. Grouped by
-/// resource: `ThreadRoutes`, `PerformRoutes`, `TimerRoutes`, `SourceRoutes`,
+/// The `/api` endpoints (`openapi.json` is their contract, `docs/api.md` the
+/// guide), run on the control loop's thread. Grouped by resource:
+/// `ThreadRoutes`, `PerformRoutes`, `TimerRoutes`, `SourceRoutes`,
 /// `ObserverRoutes`, `TaskRoutes`; the meta routes are here.
 struct API: Sendable {
     let registry: WorkerRegistry
@@ -37,7 +38,9 @@ struct API: Sendable {
     func makeRouter() -> Router {
         var r = Router()
         r.add("GET", "/api/version") { _ throws(RunLoopError) in .json(200, version) }
-        r.add("GET", "/api/openapi.json") { _ throws(RunLoopError) in .json(200, openAPI) }
+        // Serialized once: every request gets the same bytes.
+        let openAPIResponse = APIResponses.json(200, openAPI)
+        r.add("GET", "/api/openapi.json") { _ throws(RunLoopError) in .response(openAPIResponse) }
         r.add("GET", "/api/selectors") { _ throws(RunLoopError) in
             .json(200, ["selectors": .array(registry.selectors.all.map(Rep.selector))])
         }

@@ -56,7 +56,7 @@ struct StealWindow {
     }
 }
 
-/// The steal threshold above which a run is contaminated (BENCHMARKING.md).
+/// The steal threshold above which a run is contaminated (docs/benchmarking.md).
 let stealLimit = 5.0
 
 /// Runs `body` up to `attempts` times until its steal is ≤ 5 %; returns the

@@ -183,7 +183,7 @@ enum HopBenchmark {
             + "the figure is the median of the per-round ratios, latencies the medians of wrk's per-round p50 / p99. "
             + "wrk -t1 runs on the same 2 vCPUs as the server.\n\n" + table
         section.notes.append(
-            "Reference (BENCHMARKING.md): bare libmicrohttpd `GET /ping`, wrk -t1 -c16: 124.6k req/s, p50 115 µs, p99 237 µs; Hummingbird 2.28: 0.21× bare.")
+            "Reference (docs/benchmarking.md): bare libmicrohttpd `GET /ping`, wrk -t1 -c16: 124.6k req/s, p50 115 µs, p99 237 µs; Hummingbird 2.28: 0.21× bare.")
         section.emit(started: started, outputDirectory: out)
     }
 

@@ -111,7 +111,7 @@ enum TimerBenchmark {
         section.notes.append(
             "Intervals uniform in [1 ms, 1 s] (≈ \(Int(Double(timers) * log(1000) / 0.999)) fires/s in all), first fire at a random point of the first interval; lateness measured against the timer's grid, as `TimerRecord` does.")
         section.notes.append(
-            "Reference (BENCHMARKING.md): CFRunLoopTimer lateness, 10k timers on 16 threads over 5 s: p50 34 µs, p99 167 µs, max 2.1 ms.")
+            "Reference (docs/benchmarking.md): CFRunLoopTimer lateness, 10k timers on 16 threads over 5 s: p50 34 µs, p99 167 µs, max 2.1 ms.")
         section.emit(started: started, outputDirectory: out)
     }
 

@@ -98,7 +98,7 @@ enum WakeUpBenchmark {
             "\(roundTrips) round trips per round, \(rounds) rounds alternating plain CF → CommandSource → Worker.perform; "
             + "ratio = median of the per-round p50 ratios; percentiles over all clean rounds.\n\n" + rows
         section.notes.append(
-            "Reference (BENCHMARKING.md): CF source0 ping-pong p50 16 µs, p99 26 µs; SwiftNIO 15.6 / 25 µs; libdispatch 3.7 / 6.8 µs.")
+            "Reference (docs/benchmarking.md): CF source0 ping-pong p50 16 µs, p99 26 µs; SwiftNIO 15.6 / 25 µs; libdispatch 3.7 / 6.8 µs.")
         section.emit(started: started, outputDirectory: out)
     }
 
