@@ -3,7 +3,7 @@ import HeapModule
 
 /// A deadline scheduled with `Deadlines.after`; `cancel()` drops its action at once.
 public struct DeadlineToken: Sendable, Hashable {
-    fileprivate let id: UInt64
+    let id: UInt64
 
     /// Drops the action (and what it captured) if it has not run yet.
     public func cancel() {

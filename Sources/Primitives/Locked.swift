@@ -27,7 +27,14 @@ public final class Locked<Value>: @unchecked Sendable {
     /// Wraps `value`.
     public init(_ value: Value) {
         self.value = value
-        mutex = .allocate(capacity: 1)
+        // One allocation for both: the mutex, then the condition (a lock is made
+        // per perform on the hot path, so every malloc counts).
+        let mutexBytes = MemoryLayout<pthread_mutex_t>.stride
+        let alignment = max(MemoryLayout<pthread_mutex_t>.alignment, MemoryLayout<pthread_cond_t>.alignment)
+        let conditionOffset = (mutexBytes + alignment - 1) / alignment * alignment
+        let raw = UnsafeMutableRawPointer.allocate(
+            byteCount: conditionOffset + MemoryLayout<pthread_cond_t>.stride, alignment: alignment)
+        mutex = raw.bindMemory(to: pthread_mutex_t.self, capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
@@ -36,7 +43,7 @@ public final class Locked<Value>: @unchecked Sendable {
         #endif
         pthread_mutex_init(mutex, &attributes)
         pthread_mutexattr_destroy(&attributes)
-        condition = .allocate(capacity: 1)
+        condition = (raw + conditionOffset).bindMemory(to: pthread_cond_t.self, capacity: 1)
         condition.initialize(to: pthread_cond_t())
         // The condition measures timed waits on the monotonic clock (a wall
         // clock step never stretches or cuts a deadline).
@@ -50,10 +57,9 @@ public final class Locked<Value>: @unchecked Sendable {
     deinit {
         pthread_cond_destroy(condition)
         condition.deinitialize(count: 1)
-        condition.deallocate()
         pthread_mutex_destroy(mutex)
         mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        UnsafeMutableRawPointer(mutex).deallocate()
     }
 
     /// Runs `body` with the lock held (inlined, so it specialises in callers).

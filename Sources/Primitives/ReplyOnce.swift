@@ -1,20 +1,23 @@
+import Synchronization
+
 /// Answers a caller exactly once: the first of several possible answers (a
 /// result, a deadline, the end of the thread or of the service) is delivered,
-/// later ones are dropped. The one such guard in runloopd: performs, routes
-/// and the HTTP layer's responses all use it.
+/// later ones are dropped. The one such guard in runloopd: performs and routes
+/// use it. (The HTTP layer's request context does not need one: "answered" is
+/// one phase of its connection state machine, which also refuses an answer
+/// that comes after the client has gone.)
 ///
 /// A deadline attached with `expire(after:_:)` is cancelled by the first
 /// answer, so nothing stays scheduled behind a fast reply.
 ///
-/// Thread-safety: any thread may answer; `deliver` runs outside the lock on
-/// the thread whose answer won.
+/// Thread-safety: any thread may answer; `deliver` runs on the thread whose
+/// answer won.
 public final class ReplyOnce<Answer>: Sendable {
-    private struct State {
-        var answered = false
-        var deadline: DeadlineToken?
-    }
-
-    private let state = Locked(State())
+    // Two atomics instead of a lock: one is made per perform and per long
+    // request, on the hot path.
+    private let answered = Atomic<Bool>(false)
+    /// The attached deadline's id; 0 when none.
+    private let deadline = Atomic<UInt64>(0)
     private let deliver: @Sendable (Answer) -> Void
 
     /// `deliver` receives the winning answer.
@@ -23,21 +26,16 @@ public final class ReplyOnce<Answer>: Sendable {
     }
 
     /// Whether an answer was delivered already.
-    public var isAnswered: Bool { state.withLock { $0.answered } }
+    public var isAnswered: Bool { answered.load(ordering: .acquiring) }
 
     /// Delivers `answer` unless one came first. `first` runs just before the
     /// delivery, only for the winning answer (for events and metrics that a
     /// caller who sees the answer may count on). Returns whether it won.
     @discardableResult
     public func answer(_ answer: Answer, first: () -> Void = {}) -> Bool {
-        let deadline: DeadlineToken?? = state.withLock { s in
-            guard !s.answered else { return .none }
-            s.answered = true
-            defer { s.deadline = nil }
-            return .some(s.deadline)
-        }
-        guard let deadline else { return false }
-        deadline?.cancel()
+        guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }
+        let token = deadline.exchange(0, ordering: .acquiringAndReleasing)
+        if token != 0 { DeadlineToken(id: token).cancel() }
         first()
         deliver(answer)
         return true
@@ -52,11 +50,11 @@ public final class ReplyOnce<Answer>: Sendable {
         let token = Deadlines.after(seconds) { [self] in
             answer(make(), first: first)
         }
-        let keep = state.withLock { s in
-            guard !s.answered else { return false }
-            s.deadline = token
-            return true
+        deadline.store(token.id, ordering: .releasing)
+        // An answer that came in between found no deadline to cancel: cancel it
+        // here (whichever side takes the id out of `deadline` cancels it).
+        if answered.load(ordering: .acquiring), deadline.exchange(0, ordering: .acquiringAndReleasing) == token.id {
+            token.cancel()
         }
-        if !keep { token.cancel() }
     }
 }

@@ -267,7 +267,9 @@ struct E2ESecurityTests {
 
     // MARK: - Start-up
 
-    /// Runs the binary with `arguments` until it exits (at most 20 s): its status and output.
+    /// Runs the binary with `arguments` until it exits (killed after 20 s): its
+    /// status and output. The output is read to its end (the child's exit closes
+    /// the pipe), so nothing waits on a readability callback.
     private func runToExit(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32?, String) {
         guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
         let process = Process()
@@ -275,28 +277,21 @@ struct E2ESecurityTests {
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
             .merging(environment) { _, given in given }
-        let output = E2EMonitor(RunLoopd.Output())
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = pipe
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                output.update { $0.log += "\u{0}" }  // end of output
-                return
-            }
-            output.update { $0.log += String(decoding: data, as: UTF8.self) }
-        }
+        let exited = E2EMonitor<Int32?>(nil)
         process.terminationHandler = { finished in
             let status = finished.terminationStatus
-            output.update { $0.exitStatus = status }
+            exited.update { $0 = status }
         }
         try process.run()
-        if !output.wait(timeout: 20, until: { $0.exitStatus != nil && $0.log.hasSuffix("\u{0}") }) {
-            process.terminate()
-        }
-        return (output.value.exitStatus, output.value.log)
+        let watchdog = DispatchWorkItem { [process] in if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        watchdog.cancel()
+        exited.wait(timeout: 20) { $0 != nil }
+        return (exited.value, String(decoding: data, as: UTF8.self))
     }
 
     @Test(
