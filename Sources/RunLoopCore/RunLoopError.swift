@@ -1,21 +1,21 @@
 /// An error as a value: a stable code, a human message, the offending field and
-/// the kind of failure (which the HTTP layer maps to a status in one place).
+/// the kind of failure (an API maps kinds to its own statuses, in one place).
 public struct RunLoopError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What went wrong, coarsely: decides the HTTP status.
+    /// What went wrong, coarsely.
     public enum Kind: String, Sendable, Hashable {
-        /// The input is malformed or out of range (400).
+        /// The input is malformed or out of range.
         case badValue
-        /// No such thread, timer, source, task or selector (404).
+        /// No such thread, timer, source, task or selector.
         case notFound
-        /// The request conflicts with the current state (409).
+        /// The request conflicts with the current state.
         case conflict
-        /// A configured limit refuses more work (429).
+        /// A configured limit refuses more work.
         case limit
-        /// A wait passed its deadline (504).
+        /// A caller's wait passed its deadline.
         case deadline
-        /// The worker ended before the work could run (410-like; reported as 409).
+        /// The worker ended before the work could run.
         case gone
-        /// A selector ran and reported failure (reported in the result, 200/422).
+        /// A selector ran and reported failure.
         case failed
     }
 
