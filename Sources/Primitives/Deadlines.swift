@@ -57,6 +57,13 @@ public final class Deadlines: @unchecked Sendable {
         shared.schedule(seconds, action)
     }
 
+    /// Arms the timer once, so libdispatch sets up its timer machinery (an
+    /// epoll set, an eventfd and a timerfd, kept for the process's life) now,
+    /// at start, rather than inside the first request that has a deadline.
+    public static func prepare() {
+        shared.schedule(3600) {}.cancel()
+    }
+
     /// Deadlines scheduled and not yet run or cancelled (for tests and leak checks).
     public var pendingCount: Int { state.withLock { $0.actions.count } }
 

@@ -101,6 +101,9 @@ public final class RunLoopService: Sendable {
 
     /// Starts the control loop, then the HTTP server.
     public func start() throws {
+        // libdispatch's timer machinery (three descriptors for the process's life)
+        // is set up here, not by the first request that waits.
+        Deadlines.prepare()
         let control = try ControlLoop<Job>(name: "rl-control", capacity: configuration.maxQueuedRequests) {
             [weak self] batch in
             self?.handle(batch)
