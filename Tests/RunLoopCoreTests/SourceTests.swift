@@ -91,11 +91,15 @@ import Testing
         #expect(message.msgid == 7)
         #expect(message.data == "hello")
         #expect(message.receivedAt != nil)
-        let sourceEvents = probe.events.filter {
-            guard case .source(let thread, let source, let kind, _, _) = $0 else { return false }
-            return thread == receiver.id && source == port.id && kind == .port
+        // The event is emitted after the message is counted (once the source's
+        // action ran): wait for it rather than race it.
+        func sourceEvents() -> [RunLoopEvent] {
+            probe.events.filter {
+                guard case .source(let thread, let source, let kind, _, _) = $0 else { return false }
+                return thread == receiver.id && source == port.id && kind == .port
+            }
         }
-        #expect(!sourceEvents.isEmpty)
+        #expect(probe.waitUntil { !sourceEvents().isEmpty })
         // CF read the doorbell before perform: the eventfd is drained.
         var counter: UInt64 = 0
         let got = read(fd, &counter, 8)

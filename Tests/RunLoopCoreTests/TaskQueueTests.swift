@@ -25,6 +25,8 @@ import Testing
         #expect(probe.waitUntil { worker.taskSnapshot().done == 3 })
         #expect(worker.log == ["a", "b", "c"])
         #expect(worker.taskSnapshot().tasks.isEmpty)
+        // A task's "finished" event follows its count: wait for the events, not only the count.
+        #expect(probe.waitUntil { probe.taskChanges(worker.id).filter { $0.change == "finished" }.count == 3 })
         let finished = probe.taskChanges(worker.id).filter { $0.change == "finished" }.map(\.task)
         #expect(finished == ["a", "b", "c"])
         // One per turn: the loop slept and woke between two tasks.
@@ -105,6 +107,7 @@ import Testing
 
         #expect(probe.waitUntil { worker.taskSnapshot().done == 1 })
         #expect(runLoopError { _ = try worker.removeTask(id: "slow") }?.kind == .notFound)
+        #expect(probe.waitUntil { probe.taskChanges(worker.id).last?.change == "finished" })
         #expect(probe.taskChanges(worker.id).map(\.change) == ["added", "started", "finished"])
     }
 
@@ -117,6 +120,7 @@ import Testing
 
         #expect(probe.waitUntil { worker.taskSnapshot().done == 1 })
         #expect(worker.counterValues["steps"] == 3)
+        #expect(probe.waitUntil { probe.taskChanges(worker.id).last?.change == "finished" })
         let changes = probe.taskChanges(worker.id).map(\.change)
         #expect(changes == ["added", "started", "ran", "started", "ran", "started", "finished"])
     }
