@@ -39,7 +39,7 @@ struct RecordTable<Record> {
     private let isLive: (Record) -> Bool
 
     init(limit: Int, isLive: @escaping (Record) -> Bool) {
-        self.limit = max(1, limit)
+        self.limit = limit
         self.isLive = isLive
     }
 
@@ -51,12 +51,22 @@ struct RecordTable<Record> {
     /// Records that can still act.
     var liveCount: Int { byId.values.reduce(0) { $0 + (isLive($1) ? 1 : 0) } }
 
+    /// Throws `code` when thread `thread` already has `limit` live records
+    /// (`noun`: what they are, for the message).
+    func checkRoom(_ code: String, _ noun: String, thread: String) throws(RunLoopError) {
+        let live = liveCount
+        guard live < limit else {
+            throw .limit(code, "thread \(thread) already has \(live) \(noun) (limit \(limit))")
+        }
+    }
+
     mutating func insert(_ record: Record, id: String) {
         byId[id] = record
         order.append(id)
-        guard order.count > limit * 2 else { return }
+        let kept = max(1, limit)
+        guard order.count > kept * 2 else { return }
         let dead = order.filter { byId[$0].map { !isLive($0) } ?? true }
-        for id in dead.prefix(order.count - limit) { byId[id] = nil }
+        for id in dead.prefix(order.count - kept) { byId[id] = nil }
         order.removeAll { byId[$0] == nil }
     }
 }

@@ -14,12 +14,7 @@ extension Worker {
         }
         let loop = try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)
-            let valid = b.observers.liveCount
-            guard valid < limits.maxObserversPerWorker else {
-                throw .limit(
-                    "too_many_observers",
-                    "thread \(id) already has \(valid) observers (limit \(limits.maxObserversPerWorker))")
-            }
+            try b.observers.checkRoom("too_many_observers", "observers", thread: id)
             b.observers.insert(record, id: observerId)
             return b.loop
         }

@@ -62,16 +62,22 @@ extension Worker {
             }
             guard let loop = b.loop else { return (nil, []) }
             let toSignal = b.performs.enqueue(request, on: loop) { mode in PerformCarrier { routine(mode) } }
+            // The carriers are in their modes now (added under this lock).
+            b.touch()
             return (loop, toSignal)
         }
-        if let loop {
-            if let delayTimer {
+        if let delayTimer {
+            if let loop {
                 for mode in modes { CFRunLoopAddTimer(loop, delayTimer, mode.cfMode) }
             }
+            touch()
+        } else {
+            book.notifyAll()
+        }
+        if let loop {
             for source in toSignal { CFRunLoopSourceSignal(source) }
             if !toSignal.isEmpty { CFRunLoopWakeUp(loop) }
         }
-        touch()
         if let deadline, completion != nil {
             let emit = self.emit
             let result = PerformResult(

@@ -10,12 +10,7 @@ extension Worker {
         if let action = spec.action { checked.action = try selectors.validate(action, field: "action") }
         try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)
-            let valid = b.sources.liveCount
-            guard valid < limits.maxSourcesPerWorker else {
-                throw .limit(
-                    "too_many_sources",
-                    "thread \(id) already has \(valid) sources (limit \(limits.maxSourcesPerWorker))")
-            }
+            try b.sources.checkRoom("too_many_sources", "sources", thread: id)
         }
         let sourceId = ids.next("s")
         let record = try UserSource(id: sourceId, spec: checked, queueLimit: limits.portQueueSize) {

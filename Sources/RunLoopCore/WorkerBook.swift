@@ -41,6 +41,9 @@ struct WorkerBook {
 
     // MARK: what the loop holds
 
+    /// Timers, sources and observers by id; each table's limit is the
+    /// per-worker limit of its kind (it refuses beyond it and prunes dead
+    /// records past twice it).
     var timers: RecordTable<TimerRecord>
     /// Timers that can still fire (kept by the timers' `onInvalid`): adding the
     /// n-th timer must not cost a scan of n.

@@ -37,6 +37,7 @@ public final class WorkerRegistry: Sendable {
         try Self.validate(options, limits: limits)
         // Count live workers without holding the table's lock while asking them.
         let known = allWorkers
+        let exited = known.filter(\.hasExited).map(\.id)
         let live = known.filter { !$0.hasExited && !$0.isEnding }.count
         guard live < limits.maxWorkers else {
             throw .limit("too_many_threads", "\(live) threads are running (limit \(limits.maxWorkers))")
@@ -44,7 +45,6 @@ public final class WorkerRegistry: Sendable {
         let id = nextId("t")
         let worker = try Worker(
             id: id, options: options, limits: limits, selectors: selectors, registry: self, events: events)
-        let exited = allWorkers.filter(\.hasExited).map(\.id)
         table.withLock { t in
             t.workers[id] = worker
             t.order.append(id)
