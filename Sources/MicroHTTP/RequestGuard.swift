@@ -171,7 +171,8 @@ public struct RequestGuard: Sendable {
     /// same-origin or refused caller, `Access-Control-Allow-Origin` (and what a
     /// caller may read) for an `--allowed-origin`.
     public func corsHeaders(origin: String?, host: String?) -> [(String, String)] {
-        guard let origin, case .origin(let parsed) = Self.origin(origin, isReferer: false),
+        // Without --allowed-origin (the usual case) there is nothing to parse.
+        guard !allowedOrigins.isEmpty, let origin, case .origin(let parsed) = Self.origin(origin, isReferer: false),
             allowedOrigins.contains(parsed.serialized),
             !isSameOrigin(parsed, requestHost: host.flatMap { Self.authority($0) })
         else { return [] }

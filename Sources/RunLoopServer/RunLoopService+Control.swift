@@ -9,11 +9,9 @@ import RunLoopCore
 /// The control-loop side of the service: the control loop's command source
 /// hands each drained batch of requests to `handle(_:)`, on its own thread.
 extension RunLoopService {
-    /// The control worker's command source perform routine: one batch of
-    /// requests, in arrival order, on the control thread.
     /// Whether the request carries the token: `Authorization: Bearer <token>`,
-    /// or `?access_token=` on the event stream (EventSource cannot set headers).
-    /// Compared in constant time.
+    /// or `?access_token=` on the event stream (for older clients; the
+    /// dashboard sends the header). Compared in constant time.
     static func authorized(_ request: HTTPRequest, token: String) -> Bool {
         var presented: String?
         if let header = request.headers["authorization"] {
@@ -38,6 +36,8 @@ extension RunLoopService {
         return difference == 0
     }
 
+    /// The control loop's command source perform routine: one batch of
+    /// requests, in arrival order, on the control thread.
     func handle(_ batch: [Job]) {
         let (server, router) = running.withLock { ($0.server, $0.router) }
         guard let server else {

@@ -76,7 +76,8 @@ extension RunLoopService {
             return
         }
         if isAPI {
-            guard let control, control.isRunning else {
+            // `accepting` is true only while the control loop runs (stop clears it first).
+            guard let control else {
                 answer(
                     APIResponses.error(
                         status: 503, code: "shutting_down", message: "runloopd is not accepting requests",
@@ -149,9 +150,6 @@ extension RunLoopService {
 
     /// The metrics label for a non-API path (bounded set: never the raw path).
     static func route(_ path: String) -> String {
-        switch path {
-        case "/healthz", "/readyz", "/metrics": return path
-        default: return "static"
-        }
+        probePaths.contains(path) ? path : "static"
     }
 }
