@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(
             name: "RunLoopServerTests",
             dependencies: [
-                "RunLoopServer", "RunLoopCore", "Primitives", "MicroHTTP", "RunLoopTestSupport",
+                "RunLoopServer", "RunLoopCore", "Primitives", "MicroHTTP", "RunLoopTestSupport", "CLinux",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,9 +1,12 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include "CLinux.h"
 
 int clinux_gettid(void) { return (int)syscall(SYS_gettid); }
 
 int clinux_set_thread_name(const char *name) { return pthread_setname_np(pthread_self(), name); }
+
+int clinux_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }

@@ -1,4 +1,5 @@
 @testable import MicroHTTP
+import CLinux
 import Foundation
 import Logging
 import Primitives
@@ -71,29 +72,36 @@ final class CurlProcess: @unchecked Sendable {
     let process = Process()
     private let collected = Monitor(Collected())
 
-    /// Serialises pipe creation and spawning: pipes are made close-on-exec under
-    /// it, so no other curl inherits them (which would delay end-of-file).
-    private static let spawnLock = Locked(())
-
     init(_ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         process.arguments = arguments
         process.standardInput = FileHandle.nullDevice
         let collected = self.collected
         process.terminationHandler = { _ in collected.update { $0.finished = true } }
-        try Self.spawnLock.withLock { _ in
-            let out = Pipe()
-            let err = Pipe()
-            for pipe in [out, err] {
-                _ = fcntl(pipe.fileHandleForReading.fileDescriptor, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(pipe.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
-            }
-            process.standardOutput = out
-            process.standardError = err
-            collect(out.fileHandleForReading, isError: false)
-            collect(err.fileHandleForReading, isError: true)
-            try process.run()
+        // Pipes born close-on-exec (pipe2), so no other curl spawned at the same
+        // moment inherits them (which would delay end-of-file); the child gets
+        // its ends through dup2, which clears the flag.
+        let (outRead, outWrite) = try Self.closeOnExecPipe()
+        let (errRead, errWrite) = try Self.closeOnExecPipe()
+        process.standardOutput = outWrite
+        process.standardError = errWrite
+        collect(outRead, isError: false)
+        collect(errRead, isError: true)
+        defer {
+            // The parent's write ends: closed so end-of-file arrives when curl exits.
+            try? outWrite.close()
+            try? errWrite.close()
         }
+        try process.run()
+    }
+
+    private static func closeOnExecPipe() throws -> (read: FileHandle, write: FileHandle) {
+        var fds: [Int32] = [0, 0]
+        guard clinux_pipe_cloexec(&fds) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return (
+            FileHandle(fileDescriptor: fds[0], closeOnDealloc: true),
+            FileHandle(fileDescriptor: fds[1], closeOnDealloc: false)
+        )
     }
 
     /// Reads `handle` to end-of-file on a thread of its own (blocking reads).

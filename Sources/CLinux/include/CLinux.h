@@ -11,4 +11,8 @@ int clinux_set_thread_name(const char *name);
 
 /// The kernel thread id of the calling thread.
 int clinux_gettid(void);
+
+/// A pipe whose two ends are close-on-exec from birth (`pipe2`), so a process
+/// spawned by another thread at the same moment cannot inherit them.
+int clinux_pipe_cloexec(int fds[2]);
 #endif
