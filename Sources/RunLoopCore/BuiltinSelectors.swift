@@ -73,6 +73,7 @@ enum BuiltinSelectors {
             Selector(
                 name: "stop", summary: "Calls CFRunLoopStop on the thread's own loop from inside a handler."
             ) { context throws(RunLoopError) in
+                context.worker.stopSelectorRan()
                 CFRunLoopStop(CFRunLoopGetCurrent())
                 return SelectorOutcome(["stopped": true])
             },

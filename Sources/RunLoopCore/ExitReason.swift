@@ -54,9 +54,16 @@ public struct RunExit: Sendable, Hashable {
     public var run: Int
     /// Nesting depth: 0 for a top-level run, 1 for a run started inside a run, …
     public var depth: Int
+    /// Why, beyond the reason: what was handled, which deadline, who stopped
+    /// it, what emptied the mode.
+    public var cause: ExitCause?
 
     /// Creates a record.
-    public init(reason: ExitReason, mode: String, duration: Double, endedAt: Date, run: Int, depth: Int) {
+    public init(
+        reason: ExitReason, mode: String, duration: Double, endedAt: Date, run: Int, depth: Int,
+        cause: ExitCause? = nil
+    ) {
+        self.cause = cause
         self.reason = reason
         self.mode = mode
         self.duration = duration

@@ -192,8 +192,11 @@ struct PerformQueue {
 
     /// Takes each named mode's carrier out of its mode when no pending perform
     /// names the mode (CF call under the worker's lock: see the type's notes).
-    mutating func retire(_ modes: [String], from loop: CFRunLoop?) {
-        guard let loop else { return }
+    /// Returns the modes whose carrier left.
+    @discardableResult
+    mutating func retire(_ modes: [String], from loop: CFRunLoop?) -> [String] {
+        guard let loop else { return [] }
+        var retired: [String] = []
         for name in modes {
             guard var entry = carriers[name], entry.inLoop, !pending.contains(where: { $0.request.runs(in: name) }),
                 let mode = try? RunLoopMode(name)
@@ -204,7 +207,9 @@ struct PerformQueue {
             // so a carrier re-added later is never left signalled on a sleeping loop.
             entry.signalled = false
             carriers[name] = entry
+            retired.append(name)
         }
+        return retired
     }
 
     /// Cancels the delayed performs of `selector`: returns them with their timers.

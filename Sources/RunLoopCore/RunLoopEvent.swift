@@ -15,6 +15,14 @@ public enum RunLoopEvent: Sendable {
     case task(thread: String, task: String, change: TaskChange, runs: Int)
     /// An observer saw an activity.
     case activity(thread: String, record: ActivityRecord)
+    /// A turn of a run ended (the loop went to sleep or the run returned).
+    case turn(thread: String, turn: TurnRecord)
+    /// A warning appeared, changed severity, or stopped being active.
+    case warning(LoopWarning)
+    /// A callout crossed a stall threshold while still running.
+    case stall(Stall, change: StallChange)
+    /// A stalled callout returned (`ms`: how long it ran in all).
+    case stallEnded(Stall)
 }
 
 /// What happened to a worker's thread (the `change` of a `thread` event).

@@ -96,18 +96,20 @@ final class TimerRecord: @unchecked Sendable {
         var invalidated = false
     }
     private let stats: Locked<Stats>
-    private let onFire: @Sendable (TimerRecord, Int, Double) -> Void
-    private let onInvalid: @Sendable () -> Void
+    private let onFire: @Sendable (TimerRecord, Int, Double, Double) -> Void
+    private let onInvalid: @Sendable (String) -> Void
 
     /// Creates the CF timer (not yet added to a loop). `onFire` runs on the loop's
-    /// thread after the statistics are updated, with the fire count and lateness (s).
+    /// thread after the statistics are updated, with the fire count, the
+    /// lateness on the timer's grid (s) and how far behind the fire date CF
+    /// had set it is (s; past one interval, fires were skipped).
     /// `onInvalid` runs once, when the timer can no longer fire (one-shot fired,
-    /// `maxFires` reached, or invalidated), so the owner can count live timers
-    /// without scanning them.
+    /// `maxFires` reached, or invalidated), with how it ended, so the owner can
+    /// count live timers without scanning them.
     init(
         id: String, spec: TimerSpec, window: Int,
-        onFire: @escaping @Sendable (TimerRecord, Int, Double) -> Void,
-        onInvalid: @escaping @Sendable () -> Void = {}
+        onFire: @escaping @Sendable (TimerRecord, Int, Double, Double) -> Void,
+        onInvalid: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.id = id
         self.spec = spec
@@ -133,6 +135,8 @@ final class TimerRecord: @unchecked Sendable {
     }
 
     private func fired() {
+        // Inside the callout CF still holds the fire date it is firing.
+        let due = CFRunLoopTimerGetNextFireDate(timer)
         let now = CFAbsoluteTimeGetCurrent()
         let lateness = max(0, now - scheduledDate(now: now))
         let count = stats.withLock { s in
@@ -142,12 +146,12 @@ final class TimerRecord: @unchecked Sendable {
         }
         let reachedMax = spec.maxFires.map { count >= $0 } ?? false
         if reachedMax {
-            invalidate()
+            invalidate(how: "was invalidated after its last fire (maxFires \(count))")
         } else if !spec.repeats {
             // CF invalidates a one-shot timer after this callout.
-            markInvalid()
+            markInvalid(how: "fired once (CF invalidates a one-shot timer after its fire)")
         }
-        onFire(self, count, lateness)
+        onFire(self, count, lateness, max(0, now - due))
     }
 
     /// Records the failure of the timer's action.
@@ -156,18 +160,18 @@ final class TimerRecord: @unchecked Sendable {
     }
 
     /// `CFRunLoopTimerInvalidate` (idempotent).
-    func invalidate() {
-        markInvalid()
+    func invalidate(how: String = "was invalidated") {
+        markInvalid(how: how)
         CFRunLoopTimerInvalidate(timer)
     }
 
     /// Reports the end of the timer's life once.
-    private func markInvalid() {
+    private func markInvalid(how: String) {
         let first = stats.withLock { s in
             defer { s.invalidated = true }
             return !s.invalidated
         }
-        if first { onInvalid() }
+        if first { onInvalid(how) }
     }
 
     var isValid: Bool { CFRunLoopTimerIsValid(timer) }

@@ -10,7 +10,10 @@ extension Worker {
         guard !spec.activities.isEmpty else { throw .badValue("activities", "name at least one activity") }
         let observerId = ids.next("ob")
         let record = ObserverRecord(id: observerId, spec: spec) { [weak self] record, activity in
-            self?.recordActivity(activity, observer: record.id)
+            guard let self else { return }
+            self.callout(CalloutRef(kind: .observer, id: record.id)) {
+                self.recordActivity(activity, observer: record.id)
+            }
         }
         let loop = try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)

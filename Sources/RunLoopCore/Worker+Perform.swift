@@ -56,6 +56,7 @@ extension Worker {
                     "queue_full",
                     "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))")
             }
+            for mode in modes { b.filled(mode.name) }
             if let delayTimer {
                 b.performs.addDelayed(request, timer: delayTimer)
                 return (b.loop, [CFRunLoopSource]())
@@ -78,6 +79,7 @@ extension Worker {
             for source in toSignal { CFRunLoopSourceSignal(source) }
             if !toSignal.isEmpty { CFRunLoopWakeUp(loop) }
         }
+        watchPerform(request)
         if let deadline, completion != nil {
             let emit = self.emit
             let result = PerformResult(
@@ -96,8 +98,17 @@ extension Worker {
     /// A delayed perform's timer fired (on this thread): run it now, unless it
     /// was cancelled.
     private func delayedFired(_ request: PerformRequest) {
-        guard book.withLock({ $0.performs.takeDelayed(request) }) else { return }
-        execute(request)
+        let taken = book.withLock { b in
+            guard b.performs.takeDelayed(request) else { return false }
+            for mode in request.modes {
+                b.removed(
+                    "perform", request.id, how: "fired after its delay (its one-shot timer left the mode)",
+                    from: mode.name)
+            }
+            return true
+        }
+        guard taken else { return }
+        execute(request, throughTimer: true)
     }
 
     /// The perform routine of one mode's carrier: runs, in order, the performs
@@ -105,23 +116,60 @@ extension Worker {
     /// mode if nothing is left for it.
     private func performRoutine(mode: String) {
         let bound = book.withLock { $0.performs.beginRoutine(mode: mode) }
+        var last: String?
         while let request = book.withLock({ $0.performs.takeNext(in: mode, upTo: bound) }) {
             if request.modes.count > 1 {
                 // Its other modes' carriers may have nothing left to carry.
-                book.withLock { b in b.performs.retire(request.modes.map(\.name).filter { $0 != mode }, from: b.loop) }
+                book.withLock { b in
+                    _ = b.performs.retire(request.modes.map(\.name).filter { $0 != mode }, from: b.loop)
+                }
             }
             execute(request)
+            last = request.id
         }
-        book.withLock { b in b.performs.retire([mode], from: b.loop) }
+        book.withLock { b in
+            for name in b.performs.retire([mode], from: b.loop) {
+                b.removed(
+                    "perform", last ?? "-", how: "ran, and its mode's perform source left the mode", from: name)
+            }
+        }
     }
 
     /// Runs one taken perform on this thread and answers it.
-    private func execute(_ request: PerformRequest) {
-        let started = Monotonic.now()
-        let queuedMs = (started - request.queuedMono) * 1000 - request.afterDelay * 1000
-        let outcome = runSelector(request.call)
-        let ranMs = (Monotonic.now() - started) * 1000
-        answer(request, outcome.map(\.value), queuedMs: max(0, queuedMs), ranMs: ranMs)
+    private func execute(_ request: PerformRequest, throughTimer: Bool = false) {
+        var ref = CalloutRef(kind: .perform, id: request.id, selector: request.call.selector)
+        ref.throughTimer = throughTimer
+        let (outcome, queuedMs, ranMs) = callout(ref) {
+            let started = Monotonic.now()
+            let queuedMs = max(0, (started - request.queuedMono) * 1000 - request.afterDelay * 1000)
+            tracer.pending.performLag.add(queuedMs)
+            let outcome = runSelector(request.call)
+            return (outcome, queuedMs, (Monotonic.now() - started) * 1000)
+        }
+        answer(request, outcome.map(\.value), queuedMs: queuedMs, ranMs: ranMs)
+    }
+
+    /// The warnings a queued perform can cause: pending on a loop that is not
+    /// running, or waiting in modes the thread does not run.
+    private func watchPerform(_ request: PerformRequest) {
+        let pending: @Sendable (Worker) -> Bool = { worker in
+            worker.book.withLock { b in b.performs.queued.contains { $0 === request } }
+        }
+        let idle = book.withLock { $0.runStack.isEmpty }
+        if idle && request.afterDelay == 0 {
+            later(diagnostics.options.idlePerformAfter) { worker in
+                guard pending(worker), worker.book.withLock({ $0.runStack.isEmpty }) else { return }
+                let style = worker.policy.style
+                worker.warn(
+                    "perform_on_idle_loop", severity: "info", subjects: [request.id],
+                    message:
+                        "perform \(request.id) (\(request.call.selector)) waits: \(worker.id) is not running its loop"
+                        + (style == .manual ? " (a manual thread runs only when asked: POST its run)" : ""),
+                    details: ["selector": .string(request.call.selector)])
+            }
+        } else if !idle {
+            watchModes(request.modes.map(\.name), item: request.id, kind: "perform", stillWaiting: pending)
+        }
     }
 
     /// Records the perform event, then answers the caller (if a deadline did not
@@ -133,6 +181,8 @@ extension Worker {
             ranMs: ranMs)
         emit(.perform(thread: id, result: result))
         request.reply.answer(result)
+        unwarn("perform_on_idle_loop", subject: request.id)
+        unwarn("mode_never_runs", subject: request.id)
     }
 
     /// Cancels delayed performs of `selector` whose timers have not fired

@@ -64,35 +64,50 @@ extension Worker {
     /// One `CFRunLoopRunInMode` call on this thread, recorded. Nested calls (from
     /// a selector) are recorded too, each with its own exit reason.
     func runOnce(mode: RunLoopMode, seconds: Double, _ returnAfterSourceHandled: Bool) -> RunExit {
-        let (seq, depth, entryObserver) = book.withLock { b in
-            b.runSeq += 1
-            b.runStack.append(RunFrame(seq: b.runSeq, mode: mode.name))
-            let newMode = b.entryObserverModes.insert(mode.name).inserted
-            return (b.runSeq, b.runStack.count - 1, newMode ? b.entryObserver : nil)
-        }
-        if let observer = entryObserver, let loop = CFRunLoopGetCurrent() {
-            CFRunLoopAddObserver(loop, observer, mode.cfMode)
-        }
-
         let started = Monotonic.now()
+        let (seq, depth, observers, cannotWake) = book.withLock { b in
+            b.runSeq += 1
+            b.runStack.append(RunFrame(seq: b.runSeq, mode: mode.name, seconds: seconds, startedMono: started))
+            b.modeEntered[mode.name] = started
+            b.turnSince = started
+            b.asleepSince = nil
+            let newMode = b.entryObserverModes.insert(mode.name).inserted
+            let observers = newMode ? [b.entryObserver, b.sleepObserver].compactMap { $0 } : []
+            let cannotWake =
+                seconds >= diagnostics.options.cannotWakeSeconds && !b.hasWakeableItems(in: mode.name)
+            return (b.runSeq, b.runStack.count - 1, observers, cannotWake)
+        }
+        if !observers.isEmpty, let loop = CFRunLoopGetCurrent() {
+            for observer in observers { CFRunLoopAddObserver(loop, observer, mode.cfMode) }
+        }
+        runBegins(seq: seq, mode: mode.name, depth: depth, at: started, cannotWake: cannotWake)
+
         let raw = CFRunLoopRunInMode(mode.cfMode, seconds, returnAfterSourceHandled)
-        let duration = Monotonic.now() - started
+        let ended = Monotonic.now()
+        let duration = ended - started
         // CF returns one of the four documented results; anything else would be a
         // CF bug, reported as `finished` only because the run did return.
         let reason = ExitReason(raw) ?? .finished
-        let exit = RunExit(
+        let summary = runEnds(reason: reason, at: ended)
+        var exit = RunExit(
             reason: reason, mode: mode.name, duration: duration, endedAt: Date(), run: seq, depth: depth)
 
         let (waiting, stopOuter) = book.withLock { b in
-            b.runStack.removeLast()
+            let frame = b.runStack.removeLast()
+            exit.cause = b.cause(
+                of: reason, frame: frame, summary: summary, cancelled: b.cancelled, since: started)
             b.runs += 1
             b.exits[reason, default: 0] += 1
             b.lastExit = exit
+            b.turnSince = nil
+            b.asleepSince = nil
             let waiting = b.stopWaiters.filter { $0.seq == seq }.map(\.reply)
             b.stopWaiters.removeAll { $0.seq == seq }
             return (waiting, b.cancelled && !b.runStack.isEmpty)
         }
         book.notifyAll()
+        if let turn = summary.turn { publish(turn, at: ended) }
+        if cannotWake { unwarn("loop_cannot_wake", subject: mode.name) }
         for reply in waiting { reply(.success(exit)) }
         emit(.runExit(thread: id, exit: exit))
         if stopOuter, let loop = CFRunLoopGetCurrent() { CFRunLoopStop(loop) }
@@ -115,7 +130,9 @@ extension Worker {
     /// `CFRunLoopStop`: `reply` gets the exit of the run it ended, when that run
     /// returns. With no run under way CF keeps no flag and the stop would do
     /// nothing, so the reply is a `not_running` conflict at once.
-    public func stop(reply: @escaping @Sendable (Result<RunExit, RunLoopError>) -> Void) {
+    public func stop(
+        origin: StopOrigin? = nil, reply: @escaping @Sendable (Result<RunExit, RunLoopError>) -> Void
+    ) {
         enum Step {
             case refuse(RunLoopError)
             case stopNow(CFRunLoop?)
@@ -130,6 +147,9 @@ extension Worker {
                         "thread \(id) is not inside a run; CFRunLoopStop would do nothing (CF keeps no stop flag)"))
             }
             b.stopWaiters.append((innermost.seq, reply))
+            if b.runStack[b.runStack.count - 1].stopOrigin == nil {
+                b.runStack[b.runStack.count - 1].stopOrigin = origin ?? .request(by: "Worker.stop", requestId: nil)
+            }
             guard innermost.entered else {
                 // CF has not started this run yet: its entry observer stops it.
                 b.runStack[b.runStack.count - 1].stopRequested = true

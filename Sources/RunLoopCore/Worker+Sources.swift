@@ -19,21 +19,30 @@ extension Worker {
         }
         let loop = book.withLock { b in
             b.sources.insert(record, id: sourceId)
+            b.filled(checked.mode.name)
             return b.loop
         }
         if let loop { CFRunLoopAddSource(loop, record.source, checked.mode.cfMode) }
         touch()
+        unwarn("loop_cannot_wake")
+        watchModes([checked.mode.name], item: sourceId, kind: "source") { worker in
+            (try? worker.userSource(sourceId))?.isValid ?? false
+        }
         return record.snapshot
     }
 
     private func sourceFired(_ source: UserSource, messages: [PortMessage]) {
-        if let action = source.spec.action { _ = runSelector(action) }
+        let kind: CalloutKind = source.spec.kind == .port ? .port : .source
+        callout(CalloutRef(kind: kind, id: source.id, selector: source.spec.action?.selector)) {
+            if let action = source.spec.action { _ = runSelector(action) }
+        }
+        unwarn("lost_wakeup", subject: source.id)
         let snap = source.snapshot
         emit(
             .source(thread: id, source: source.id, kind: source.spec.kind, fired: snap.fired, messages: messages.count))
     }
 
-    private func userSource(_ sourceId: String) throws(RunLoopError) -> UserSource {
+    func userSource(_ sourceId: String) throws(RunLoopError) -> UserSource {
         guard let record = book.withLock({ $0.sources[sourceId] }) else { throw .notFound("source", sourceId) }
         return record
     }
@@ -58,6 +67,7 @@ extension Worker {
         guard record.isValid else { throw .conflict("source_invalid", "source \(sourceId) was invalidated") }
         guard let loop = runLoop else { throw Worker.exitedError(id) }
         record.signal(on: loop, wakeUp: wakeUp)
+        if !wakeUp && CFRunLoopIsWaiting(loop) { watchLostWakeup(record) }
         return record.snapshot
     }
 
@@ -82,6 +92,25 @@ extension Worker {
     public func invalidateSource(_ sourceId: String) throws(RunLoopError) -> SourceSnapshot {
         let record = try userSource(sourceId)
         record.invalidate()
+        book.withLock { $0.removed("source", sourceId, how: "was invalidated", from: record.spec.mode.name) }
+        unwarn("lost_wakeup", subject: sourceId)
         return record.snapshot
+    }
+
+    /// A source signalled without a wake-up on a sleeping loop: if it is
+    /// still unhandled and the loop still asleep a moment later, the wake-up
+    /// was lost (CF handles version-0 sources only on a turn, and a sleeping
+    /// loop takes no turn until something wakes it).
+    private func watchLostWakeup(_ record: UserSource) {
+        let after = diagnostics.options.lostWakeupAfter
+        later(after) { worker in
+            guard record.isValid, record.snapshot.signalled, let loop = worker.runLoop, CFRunLoopIsWaiting(loop)
+            else { return }
+            worker.warn(
+                "lost_wakeup", severity: "warning", subjects: [record.id],
+                message:
+                    "source \(record.id) was signalled without a wake-up while \(worker.id) slept: it stays unhandled until something wakes the loop (call CFRunLoopWakeUp after CFRunLoopSourceSignal)",
+                details: ["mode": .string(record.spec.mode.name), "afterMs": .number((after * 1000).rounded())])
+        }
     }
 }

@@ -83,7 +83,9 @@ extension Worker {
         }
         guard let first = next else { return }
         emit(.task(thread: id, task: first.id, change: .started, runs: first.runs))
-        let outcome = runSelector(first.call)
+        let outcome = callout(CalloutRef(kind: .task, id: first.id, selector: first.call.selector)) {
+            runSelector(first.call)
+        }
         let (change, runsSoFar, more) = book.withLock { b in
             let (change, runs) = b.tasks.finish(first, outcome: outcome)
             return (change, runs, !b.tasks.suspended && !b.tasks.entries.isEmpty)

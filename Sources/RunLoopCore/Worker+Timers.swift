@@ -15,8 +15,15 @@ extension Worker {
         let timerId = ids.next("tm")
         let record = TimerRecord(
             id: timerId, spec: checked, window: limits.latenessWindow,
-            onFire: { [weak self] record, fires, late in self?.timerFired(record, fires: fires, lateness: late) },
-            onInvalid: { [weak self] in self?.book.withLock { $0.liveTimers -= 1 } })
+            onFire: { [weak self] record, fires, late, behind in
+                self?.timerFired(record, fires: fires, lateness: late, behind: behind)
+            },
+            onInvalid: { [weak self, timerId, mode = checked.mode.name] how in
+                self?.book.withLock { b in
+                    b.liveTimers -= 1
+                    b.removed("timer", timerId, how: how, from: mode)
+                }
+            })
         let loop = try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)
             guard b.liveTimers < limits.maxTimersPerWorker else {
@@ -26,21 +33,43 @@ extension Worker {
             }
             b.liveTimers += 1
             b.timers.insert(record, id: timerId)
+            b.filled(checked.mode.name)
             return b.loop
         }
         if let loop { CFRunLoopAddTimer(loop, record.timer, checked.mode.cfMode) }
         touch()
+        unwarn("loop_cannot_wake")
+        watchModes([checked.mode.name], item: timerId, kind: "timer") { worker in
+            (try? worker.timerRecord(timerId))?.isValid ?? false
+        }
         return record.snapshot
     }
 
-    private func timerFired(_ record: TimerRecord, fires: Int, lateness: Double) {
-        if let action = record.spec.action {
-            switch runSelector(action) {
-            case .success: record.recordActionError(nil)
-            case .failure(let error): record.recordActionError(error.message)
+    private func timerFired(_ record: TimerRecord, fires: Int, lateness: Double, behind: Double) {
+        callout(CalloutRef(kind: .timer, id: record.id, selector: record.spec.action?.selector)) {
+            tracer.pending.timerLag.add(behind * 1000)
+            if let action = record.spec.action {
+                switch runSelector(action) {
+                case .success: record.recordActionError(nil)
+                case .failure(let error): record.recordActionError(error.message)
+                }
             }
         }
         emit(.timer(thread: id, timer: record.id, fires: fires, latenessMs: lateness * 1000, valid: record.isValid))
+        let interval = record.spec.interval
+        if record.spec.repeats && behind > interval {
+            let skipped = Int((behind / interval).rounded(.down))
+            warn(
+                "timer_behind", severity: "warning", subjects: [record.id],
+                message:
+                    "timer \(record.id) fired \(Int((behind * 1000).rounded())) ms after its fire date, more than its \(ExitCause.seconds(interval)) interval: \(skipped) fire\(skipped == 1 ? " was" : "s were") skipped (CF never fires a repeating timer twice to catch up)",
+                details: [
+                    "behindMs": .number((behind * 1000).rounded()), "interval": .number(interval),
+                    "skipped": .number(Double(skipped)),
+                ])
+        } else {
+            unwarn("timer_behind", subject: record.id)
+        }
     }
 
     /// Every timer, in creation order.
@@ -60,7 +89,7 @@ extension Worker {
         try timerRecord(timerId).snapshot
     }
 
-    private func timerRecord(_ timerId: String) throws(RunLoopError) -> TimerRecord {
+    func timerRecord(_ timerId: String) throws(RunLoopError) -> TimerRecord {
         guard let record = book.withLock({ $0.timers[timerId] }) else { throw .notFound("timer", timerId) }
         return record
     }

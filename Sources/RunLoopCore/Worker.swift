@@ -2,6 +2,7 @@ import CLinux
 import CoreFoundation
 import Foundation
 import Primitives
+import Synchronization
 
 /// A thread that owns one `CFRunLoop` and runs it by a `RunPolicy`.
 ///
@@ -38,6 +39,15 @@ public final class Worker: Sendable {
     let emit: @Sendable (RunLoopEvent) -> Void
     /// The one lock and everything it guards.
     let book: Locked<WorkerBook>
+    /// The registry's explainer parts (options, warnings, watchdog).
+    let diagnostics: LoopDiagnostics
+    /// Turns as they happen; touched only by the worker's own thread.
+    let tracer: LoopTracer
+    /// The worker's slot in the stall watchdog (nil with tracing off).
+    let watchSlot: Int?
+    /// How many warnings this worker raised that may still be active: zero
+    /// lets the hot paths skip resolving without a lock.
+    let warned = Atomic<Int>(0)
 
     /// The worker's run loop while its thread lives; `nil` once the thread has
     /// ended: the worker then lets go of the loop so CF can free it and close
@@ -48,7 +58,7 @@ public final class Worker: Sendable {
     /// `WorkerRegistry.createWorker`, which also assigns ids and enforces limits.
     public init(
         id: String, options: WorkerOptions, limits: Limits = Limits(), selectors: SelectorRegistry,
-        registry: WorkerRegistry? = nil, ids: IdCounter? = nil,
+        registry: WorkerRegistry? = nil, ids: IdCounter? = nil, diagnostics: LoopDiagnostics? = nil,
         events: @escaping @Sendable (RunLoopEvent) -> Void = { _ in }
     ) throws(RunLoopError) {
         self.id = id
@@ -62,7 +72,11 @@ public final class Worker: Sendable {
         self.registry = registry
         self.ids = ids ?? registry?.ids ?? IdCounter()
         self.emit = events
-        self.book = Locked(WorkerBook(limits: limits))
+        let diagnostics = diagnostics ?? registry?.diagnostics ?? LoopDiagnostics(events: events)
+        self.diagnostics = diagnostics
+        self.book = Locked(WorkerBook(limits: limits, diagnostics: diagnostics.options))
+        self.tracer = LoopTracer(maxCallouts: diagnostics.options.maxCalloutsPerTurn)
+        self.watchSlot = diagnostics.options.tracing ? diagnostics.watchdog.register(thread: id) : nil
         try start()
     }
 
@@ -90,6 +104,7 @@ public final class Worker: Sendable {
         var keepAliveTimer: CFRunLoopTimer?
         var taskObserver: CFRunLoopObserver?
         var entryObserver: CFRunLoopObserver?
+        var sleepObserver: CFRunLoopObserver?
     }
 
     private func threadMain(ready: DispatchSemaphore) {
@@ -98,20 +113,41 @@ public final class Worker: Sendable {
         var objects = LoopObjects()
         installKeepAlive(on: loop, into: &objects)
         objects.taskObserver = installTaskObserver(on: loop)
+        // First of all observers: `entry` (a stop that came early) and, when
+        // tracing, `afterWaiting` (a turn begins). Last of all: `beforeWaiting`
+        // (the turn ends, after the idle-task observer ran its task).
+        let tracing = diagnostics.options.tracing
+        let headMask: Activities = tracing ? [.entry, .afterWaiting] : .entry
         let entryObserver = CFRunLoopObserverCreateWithHandler(
-            kCFAllocatorDefault, Activities.entry.rawValue, true, Int.min
-        ) { [weak self] _, _ in
-            self?.runEntered()
+            kCFAllocatorDefault, headMask.rawValue, true, Int.min
+        ) { [weak self] _, activity in
+            if activity.rawValue == Activities.entry.rawValue { self?.runEntered() } else { self?.loopWoke() }
         }
         objects.entryObserver = entryObserver
+        let sleepObserver =
+            tracing
+            ? CFRunLoopObserverCreateWithHandler(
+                kCFAllocatorDefault, Activities.beforeWaiting.rawValue, true, Int.max
+            ) { [weak self] _, _ in
+                self?.loopSleeps()
+            } : nil
+        objects.sleepObserver = sleepObserver
         let me = pthread_self()
         book.withLock {
             $0.loop = loop
             $0.thread = me
             $0.entryObserver = entryObserver
+            $0.sleepObserver = sleepObserver
         }
         ready.signal()
         emit(.thread(snapshot, change: .created))
+        if policy.style == .forever && keepAlive == .none {
+            warn(
+                "loop_cannot_wake", severity: "warning", subjects: ["default"],
+                message:
+                    "\(id) runs CFRunLoopRun() with keepAlive none: its default mode is empty, so the run finishes at once and the thread ends at birth",
+                details: ["mode": "default"])
+        }
 
         switch policy.style {
         case .loop: runLoopStyle()
@@ -123,6 +159,7 @@ public final class Worker: Sendable {
 
     private func installKeepAlive(on loop: CFRunLoop, into objects: inout LoopObjects) {
         let mode = policy.style == .forever ? RunLoopMode.default : policy.mode
+        if keepAlive != .none { book.withLock { $0.filled(mode.name) } }
         switch keepAlive {
         case .port:
             if let port = KeepAlivePort() {
@@ -145,11 +182,14 @@ public final class Worker: Sendable {
         if let timer = objects.keepAliveTimer { CFRunLoopTimerInvalidate(timer) }
         if let observer = objects.taskObserver { CFRunLoopObserverInvalidate(observer) }
         if let observer = objects.entryObserver { CFRunLoopObserverInvalidate(observer) }
+        if let observer = objects.sleepObserver { CFRunLoopObserverInvalidate(observer) }
+        if let slot = watchSlot { diagnostics.watchdog.unregister(slot) }
         let (timers, sources, observers, performs, stops, manual) = book.withLock { b in
             // From here every new call is refused (`checkAlive`), so nothing is
             // queued behind the answers given below.
             b.closing = true
             b.entryObserver = nil
+            b.sleepObserver = nil
             defer {
                 b.stopWaiters.removeAll()
                 b.manualRequest = nil
@@ -177,6 +217,8 @@ public final class Worker: Sendable {
         final.state = .exited
         final.endedAt = endedAt
         emit(.thread(final, change: .exited))
+        // Whatever it warned about ended with it (the warnings stay listed).
+        diagnostics.warnings.resolve(thread: id) { $0.code != "loop_cannot_wake" || self.policy.style != .forever }
         // CF's thread-exit destructor releases its own reference; with ours gone
         // too the loop is freed and its descriptors closed.
         book.withLock { b in
@@ -239,7 +281,7 @@ public final class Worker: Sendable {
     /// Ends the worker: cancel flag, keep-alive removed, every run stopped, the
     /// thread joined. `completion` gets the final snapshot (with the final exit)
     /// once joined, on a background thread.
-    public func end(completion: (@Sendable (WorkerSnapshot) -> Void)? = nil) {
+    public func end(origin: StopOrigin = .threadEnding, completion: (@Sendable (WorkerSnapshot) -> Void)? = nil) {
         enum Step {
             case joined
             case waitForJoin
@@ -250,6 +292,7 @@ public final class Worker: Sendable {
             if let completion { b.endWaiters.append(completion) }
             guard !b.cancelled else { return .waitForJoin }
             b.cancelled = true
+            b.endOrigin = origin
             return .end(
                 modes: Set(b.runStack.map(\.mode) + [policy.mode.name, "default"]), loop: b.loop, thread: b.thread)
         }
@@ -290,10 +333,10 @@ public final class Worker: Sendable {
     /// Ends the worker and blocks until its thread is joined or `timeout` passes.
     /// Returns the final snapshot, or nil on timeout.
     @discardableResult
-    public func endAndWait(timeout: Double = 30) -> WorkerSnapshot? {
+    public func endAndWait(timeout: Double = 30, origin: StopOrigin = .threadEnding) -> WorkerSnapshot? {
         let done = DispatchSemaphore(value: 0)
         let box = Locked<WorkerSnapshot?>(nil)
-        end { snapshot in
+        end(origin: origin) { snapshot in
             box.withLock { $0 = snapshot }
             done.signal()
         }

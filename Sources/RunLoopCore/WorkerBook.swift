@@ -37,6 +37,8 @@ struct WorkerBook {
     /// The internal `entry` observer (created by the loop thread) and the modes
     /// it was added to.
     var entryObserver: CFRunLoopObserver?
+    /// The tracer's `beforeWaiting` observer (added with the entry observer).
+    var sleepObserver: CFRunLoopObserver?
     var entryObserverModes = Set<String>()
 
     // MARK: what the loop holds
@@ -61,7 +63,28 @@ struct WorkerBook {
     var logLines: Ring<String>
     var counters: [String: Int] = [:]
 
-    init(limits: Limits) {
+    // MARK: what the explainer keeps
+
+    /// Closed turns, oldest first.
+    var turns: Ring<TurnRecord>
+    var load = LoadStats()
+    var utilization: UtilizationWindow
+    var busyLoop = false
+    /// The turn under way began (monotonic), or the loop fell asleep.
+    var turnSince: Double?
+    var asleepSince: Double?
+    /// Per mode: the last item whose removal could have emptied it.
+    var lastRemoval: [String: Removal] = [:]
+    /// Modes anything was ever added to (`common` for items in the common modes).
+    var everFilled: Set<String> = []
+    /// Per mode: when a run in it last began (monotonic).
+    var modeEntered: [String: Double] = [:]
+    /// A stop of the worker's end (thread ending or service stopping).
+    var endOrigin: StopOrigin?
+
+    init(limits: Limits, diagnostics: DiagnosticsOptions) {
+        turns = Ring(capacity: diagnostics.turnRingSize)
+        utilization = UtilizationWindow(window: diagnostics.busyWindow)
         timers = RecordTable(limit: limits.maxTimersPerWorker) { $0.isValid }
         sources = RecordTable(limit: limits.maxSourcesPerWorker) { $0.isValid }
         observers = RecordTable(limit: limits.maxObserversPerWorker) { $0.isValid }
@@ -95,6 +118,10 @@ struct RunFrame {
     var mode: String
     var entered = false
     var stopRequested = false
+    /// Who asked this run to stop (from another thread).
+    var stopOrigin: StopOrigin?
+    var seconds: Double = 0
+    var startedMono: Double = 0
 }
 
 /// A run a manual worker was asked for.

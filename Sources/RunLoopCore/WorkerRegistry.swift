@@ -11,6 +11,8 @@ public final class WorkerRegistry: Sendable {
     public let selectors: SelectorRegistry
     /// Where every id of this registry's workers comes from (`t1`, `tm3`, `p12`, …).
     public let ids = IdCounter()
+    /// The explainer's shared parts: options, warnings, the stall watchdog.
+    public let diagnostics: LoopDiagnostics
     private let events: @Sendable (RunLoopEvent) -> Void
     private struct Table {
         var workers: [String: Worker] = [:]
@@ -22,11 +24,13 @@ public final class WorkerRegistry: Sendable {
     /// where it happened; it must not block.
     public init(
         limits: Limits = Limits(), selectors: SelectorRegistry? = nil,
+        diagnostics: DiagnosticsOptions = DiagnosticsOptions(),
         events: @escaping @Sendable (RunLoopEvent) -> Void = { _ in }
     ) {
         self.limits = limits
         self.selectors = selectors ?? SelectorRegistry(limits: limits)
         self.events = events
+        self.diagnostics = LoopDiagnostics(options: diagnostics, events: events)
     }
 
     /// The next id with `prefix` (`t1`, `tm3`, …): never reused in this registry.
@@ -89,13 +93,15 @@ public final class WorkerRegistry: Sendable {
     /// Ends every worker and waits (up to `timeout` in all) for their threads.
     /// Returns each worker's final snapshot (nil for one that did not end in time).
     @discardableResult
-    public func endAll(timeout: Double = 5) -> [(id: String, snapshot: WorkerSnapshot?)] {
+    public func endAll(timeout: Double = 5, origin: StopOrigin = .threadEnding) -> [(
+        id: String, snapshot: WorkerSnapshot?
+    )] {
         let list = allWorkers
         let group = DispatchGroup()
         let results = Locked<[String: WorkerSnapshot]>([:])
         for worker in list {
             group.enter()
-            worker.end { snapshot in
+            worker.end(origin: origin) { snapshot in
                 results.withLock { $0[worker.id] = snapshot }
                 group.leave()
             }

@@ -119,8 +119,11 @@ extension RunLoopService {
                         headers: [("Retry-After", "1")]))
             }
         case "/metrics":
+            let workers = registry.allWorkers
             let body = metrics.exposition(
-                threads: registry.allWorkers.map(\.snapshot),
+                threads: workers.map(\.snapshot),
+                utilizations: workers.filter { !$0.hasExited }.compactMap { $0.load().utilization },
+                warningsActive: registry.diagnostics.warnings.activeCounts(),
                 queued: running.withLock { $0.control }?.commands.pendingCount ?? 0,
                 eventClients: hub.clientCount)
             answer(

@@ -88,7 +88,7 @@ public final class RunLoopService: Sendable {
         self.logger = logger
         let hub = EventHub(maxClients: configuration.api.maxEventClients)
         let metrics = self.metrics
-        self.registry = WorkerRegistry(limits: configuration.limits) { event in
+        self.registry = WorkerRegistry(limits: configuration.limits, diagnostics: configuration.diagnostics) { event in
             metrics.record(event)
             hub.publish(event)
         }
@@ -161,10 +161,13 @@ public final class RunLoopService: Sendable {
         guard first else { return }
         logger.info("runloopd stopping")
         hub.closeAll()
-        let results = registry.endAll(timeout: timeout * 0.6)
+        let results = registry.endAll(timeout: timeout * 0.6, origin: .serviceStopping)
+        registry.diagnostics.shutdown()
         for (id, snapshot) in results {
             if let snapshot {
-                let exit = snapshot.lastExit.map { "\($0.reason.name) in \($0.mode)" } ?? "never ran"
+                let exit =
+                    snapshot.lastExit.map { "\($0.reason.name) in \($0.mode) (\($0.cause?.code ?? "-"))" }
+                    ?? "never ran"
                 logger.info("thread ended", metadata: ["thread": "\(id)", "finalExit": "\(exit)"])
             } else {
                 logger.warning("thread did not end in time (a handler is busy)", metadata: ["thread": "\(id)"])

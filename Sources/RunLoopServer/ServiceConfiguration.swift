@@ -9,6 +9,8 @@ public struct ServiceConfiguration: Sendable {
     public var limits = Limits()
     /// The control plane's bounds.
     public var api = APILimits()
+    /// What the explainer records and when it warns.
+    public var diagnostics = DiagnosticsOptions()
     /// Requests queued for the control loop and not yet handled; beyond it 503.
     public var maxQueuedRequests = 4096
     /// The dashboard folder served at `/`.

@@ -113,6 +113,38 @@ struct Serve: ParsableCommand {
     @Flag(help: "Refuse every mutating API call with 403.")
     var readOnly: Bool = Env.bool("READ_ONLY") ?? false
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Record every loop's turns, callouts, utilisation and stalls (the explainer; on by default).")
+    var trace: Bool = Env.bool("TRACE") ?? true
+
+    @Option(help: "Turns kept per thread (GET /api/threads/{id}/turns).")
+    var turnRingSize: Int = Env.integer("TURN_RING_SIZE") ?? 256
+
+    @Option(help: "Callouts kept per turn (more are counted, not kept).")
+    var maxCalloutsPerTurn: Int = Env.integer("MAX_CALLOUTS_PER_TURN") ?? 16
+
+    @Option(help: "Stall thresholds in milliseconds: micro-hang,hang,severe.")
+    var stallThresholds: String = Env.string("STALL_THRESHOLDS") ?? "100,250,500"
+
+    @Option(help: "Seconds a source signalled without a wake-up may wait on a sleeping loop before lost_wakeup.")
+    var lostWakeupAfter: Double = Env.double("LOST_WAKEUP_AFTER") ?? 0.5
+
+    @Option(help: "Seconds a perform may wait on a loop that is not running before perform_on_idle_loop.")
+    var idlePerformAfter: Double = Env.double("IDLE_PERFORM_AFTER") ?? 0.5
+
+    @Option(help: "Seconds work may wait in a mode the thread does not run before mode_never_runs.")
+    var modeNeverRunsAfter: Double = Env.double("MODE_NEVER_RUNS_AFTER") ?? 5
+
+    @Option(help: "Utilisation window in seconds (busy_loop needs it full).")
+    var busyWindow: Double = Env.double("BUSY_WINDOW") ?? 10
+
+    @Option(help: "Utilisation above this share of the window is a busy loop (0-1).")
+    var busyThreshold: Double = Env.double("BUSY_THRESHOLD") ?? 0.9
+
+    @Option(help: "Warnings kept (the oldest inactive ones are forgotten first).")
+    var maxWarnings: Int = Env.integer("MAX_WARNINGS") ?? 1024
+
     @Option(help: "Write the bound port to this file once listening (for scripts and tests with --port 0).")
     var portFile: String = Env.string("PORT_FILE") ?? ""
 
@@ -140,11 +172,42 @@ struct Serve: ParsableCommand {
         guard !noAuth || (token.isEmpty && tokenFile.isEmpty) else {
             throw ValidationError("--no-auth contradicts the token given with --token or --token-file")
         }
+        guard (1...100_000).contains(turnRingSize), (0...1024).contains(maxCalloutsPerTurn),
+            (1...1_000_000).contains(maxWarnings)
+        else {
+            throw ValidationError(
+                "--turn-ring-size must be 1...100000, --max-callouts-per-turn 0...1024, --max-warnings 1...1000000")
+        }
+        _ = try parsedStallThresholds()
+        for (name, value) in [
+            ("--lost-wakeup-after", lostWakeupAfter), ("--idle-perform-after", idlePerformAfter),
+            ("--mode-never-runs-after", modeNeverRunsAfter), ("--busy-window", busyWindow),
+        ] {
+            guard value.isFinite, value > 0, value <= 86_400 else {
+                throw ValidationError("\(name) must be in (0, 86400] seconds")
+            }
+        }
+        guard busyThreshold.isFinite, busyThreshold > 0, busyThreshold <= 1 else {
+            throw ValidationError("--busy-threshold must be in (0, 1]")
+        }
         do {
             _ = try RequestGuard(boundHost: host, allowedHosts: allowedHost, allowedOrigins: allowedOrigin)
         } catch {
             throw ValidationError(error.description)
         }
+    }
+
+    /// `--stall-thresholds` in seconds: one to three increasing positive numbers of milliseconds.
+    func parsedStallThresholds() throws(ValidationError) -> [Double] {
+        let parts = stallThresholds.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+        guard (1...3).contains(parts.count), parts.allSatisfy({ ($0 ?? 0) > 0 && ($0 ?? 0).isFinite }) else {
+            throw ValidationError("--stall-thresholds takes 1 to 3 positive millisecond values, e.g. 100,250,500")
+        }
+        let values = parts.map { $0! / 1000 }
+        guard values == values.sorted(), Set(values).count == values.count else {
+            throw ValidationError("--stall-thresholds must increase (micro-hang < hang < severe)")
+        }
+        return values
     }
 
     /// The token from `--token` or `--token-file` (nil when neither is given).
@@ -225,6 +288,16 @@ struct Serve: ParsableCommand {
         config.readOnly = readOnly
         config.allowedHosts = allowedHost
         config.allowedOrigins = allowedOrigin
+        config.diagnostics.tracing = trace
+        config.diagnostics.turnRingSize = turnRingSize
+        config.diagnostics.maxCalloutsPerTurn = maxCalloutsPerTurn
+        config.diagnostics.stallThresholds = (try? parsedStallThresholds()) ?? [0.1, 0.25, 0.5]
+        config.diagnostics.lostWakeupAfter = lostWakeupAfter
+        config.diagnostics.idlePerformAfter = idlePerformAfter
+        config.diagnostics.modeNeverRunsAfter = modeNeverRunsAfter
+        config.diagnostics.busyWindow = busyWindow
+        config.diagnostics.busyThreshold = busyThreshold
+        config.diagnostics.maxWarnings = maxWarnings
 
         let service = RunLoopService(configuration: config, logger: logger)
         do {

@@ -180,7 +180,10 @@ struct OpenAPIContractTests {
         let names = alternatives.compactMap { $0["properties", "event", "const"].string }
         // hello (EventHub.open) and one per RunLoopEvent case (EventHub.describe).
         #expect(
-            Set(names) == ["hello", "thread", "run-exit", "timer", "perform", "source", "task", "activity"])
+            Set(names) == [
+                "hello", "thread", "run-exit", "timer", "perform", "source", "task", "activity", "turn", "warning",
+                "stall", "stall-ended",
+            ])
         for alternative in alternatives {
             let ref = alternative["properties", "data", "contentSchema", "$ref"].string ?? ""
             let name = ref.split(separator: "/").last.map(String.init) ?? ""

@@ -134,6 +134,16 @@ final class EventHub: Sendable {
             var object = Rep.activity(record).object ?? [:]
             object["thread"] = .string(thread)
             return ("activity", thread, .object(object))
+        case .turn(let thread, let turn):
+            var object = Rep.turn(turn).object ?? [:]
+            object["thread"] = .string(thread)
+            return ("turn", thread, .object(object))
+        case .warning(let warning):
+            return ("warning", warning.thread, Rep.warning(warning))
+        case .stall(let stall, let change):
+            return ("stall", stall.thread, Rep.stall(stall, change: change.rawValue))
+        case .stallEnded(let stall):
+            return ("stall-ended", stall.thread, Rep.stall(stall, change: nil))
         }
     }
 }

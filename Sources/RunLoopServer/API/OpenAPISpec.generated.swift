@@ -59,6 +59,10 @@ enum OpenAPISpec {
     {
       "name": "tasks",
       "description": "The idle task queue"
+    },
+    {
+      "name": "explain",
+      "description": "Why runs end, what woke each turn, what keeps a loop alive, warnings and stalls."
     }
   ],
   "paths": {
@@ -535,6 +539,20 @@ enum OpenAPISpec {
               "WakeUpThread": {
                 "operationId": "wakeUpThread",
                 "description": "wakeUpThread on the thread just created",
+                "parameters": {
+                  "id": "$response.body#/id"
+                }
+              },
+              "turns": {
+                "operationId": "getThreadTurns",
+                "description": "the new thread's turns",
+                "parameters": {
+                  "id": "$response.body#/id"
+                }
+              },
+              "why": {
+                "operationId": "getThreadWhy",
+                "description": "what keeps the new thread's loop alive",
                 "parameters": {
                   "id": "$response.body#/id"
                 }
@@ -2403,6 +2421,185 @@ enum OpenAPISpec {
           }
         }
       }
+    },
+    "/api/threads/{id}/turns": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/ThreadId"
+        }
+      ],
+      "get": {
+        "operationId": "getThreadTurns",
+        "tags": [
+          "explain"
+        ],
+        "summary": "The thread's recent turns",
+        "description": "Each pass of a run from waking (or entry) to sleep (or return): what woke it, how long it slept and worked, its callouts. A bounded ring (--turn-ring-size).",
+        "responses": {
+          "200": {
+            "description": "The thread's recent turns",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/TurnPage"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          }
+        },
+        "parameters": [
+          {
+            "name": "since",
+            "in": "query",
+            "required": false,
+            "description": "only turns with a larger number (the last of the previous page)",
+            "schema": {
+              "type": "integer",
+              "minimum": 0
+            }
+          },
+          {
+            "name": "limit",
+            "in": "query",
+            "required": false,
+            "description": "at most this many (default 100, at most the ring size)",
+            "schema": {
+              "type": "integer",
+              "minimum": 1
+            }
+          }
+        ]
+      }
+    },
+    "/api/threads/{id}/why": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/ThreadId"
+        }
+      ],
+      "get": {
+        "operationId": "getThreadWhy",
+        "tags": [
+          "explain"
+        ],
+        "summary": "What keeps the loop alive",
+        "description": "Per mode: the sources (the keep-alive port included), ports, timers (next fire) and pending performs that can wake or end a run in it, and a verdict in one sentence.",
+        "responses": {
+          "200": {
+            "description": "What keeps the loop alive",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Why"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/api/warnings": {
+      "get": {
+        "operationId": "listWarnings",
+        "tags": [
+          "explain"
+        ],
+        "summary": "Warnings of every thread",
+        "description": "Classic run-loop mistakes and stalls, oldest first, filtered by thread, code and whether they hold now.",
+        "responses": {
+          "200": {
+            "description": "Warnings of every thread",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/WarningList"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          }
+        },
+        "parameters": [
+          {
+            "name": "thread",
+            "in": "query",
+            "required": false,
+            "description": "only this thread's",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "name": "code",
+            "in": "query",
+            "required": false,
+            "description": "only this code",
+            "schema": {
+              "type": "string",
+              "enum": [
+                "lost_wakeup",
+                "mode_never_runs",
+                "perform_on_idle_loop",
+                "loop_cannot_wake",
+                "timer_behind",
+                "stall",
+                "busy_loop"
+              ]
+            }
+          },
+          {
+            "name": "active",
+            "in": "query",
+            "required": false,
+            "description": "only active (true) or resolved (false) ones",
+            "schema": {
+              "type": "string",
+              "enum": [
+                "true",
+                "false"
+              ]
+            }
+          }
+        ]
+      }
     }
   },
   "components": {
@@ -2929,6 +3126,17 @@ enum OpenAPISpec {
             "description": "the thread's run number: 1 for its first run; nested runs are numbered too",
             "type": "integer",
             "minimum": 1
+          },
+          "cause": {
+            "description": "why the run ended (null only for runs recorded before causes existed)",
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/ExitCause"
+              },
+              {
+                "type": "null"
+              }
+            ]
           }
         }
       },
@@ -4323,6 +4531,114 @@ enum OpenAPISpec {
                 }
               }
             }
+          },
+          {
+            "title": "turn",
+            "required": [
+              "event",
+              "data"
+            ],
+            "type": "object",
+            "properties": {
+              "event": {
+                "description": "the SSE event name",
+                "const": "turn"
+              },
+              "id": {
+                "description": "the event's sequence number (absent on hello)",
+                "type": "string",
+                "pattern": "^[0-9]+$"
+              },
+              "data": {
+                "description": "one line of JSON",
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                  "$ref": "#/components/schemas/Turn"
+                }
+              }
+            }
+          },
+          {
+            "title": "warning",
+            "required": [
+              "event",
+              "data"
+            ],
+            "type": "object",
+            "properties": {
+              "event": {
+                "description": "the SSE event name",
+                "const": "warning"
+              },
+              "id": {
+                "description": "the event's sequence number (absent on hello)",
+                "type": "string",
+                "pattern": "^[0-9]+$"
+              },
+              "data": {
+                "description": "one line of JSON",
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                  "$ref": "#/components/schemas/Warning"
+                }
+              }
+            }
+          },
+          {
+            "title": "stall",
+            "required": [
+              "event",
+              "data"
+            ],
+            "type": "object",
+            "properties": {
+              "event": {
+                "description": "the SSE event name",
+                "const": "stall"
+              },
+              "id": {
+                "description": "the event's sequence number (absent on hello)",
+                "type": "string",
+                "pattern": "^[0-9]+$"
+              },
+              "data": {
+                "description": "one line of JSON",
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                  "$ref": "#/components/schemas/StallEvent"
+                }
+              }
+            }
+          },
+          {
+            "title": "stall-ended",
+            "required": [
+              "event",
+              "data"
+            ],
+            "type": "object",
+            "properties": {
+              "event": {
+                "description": "the SSE event name",
+                "const": "stall-ended"
+              },
+              "id": {
+                "description": "the event's sequence number (absent on hello)",
+                "type": "string",
+                "pattern": "^[0-9]+$"
+              },
+              "data": {
+                "description": "one line of JSON",
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                  "$ref": "#/components/schemas/StallEvent"
+                }
+              }
+            }
           }
         ]
       },
@@ -5045,6 +5361,16 @@ enum OpenAPISpec {
           "threadNameTruncated": {
             "description": "true when name was longer than 15 bytes",
             "type": "boolean"
+          },
+          "load": {
+            "$ref": "#/components/schemas/Load"
+          },
+          "warnings": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Warning"
+            },
+            "description": "this thread's warnings (GET answers only)"
           }
         }
       },
@@ -5500,6 +5826,747 @@ enum OpenAPISpec {
             "const": true
           }
         }
+      },
+      "ExitCause": {
+        "description": "Why a run ended, beyond CF's reason, following CF's precedence (handledSource, timedOut, stopped, finished). Besides code and message it carries the objects involved: source, kind, perform (source_handled); seconds, timerFires (deadline); by, requestId (stop_request); by, perform (stop_selector); mode, atEntry, emptiedBy (mode_empty); mode (mode_missing).",
+        "type": "object",
+        "required": [
+          "code",
+          "message"
+        ],
+        "properties": {
+          "code": {
+            "type": "string",
+            "enum": [
+              "source_handled",
+              "deadline",
+              "stop_request",
+              "stop_selector",
+              "thread_ending",
+              "service_stopping",
+              "mode_empty",
+              "mode_missing"
+            ],
+            "description": "a stable code"
+          },
+          "message": {
+            "type": "string",
+            "description": "one sentence for people"
+          },
+          "source": {
+            "type": "string",
+            "description": "source_handled: the source handled"
+          },
+          "kind": {
+            "type": "string",
+            "description": "source_handled: custom, port or perform"
+          },
+          "perform": {
+            "type": "string",
+            "description": "the perform involved"
+          },
+          "seconds": {
+            "type": "number",
+            "description": "deadline: the run's seconds"
+          },
+          "timerFires": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "deadline: timer fires during the run (they never count as handled sources)"
+          },
+          "by": {
+            "oneOf": [
+              {
+                "type": "string"
+              },
+              {
+                "type": "object",
+                "properties": {
+                  "kind": {
+                    "type": "string",
+                    "description": "the callout's kind"
+                  },
+                  "id": {
+                    "type": "string",
+                    "description": "the callout's object id"
+                  }
+                }
+              }
+            ],
+            "description": "stop_request: the request (method and path); stop_selector: the callout that ran the stop selector"
+          },
+          "requestId": {
+            "type": "string",
+            "description": "stop_request: the stopping request's X-Request-Id"
+          },
+          "mode": {
+            "type": "string",
+            "description": "mode_empty, mode_missing: the mode"
+          },
+          "atEntry": {
+            "type": "boolean",
+            "description": "mode_empty: whether the mode was already empty when the run began"
+          },
+          "emptiedBy": {
+            "type": "object",
+            "required": [
+              "kind",
+              "id",
+              "how"
+            ],
+            "properties": {
+              "kind": {
+                "type": "string",
+                "description": "timer, source or perform"
+              },
+              "id": {
+                "type": "string",
+                "description": "its id"
+              },
+              "how": {
+                "type": "string",
+                "description": "how it left the mode"
+              }
+            },
+            "description": "mode_empty: the last item whose removal emptied the mode during the run"
+          }
+        }
+      },
+      "Callout": {
+        "type": "object",
+        "required": [
+          "kind",
+          "id",
+          "ms"
+        ],
+        "properties": {
+          "kind": {
+            "type": "string",
+            "enum": [
+              "timer",
+              "source",
+              "port",
+              "perform",
+              "task",
+              "observer"
+            ],
+            "description": "what kind of code ran"
+          },
+          "id": {
+            "type": "string",
+            "description": "the object's id (timer, source, perform, task, observer)"
+          },
+          "selector": {
+            "type": "string",
+            "description": "the selector it ran, if any"
+          },
+          "ms": {
+            "type": "number",
+            "minimum": 0,
+            "description": "how long it ran, in milliseconds"
+          }
+        },
+        "description": "A callout a turn made: what ran, which object, which selector, how long."
+      },
+      "Turn": {
+        "description": "One turn of a run: from waking (or the run's entry) to the next sleep (or the run's return).",
+        "type": "object",
+        "required": [
+          "turn",
+          "run",
+          "depth",
+          "mode",
+          "startedAt",
+          "wokeBy",
+          "sleptMs",
+          "busyMs",
+          "callouts",
+          "droppedCallouts",
+          "end"
+        ],
+        "properties": {
+          "turn": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "the thread's turn number"
+          },
+          "run": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "the run it belongs to"
+          },
+          "depth": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "the run's nesting depth"
+          },
+          "mode": {
+            "type": "string",
+            "description": "the run's mode"
+          },
+          "startedAt": {
+            "type": "string",
+            "format": "date-time",
+            "description": "when it began"
+          },
+          "wokeBy": {
+            "type": "object",
+            "required": [
+              "kind"
+            ],
+            "properties": {
+              "kind": {
+                "type": "string",
+                "enum": [
+                  "timer",
+                  "source",
+                  "port",
+                  "perform",
+                  "wakeup",
+                  "timeout",
+                  "none"
+                ],
+                "description": "timer, source, port, perform, wakeup (nothing to handle), timeout (the run's deadline) or none (the run's first turn)"
+              },
+              "id": {
+                "type": "string",
+                "description": "the object that woke it"
+              }
+            },
+            "description": "what woke it, inferred from the first callout after afterWaiting"
+          },
+          "sleptMs": {
+            "type": "number",
+            "minimum": 0,
+            "description": "how long the loop slept before it, ms"
+          },
+          "busyMs": {
+            "type": "number",
+            "minimum": 0,
+            "description": "how long the turn took, ms"
+          },
+          "callouts": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Callout"
+            },
+            "description": "the callouts it made, in order"
+          },
+          "droppedCallouts": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "callouts beyond --max-callouts-per-turn (counted, not kept)"
+          },
+          "end": {
+            "type": "string",
+            "enum": [
+              "sleep",
+              "exit"
+            ],
+            "description": "sleep (the loop went to sleep) or exit (the run returned)"
+          },
+          "thread": {
+            "type": "string",
+            "description": "the thread (events only)"
+          }
+        }
+      },
+      "TurnPage": {
+        "type": "object",
+        "required": [
+          "thread",
+          "turns",
+          "last",
+          "capacity"
+        ],
+        "properties": {
+          "thread": {
+            "type": "string",
+            "description": "the thread"
+          },
+          "turns": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Turn"
+            },
+            "description": "the turns"
+          },
+          "last": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "the highest turn number recorded"
+          },
+          "capacity": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "turns kept per thread (--turn-ring-size)"
+          }
+        },
+        "description": "A page of a thread's turns, oldest first."
+      },
+      "Warning": {
+        "description": "A warning about a loop: a classic mistake or a stall.",
+        "type": "object",
+        "required": [
+          "code",
+          "severity",
+          "thread",
+          "subjects",
+          "message",
+          "details",
+          "firstAt",
+          "lastAt",
+          "count",
+          "active"
+        ],
+        "properties": {
+          "code": {
+            "type": "string",
+            "enum": [
+              "lost_wakeup",
+              "mode_never_runs",
+              "perform_on_idle_loop",
+              "loop_cannot_wake",
+              "timer_behind",
+              "stall",
+              "busy_loop"
+            ],
+            "description": "what it is about"
+          },
+          "severity": {
+            "type": "string",
+            "enum": [
+              "info",
+              "warning",
+              "micro",
+              "hang",
+              "severe"
+            ],
+            "description": "info or warning; a stall's micro, hang or severe"
+          },
+          "thread": {
+            "type": "string",
+            "description": "the thread it is about"
+          },
+          "subjects": {
+            "type": "array",
+            "items": {
+              "type": "string"
+            },
+            "description": "the objects involved (timer, source, perform ids, a mode)"
+          },
+          "message": {
+            "type": "string",
+            "description": "one sentence"
+          },
+          "details": {
+            "type": "object",
+            "description": "numbers and names behind the message (mode, skipped, ms, …)"
+          },
+          "firstAt": {
+            "type": "string",
+            "format": "date-time",
+            "description": "when it first appeared"
+          },
+          "lastAt": {
+            "type": "string",
+            "format": "date-time",
+            "description": "when it was last seen"
+          },
+          "count": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "how many times it was seen (a stall counts once)"
+          },
+          "active": {
+            "type": "boolean",
+            "description": "whether the condition holds now"
+          }
+        }
+      },
+      "WarningList": {
+        "type": "object",
+        "required": [
+          "warnings"
+        ],
+        "properties": {
+          "warnings": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Warning"
+            },
+            "description": "the warnings"
+          }
+        },
+        "description": "Warnings, oldest first."
+      },
+      "Stat": {
+        "type": "object",
+        "required": [
+          "count",
+          "last",
+          "mean",
+          "max"
+        ],
+        "properties": {
+          "count": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "samples"
+          },
+          "last": {
+            "type": [
+              "number",
+              "null"
+            ],
+            "description": "the last sample"
+          },
+          "mean": {
+            "type": [
+              "number",
+              "null"
+            ],
+            "description": "their mean"
+          },
+          "max": {
+            "type": [
+              "number",
+              "null"
+            ],
+            "description": "the largest"
+          }
+        },
+        "description": "A running statistic in milliseconds."
+      },
+      "Load": {
+        "description": "Busy vs asleep time (event-loop utilisation), delivery lag and dispatch time.",
+        "type": "object",
+        "required": [
+          "utilization",
+          "windowSeconds",
+          "lifetimeUtilization",
+          "busyMs",
+          "sleptMs",
+          "turns",
+          "wakeups",
+          "dispatchMs",
+          "lag"
+        ],
+        "properties": {
+          "utilization": {
+            "type": [
+              "number",
+              "null"
+            ],
+            "minimum": 0,
+            "maximum": 1,
+            "description": "busy share over the last windowSeconds (--busy-window)"
+          },
+          "windowSeconds": {
+            "type": "number",
+            "description": "the utilisation window"
+          },
+          "lifetimeUtilization": {
+            "type": [
+              "number",
+              "null"
+            ],
+            "minimum": 0,
+            "maximum": 1,
+            "description": "busy share since the thread started"
+          },
+          "busyMs": {
+            "type": "number",
+            "description": "time spent in turns, ms"
+          },
+          "sleptMs": {
+            "type": "number",
+            "description": "time asleep in epoll, ms"
+          },
+          "turns": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "turns recorded"
+          },
+          "wakeups": {
+            "type": "object",
+            "additionalProperties": {
+              "type": "integer"
+            },
+            "description": "turns by what woke them"
+          },
+          "dispatchMs": {
+            "$ref": "#/components/schemas/Stat"
+          },
+          "lag": {
+            "type": "object",
+            "required": [
+              "timerMs",
+              "performMs"
+            ],
+            "properties": {
+              "timerMs": {
+                "$ref": "#/components/schemas/Stat"
+              },
+              "performMs": {
+                "$ref": "#/components/schemas/Stat"
+              }
+            },
+            "description": "delivery lag: how late timers fired and how long performs waited"
+          }
+        }
+      },
+      "Why": {
+        "description": "What keeps a loop alive, mode by mode.",
+        "type": "object",
+        "required": [
+          "thread",
+          "state",
+          "currentMode",
+          "verdict",
+          "modes"
+        ],
+        "properties": {
+          "thread": {
+            "type": "string",
+            "description": "the thread"
+          },
+          "state": {
+            "type": "string",
+            "description": "running, waiting, idle or exited"
+          },
+          "currentMode": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "the innermost run's mode"
+          },
+          "verdict": {
+            "type": "string",
+            "description": "one sentence about the thread"
+          },
+          "modes": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "required": [
+                "mode",
+                "running",
+                "sources",
+                "ports",
+                "timers",
+                "performs",
+                "observers",
+                "verdict"
+              ],
+              "properties": {
+                "mode": {
+                  "type": "string",
+                  "description": "the mode"
+                },
+                "running": {
+                  "type": "boolean",
+                  "description": "whether the innermost run is in this mode"
+                },
+                "sources": {
+                  "type": "array",
+                  "items": {
+                    "type": "object",
+                    "required": [
+                      "id",
+                      "kind",
+                      "signalled"
+                    ],
+                    "properties": {
+                      "id": {
+                        "type": "string",
+                        "description": "the source"
+                      },
+                      "kind": {
+                        "type": "string",
+                        "description": "custom"
+                      },
+                      "signalled": {
+                        "type": "boolean",
+                        "description": "signalled and not yet handled"
+                      }
+                    }
+                  },
+                  "description": "custom (version-0) sources"
+                },
+                "ports": {
+                  "type": "array",
+                  "items": {
+                    "type": "object",
+                    "required": [
+                      "id",
+                      "keepAlive"
+                    ],
+                    "properties": {
+                      "id": {
+                        "type": "string",
+                        "description": "the port source"
+                      },
+                      "keepAlive": {
+                        "type": "boolean",
+                        "description": "the thread's keep-alive port (never written)"
+                      },
+                      "messagesQueued": {
+                        "type": "boolean",
+                        "description": "messages wait to be handled"
+                      }
+                    }
+                  },
+                  "description": "port sources (the keep-alive port included)"
+                },
+                "timers": {
+                  "type": "array",
+                  "items": {
+                    "type": "object",
+                    "required": [
+                      "id",
+                      "repeats",
+                      "keepAlive"
+                    ],
+                    "properties": {
+                      "id": {
+                        "type": "string",
+                        "description": "the timer"
+                      },
+                      "nextFireAt": {
+                        "type": [
+                          "string",
+                          "null"
+                        ],
+                        "description": "the next fire date"
+                      },
+                      "inMs": {
+                        "type": [
+                          "number",
+                          "null"
+                        ],
+                        "description": "milliseconds until the next fire"
+                      },
+                      "repeats": {
+                        "type": "boolean",
+                        "description": "repeating or one-shot"
+                      },
+                      "keepAlive": {
+                        "type": "boolean",
+                        "description": "the thread's keep-alive timer"
+                      }
+                    }
+                  },
+                  "description": "timers that can fire in the mode (the keep-alive timer included)"
+                },
+                "performs": {
+                  "type": "array",
+                  "items": {
+                    "type": "object",
+                    "required": [
+                      "performId",
+                      "selector",
+                      "delayed"
+                    ],
+                    "properties": {
+                      "performId": {
+                        "type": "string",
+                        "description": "the perform"
+                      },
+                      "selector": {
+                        "type": "string",
+                        "description": "its selector"
+                      },
+                      "delayed": {
+                        "type": "boolean",
+                        "description": "an afterDelay perform whose timer has not fired"
+                      }
+                    }
+                  },
+                  "description": "performs waiting for this mode"
+                },
+                "observers": {
+                  "type": "integer",
+                  "minimum": 0,
+                  "description": "observers in the mode (they never keep a run alive)"
+                },
+                "verdict": {
+                  "type": "string",
+                  "description": "what a run in this mode would do, in one sentence"
+                }
+              }
+            },
+            "description": "every mode of the loop with what it holds"
+          }
+        }
+      },
+      "StallEvent": {
+        "type": "object",
+        "required": [
+          "thread",
+          "stall",
+          "callout",
+          "severity",
+          "ms"
+        ],
+        "properties": {
+          "thread": {
+            "type": "string",
+            "description": "the thread"
+          },
+          "stall": {
+            "type": "string",
+            "description": "the stall's id (st1, …)"
+          },
+          "callout": {
+            "type": "object",
+            "required": [
+              "kind",
+              "id"
+            ],
+            "properties": {
+              "kind": {
+                "type": "string",
+                "description": "its kind"
+              },
+              "id": {
+                "type": "string",
+                "description": "its object's id"
+              },
+              "selector": {
+                "type": [
+                  "string",
+                  "null"
+                ],
+                "description": "its selector"
+              }
+            },
+            "description": "the callout"
+          },
+          "severity": {
+            "type": "string",
+            "enum": [
+              "micro",
+              "hang",
+              "severe"
+            ],
+            "description": "the highest threshold crossed (--stall-thresholds)"
+          },
+          "ms": {
+            "type": "number",
+            "description": "how long the callout had run, ms"
+          },
+          "change": {
+            "type": "string",
+            "enum": [
+              "began",
+              "escalated"
+            ],
+            "description": "began (first threshold) or escalated (a higher one); absent on stall-ended"
+          }
+        },
+        "description": "A callout that has run past a stall threshold (stall) or has returned (stall-ended)."
       }
     },
     "securitySchemes": {

@@ -9,6 +9,7 @@ enum Rep {
             "exitReason": .string(exit.reason.name), "code": .number(Double(exit.reason.code)),
             "mode": .string(exit.mode), "durationMs": .number(ms(exit.duration)),
             "at": Timestamp.value(exit.endedAt), "run": .number(Double(exit.run)), "depth": .number(Double(exit.depth)),
+            "cause": cause(exit.cause),
         ]
     }
 

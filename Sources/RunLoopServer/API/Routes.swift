@@ -48,6 +48,7 @@ struct API: Sendable {
             try events.open(ctx, threads: registry.allWorkers.map { Rep.thread($0.snapshot) })
         }
         addThreads(&r)
+        addExplain(&r)
         addPerform(&r)
         addTimers(&r)
         addSources(&r)

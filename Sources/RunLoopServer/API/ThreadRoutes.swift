@@ -34,10 +34,10 @@ extension API {
             return .json(201, Rep.thread(created.snapshot), headers: [("Location", "/api/threads/\(created.id)")])
         }
         r.add("GET", "/api/threads") { _ throws(RunLoopError) in
-            .json(200, ["threads": .array(registry.allWorkers.map { Rep.thread($0.snapshot) })])
+            .json(200, ["threads": .array(registry.allWorkers.map(Rep.explainedThread))])
         }
         r.add("GET", "/api/threads/{id}") { ctx throws(RunLoopError) in
-            .json(200, Rep.thread(try worker(ctx).snapshot))
+            .json(200, Rep.explainedThread(try worker(ctx)))
         }
         r.add("DELETE", "/api/threads/{id}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
@@ -72,7 +72,10 @@ extension API {
             _ = try ctx.body([])
             let target = try worker(ctx)
             let once = ReplyOnce(ctx.respond)
-            target.stop { once.answer(exit: $0) }
+            let by = "POST /api/threads/\(target.id)/stop"
+            target.stop(origin: .request(by: by, requestId: RunLoopService.requestId(for: ctx.request))) {
+                once.answer(exit: $0)
+            }
             once.expire(after: limits.stopWaitSeconds) {
                 "CFRunLoopStop was called but the run has not returned within \(limits.stopWaitSeconds) s (a handler is busy); it stops when the handler returns"
             }

@@ -25,6 +25,10 @@ final class ServiceMetrics: Sendable {
     private let runExits: [ExitReason: CoreMetrics.Counter]
     private let performs: [String: CoreMetrics.Counter]
     private static let performOutcomes = ["ok", "deadline", "thread_ended", "cancelled", "failed"]
+    /// One counter per wake-up cause (`WakeKind`), one histogram of turn busy time.
+    private let wakeups: [WakeKind: CoreMetrics.Counter]
+    private let turnBusy: CoreMetrics.Timer
+    private let stalls: [String: CoreMetrics.Counter]
 
     init() {
         registry = PrometheusCollectorRegistry()
@@ -37,6 +41,7 @@ final class ServiceMetrics: Sendable {
         factory.durationHistogramBuckets = [
             "runloopd_timer_lateness_seconds": fine,
             "runloopd_wakeup_latency_seconds": fine,
+            "runloopd_turn_busy_seconds": fine + [.milliseconds(500), .seconds(2.5), .seconds(10)],
             "runloopd_http_request_duration_seconds": fine + [.seconds(2.5), .seconds(5), .seconds(10), .seconds(30)],
         ]
         self.factory = factory
@@ -59,6 +64,23 @@ final class ServiceMetrics: Sendable {
                 label: "runloopd_performs_total", dimensions: [("outcome", outcome)], factory: factory)
         }
         self.performs = performs
+        var wakeups: [WakeKind: CoreMetrics.Counter] = [:]
+        for kind in WakeKind.allCases {
+            let counter = CoreMetrics.Counter(
+                label: "runloopd_wakeups_total", dimensions: [("cause", kind.rawValue)], factory: factory)
+            counter.increment(by: 0)
+            wakeups[kind] = counter
+        }
+        self.wakeups = wakeups
+        turnBusy = CoreMetrics.Timer(label: "runloopd_turn_busy_seconds", factory: factory)
+        var stalls: [String: CoreMetrics.Counter] = [:]
+        for severity in DiagnosticsOptions.severities {
+            let counter = CoreMetrics.Counter(
+                label: "runloopd_stalls_total", dimensions: [("severity", severity)], factory: factory)
+            counter.increment(by: 0)
+            stalls[severity] = counter
+        }
+        self.stalls = stalls
     }
 
     /// Records what the engine reports.
@@ -82,6 +104,12 @@ final class ServiceMetrics: Sendable {
                 }
             }
             performs[outcome]?.increment()
+        case .turn(_, let turn):
+            wakeups[turn.wokeBy.kind]?.increment()
+            turnBusy.recordNanoseconds(Int64(turn.busyMs * 1_000_000))
+        case .stallEnded(let stall):
+            // Counted once, by the severity it ended with.
+            stalls[stall.severity]?.increment()
         default:
             break
         }
@@ -127,7 +155,22 @@ final class ServiceMetrics: Sendable {
     }
 
     /// The text exposition, with gauges sampled now.
-    func exposition(threads: [WorkerSnapshot], queued: Int, eventClients clients: Int) -> [UInt8] {
+    /// Utilisation is reported as the mean and the maximum over live threads
+    /// (`stat` label), never per thread: the label set stays bounded however
+    /// many threads come and go. Active warnings are labelled by code only.
+    func exposition(
+        threads: [WorkerSnapshot], utilizations: [Double], warningsActive: [String: Int], queued: Int,
+        eventClients clients: Int
+    ) -> [UInt8] {
+        let mean = utilizations.isEmpty ? 0 : utilizations.reduce(0, +) / Double(utilizations.count)
+        for (stat, value) in [("mean", mean), ("max", utilizations.max() ?? 0)] {
+            CoreMetrics.Gauge(label: "runloopd_loop_utilization", dimensions: [("stat", stat)], factory: factory)
+                .record(value)
+        }
+        for code in WarningTable.codes {
+            CoreMetrics.Gauge(label: "runloopd_warnings_active", dimensions: [("code", code)], factory: factory)
+                .record(Double(warningsActive[code] ?? 0))
+        }
         var byState: [WorkerState: Int] = [.running: 0, .waiting: 0, .idle: 0, .exited: 0]
         for thread in threads { byState[thread.state, default: 0] += 1 }
         for (state, count) in byState {

@@ -1,0 +1,135 @@
+import Foundation
+
+/// Why a run ended, beyond CF's four results: a stable `code`, one sentence
+/// for people, and the objects involved (`details`: ids, seconds, counts).
+///
+/// Precedence follows CF's own order of checks at the end of a pass
+/// (`handledSource`, then `timedOut`, then `stopped`, then `finished`): the
+/// cause always explains the `ExitReason` CF returned, never a guess at
+/// another one.
+public struct ExitCause: Sendable, Hashable {
+    /// `source_handled`, `deadline`, `stop_request`, `stop_selector`,
+    /// `thread_ending`, `service_stopping`, `mode_empty`, `mode_missing`.
+    public var code: String
+    /// One sentence.
+    public var message: String
+    /// The objects involved (`source`, `perform`, `seconds`, `timerFires`,
+    /// `by`, `requestId`, `mode`, `emptiedBy`, `atEntry`).
+    public var details: [String: Value]
+
+    /// Creates a cause.
+    public init(code: String, message: String, details: [String: Value] = [:]) {
+        self.code = code
+        self.message = message
+        self.details = details
+    }
+}
+
+/// Who asked a run to stop, kept with the run until it returns.
+public enum StopOrigin: Sendable, Hashable {
+    /// A request from outside the loop, e.g. `POST /api/threads/t2/stop`
+    /// (`by`), with its request id when it has one.
+    case request(by: String, requestId: String?)
+    /// The `stop` selector, run by a callout of the loop itself (a perform,
+    /// a timer's or a source's action, a task).
+    case selector(callout: CalloutRef?)
+    /// The worker is ending (`DELETE /api/threads/{id}` or `Worker.end`).
+    case threadEnding
+    /// The whole service is stopping.
+    case serviceStopping
+}
+
+/// What emptied a mode: the last item whose removal left it without sources
+/// or timers.
+struct Removal: Sendable, Hashable {
+    var kind: String
+    var id: String
+    var how: String
+    var mono: Double
+}
+
+extension ExitCause {
+    static func sourceHandled(_ callout: CalloutRef?) -> ExitCause {
+        guard let callout else {
+            return ExitCause(
+                code: "source_handled", message: "a source was handled and the run was asked to return after one")
+        }
+        var details: [String: Value] = ["source": .string(callout.id), "kind": .string(callout.kind.rawValue)]
+        var message = "source \(callout.id) was handled and the run was asked to return after one"
+        if callout.kind == .perform {
+            details["perform"] = .string(callout.id)
+            details["source"] = .string("perform:\(callout.id)")
+            message =
+                "perform \(callout.id) ran through its mode's custom source, which counts as a handled source; "
+                + "the run was asked to return after one"
+        }
+        return ExitCause(code: "source_handled", message: message, details: details)
+    }
+
+    static func deadline(seconds: Double, timerFires: Int) -> ExitCause {
+        var message = "the run's \(Self.seconds(seconds)) passed"
+        if timerFires > 0 {
+            message +=
+                "; \(timerFires) timer fire\(timerFires == 1 ? "" : "s") ran meanwhile, "
+                + "and timers never count as handled sources"
+        }
+        return ExitCause(
+            code: "deadline", message: message,
+            details: ["seconds": .number(seconds), "timerFires": .number(Double(timerFires))])
+    }
+
+    static func stop(_ origin: StopOrigin?) -> ExitCause {
+        switch origin {
+        case .request(let by, let requestId)?:
+            var details: [String: Value] = ["by": .string(by)]
+            if let requestId { details["requestId"] = .string(requestId) }
+            return ExitCause(code: "stop_request", message: "\(by) called CFRunLoopStop", details: details)
+        case .selector(let callout)?:
+            var details: [String: Value] = [:]
+            var message = "the stop selector called CFRunLoopStop from inside the loop"
+            if let callout {
+                details["by"] = ["kind": .string(callout.kind.rawValue), "id": .string(callout.id)]
+                if callout.kind == .perform { details["perform"] = .string(callout.id) }
+                message = "the stop selector, run by \(callout.kind.rawValue) \(callout.id), called CFRunLoopStop"
+            }
+            return ExitCause(code: "stop_selector", message: message, details: details)
+        case .threadEnding?:
+            return ExitCause(code: "thread_ending", message: "the thread is ending: its runs are stopped")
+        case .serviceStopping?:
+            return ExitCause(code: "service_stopping", message: "the service is stopping: every run is stopped")
+        case nil:
+            return ExitCause(code: "stop_request", message: "CFRunLoopStop was called on the loop")
+        }
+    }
+
+    static func modeEmpty(_ mode: String, emptiedBy: Removal?) -> ExitCause {
+        guard let emptiedBy else {
+            return ExitCause(
+                code: "mode_empty",
+                message: "mode \(mode) had no sources or timers when the run began, so CF returned at once",
+                details: ["mode": .string(mode), "atEntry": .bool(true)])
+        }
+        return ExitCause(
+            code: "mode_empty",
+            message: "mode \(mode) became empty: \(emptiedBy.kind) \(emptiedBy.id) \(emptiedBy.how)",
+            details: [
+                "mode": .string(mode), "atEntry": .bool(false),
+                "emptiedBy": [
+                    "kind": .string(emptiedBy.kind), "id": .string(emptiedBy.id), "how": .string(emptiedBy.how),
+                ],
+            ])
+    }
+
+    static func modeMissing(_ mode: String) -> ExitCause {
+        ExitCause(
+            code: "mode_missing",
+            message: "the loop has no mode \(mode): nothing was ever added to it, so CF returned at once",
+            details: ["mode": .string(mode)])
+    }
+
+    static func seconds(_ value: Double) -> String {
+        if value >= 1e9 { return "unbounded wait" }
+        let text = value.rounded() == value ? String(Int(value)) : String(format: "%g", value)
+        return "\(text) s"
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import Primitives
+
+/// A warning about a loop: one of the classic mistakes (a signal without a
+/// wake-up, work waiting in a mode that never runs, …) or a stall.
+public struct LoopWarning: Sendable, Hashable {
+    /// `lost_wakeup`, `mode_never_runs`, `perform_on_idle_loop`,
+    /// `loop_cannot_wake`, `timer_behind`, `stall`, `busy_loop`.
+    public var code: String
+    /// `info`, `warning`, or for a stall its severity (`micro`, `hang`, `severe`).
+    public var severity: String
+    /// The thread it is about.
+    public var thread: String
+    /// The objects involved (timer, source, perform ids, a mode).
+    public var subjects: [String]
+    /// One sentence.
+    public var message: String
+    /// Numbers and names behind the message (`mode`, `skipped`, `ms`, …).
+    public var details: [String: Value]
+    /// When it first appeared.
+    public var firstAt: Date
+    /// When it was last seen.
+    public var lastAt: Date
+    /// How many times it was seen.
+    public var count: Int
+    /// Whether the condition holds now.
+    public var active: Bool
+}
+
+/// The bounded table of warnings of one registry.
+///
+/// Threads: raised and resolved from workers' threads, the watchdog and
+/// deadline checks; read from any thread. One `Locked`; events go out after
+/// it is released.
+public final class WarningTable: Sendable {
+    private struct Key: Hashable {
+        var code: String
+        var thread: String
+        var subject: String
+    }
+    private struct Table {
+        var warnings: [Key: LoopWarning] = [:]
+        var order: [Key] = []
+    }
+    private let table = Locked(Table())
+    private let capacity: Int
+    private let emit: @Sendable (RunLoopEvent) -> Void
+
+    init(capacity: Int, emit: @escaping @Sendable (RunLoopEvent) -> Void) {
+        self.capacity = max(1, capacity)
+        self.emit = emit
+    }
+
+    /// Raises (or sees again) a warning. An event goes out when it becomes
+    /// active or changes severity; seeing an active one again only counts.
+    /// `counts` false: the same occurrence seen again (a stall escalating), not a new one.
+    func raise(
+        _ code: String, severity: String, thread: String, subjects: [String], message: String,
+        details: [String: Value] = [:], counts: Bool = true
+    ) {
+        let key = Key(code: code, thread: thread, subject: subjects.joined(separator: ","))
+        let now = Date()
+        let changed: LoopWarning? = table.withLock { t in
+            if var existing = t.warnings[key] {
+                let news = !existing.active || existing.severity != severity
+                if counts || !existing.active { existing.count += 1 }
+                existing.lastAt = now
+                existing.active = true
+                existing.severity = severity
+                existing.message = message
+                existing.details = details
+                t.warnings[key] = existing
+                return news ? existing : nil
+            }
+            let warning = LoopWarning(
+                code: code, severity: severity, thread: thread, subjects: subjects, message: message, details: details,
+                firstAt: now, lastAt: now, count: 1, active: true)
+            t.warnings[key] = warning
+            t.order.append(key)
+            if t.order.count > capacity {
+                // Forget the oldest inactive warning (the oldest of all when every one is active).
+                let index = t.order.firstIndex { t.warnings[$0]?.active == false } ?? 0
+                t.warnings[t.order.remove(at: index)] = nil
+            }
+            return warning
+        }
+        if let changed { emit(.warning(changed)) }
+    }
+
+    /// Marks matching active warnings inactive (`subject` nil: any subject;
+    /// `where` filters on the warning).
+    func resolve(
+        _ code: String? = nil, thread: String, subject: String? = nil,
+        where matches: (LoopWarning) -> Bool = { _ in true }
+    ) {
+        let resolved: [LoopWarning] = table.withLock { t in
+            var out: [LoopWarning] = []
+            for key in t.order where key.thread == thread {
+                guard code == nil || key.code == code, subject == nil || key.subject == subject,
+                    var warning = t.warnings[key], warning.active, matches(warning)
+                else { continue }
+                warning.active = false
+                t.warnings[key] = warning
+                out.append(warning)
+            }
+            return out
+        }
+        for warning in resolved { emit(.warning(warning)) }
+    }
+
+    /// Warnings, oldest first, filtered.
+    public func list(thread: String? = nil, code: String? = nil, active: Bool? = nil) -> [LoopWarning] {
+        table.withLock { t in
+            t.order.compactMap { key -> LoopWarning? in
+                guard thread == nil || key.thread == thread, code == nil || key.code == code,
+                    let warning = t.warnings[key], active == nil || warning.active == active
+                else { return nil }
+                return warning
+            }
+        }
+    }
+
+    /// Active warnings per code (for metrics).
+    public func activeCounts() -> [String: Int] {
+        table.withLock { t in
+            var counts: [String: Int] = [:]
+            for warning in t.warnings.values where warning.active { counts[warning.code, default: 0] += 1 }
+            return counts
+        }
+    }
+
+    /// Every warning code runloopd raises.
+    public static let codes = [
+        "lost_wakeup", "mode_never_runs", "perform_on_idle_loop", "loop_cannot_wake", "timer_behind", "stall",
+        "busy_loop",
+    ]
+}

@@ -1,0 +1,424 @@
+import CoreFoundation
+import Foundation
+import Primitives
+
+/// The explainer on a worker: turns and their callouts, exit causes, load,
+/// warnings, and what keeps the loop alive. The tracing half runs on the
+/// worker's own thread (observers, callouts, runs); readers take the lock.
+extension Worker {
+    // MARK: - Turns (worker's thread)
+
+    /// Runs `body` as a callout of the loop: timed, filed under the turn under
+    /// way, and watched for stalls while it runs.
+    func callout<T>(_ ref: CalloutRef, _ body: () -> T) -> T {
+        guard let slot = watchSlot else {
+            tracer.calloutBegan(ref, at: 0)
+            defer { tracer.calloutEnded(at: 0) }
+            return body()
+        }
+        let start = Monotonic.now()
+        tracer.calloutBegan(ref, at: start)
+        diagnostics.watchdog.begin(slot, ref, at: start)
+        let result = body()
+        let end = Monotonic.now()
+        let stall = diagnostics.watchdog.end(slot, at: end)
+        tracer.calloutEnded(at: end)
+        if let stall { diagnostics.watchdog.ended(stall) }
+        return result
+    }
+
+    /// A run begins: its first turn opens; a callout that started it (a
+    /// nested run) stops being watched, since the loop turns again.
+    func runBegins(seq: Int, mode: String, depth: Int, at now: Double, cannotWake: Bool) {
+        if let slot = watchSlot, depth > 0, tracer.currentCallout != nil,
+            let stall = diagnostics.watchdog.end(slot, at: now)
+        {
+            diagnostics.watchdog.ended(stall)
+        }
+        tracer.beginRun(seq: seq, mode: mode, depth: depth, at: watchSlot == nil ? 0 : now)
+        if warned.load(ordering: .relaxed) > 0 {
+            diagnostics.warnings.resolve("mode_never_runs", thread: id) { $0.details["mode"]?.string == mode }
+        }
+        if cannotWake {
+            let seconds = book.withLock { $0.runStack.last?.seconds ?? 0 }
+            warn(
+                "loop_cannot_wake", severity: "info", subjects: [mode],
+                message:
+                    "\(id) waits in \(mode) for \(ExitCause.seconds(seconds)) with nothing in the mode that can wake it: only a stop, a wake-up, or a perform, source or timer added later will",
+                details: ["mode": .string(mode), "seconds": .number(seconds)])
+        }
+    }
+
+    /// The run returned: its last turn closes; the callout that started it
+    /// (a nested run) is watched again.
+    func runEnds(reason: ExitReason, at now: Double) -> LoopTracer.RunSummary {
+        var summary = tracer.endRun(reason: reason, at: watchSlot == nil ? 0 : now)
+        if watchSlot == nil { summary.turn = nil }
+        if let slot = watchSlot, let outer = tracer.currentCallout {
+            diagnostics.watchdog.begin(slot, outer, at: now)
+        }
+        return summary
+    }
+
+    /// `afterWaiting` (first observer): a turn begins.
+    func loopWoke() {
+        let now = Monotonic.now()
+        tracer.woke(at: now)
+        book.withLock { b in
+            b.asleepSince = nil
+            b.turnSince = now
+        }
+    }
+
+    /// `beforeWaiting` (last observer): the turn ends.
+    func loopSleeps() {
+        let now = Monotonic.now()
+        guard let turn = tracer.sleeping(at: now) else { return }
+        publish(turn, at: now, asleep: true)
+    }
+
+    /// Files a closed turn: ring, load sums, utilisation window; then the
+    /// `turn` event, and `busy_loop` when utilisation crosses its threshold.
+    func publish(_ turn: TurnRecord, at now: Double, asleep: Bool = false) {
+        var delta = tracer.pending
+        tracer.pending = LoadStats()
+        let options = diagnostics.options
+        let busy: (ratio: Double, changed: Bool)? = book.withLock { b in
+            b.turns.append(turn)
+            b.load.turns += 1
+            b.load.busyMs += turn.busyMs
+            b.load.sleptMs += turn.sleptMs
+            b.load.dispatch.merge(delta.dispatch)
+            b.load.timerLag.merge(delta.timerLag)
+            b.load.performLag.merge(delta.performLag)
+            b.load.wakeups[turn.wokeBy.kind, default: 0] += 1
+            b.utilization.add(busyMs: turn.busyMs, sleptMs: turn.sleptMs, at: now)
+            b.turnSince = nil
+            b.asleepSince = asleep ? now : nil
+            let (ratio, covered) = b.utilization.utilization(now: now)
+            guard let ratio, covered >= options.busyWindow * 900 else { return nil }
+            let isBusy = ratio > options.busyThreshold
+            defer { b.busyLoop = isBusy }
+            return (ratio, isBusy != b.busyLoop)
+        }
+        delta = LoadStats()
+        emit(.turn(thread: id, turn: turn))
+        guard let busy, busy.changed else { return }
+        if busy.ratio > options.busyThreshold {
+            warn(
+                "busy_loop", severity: "warning", subjects: [id],
+                message:
+                    "\(id) was busy \(Int((busy.ratio * 100).rounded())) % of the last \(ExitCause.seconds(options.busyWindow)): it hardly sleeps",
+                details: ["utilization": .number((busy.ratio * 1000).rounded() / 1000)])
+        } else {
+            unwarn("busy_loop", subject: id)
+        }
+    }
+
+    /// The `stop` selector ran on this thread (the innermost run's callout).
+    func stopSelectorRan() {
+        let own = book.withLock { $0.thread }
+        guard let own, pthread_equal(pthread_self(), own) != 0 else { return }
+        tracer.stopSelectorRan()
+    }
+
+    // MARK: - Warnings
+
+    /// Raises a warning about this worker.
+    func warn(_ code: String, severity: String, subjects: [String], message: String, details: [String: Value] = [:]) {
+        warned.add(1, ordering: .relaxed)
+        diagnostics.warnings.raise(
+            code, severity: severity, thread: id, subjects: subjects, message: message, details: details)
+    }
+
+    /// Resolves this worker's warning `code` about `subject` (cheap when the
+    /// worker never warned).
+    func unwarn(_ code: String, subject: String? = nil) {
+        guard warned.load(ordering: .relaxed) > 0 else { return }
+        diagnostics.warnings.resolve(code, thread: id, subject: subject)
+    }
+
+    /// Checks `check` after `seconds` (on a background queue), if the worker lives.
+    func later(_ seconds: Double, _ check: @escaping @Sendable (Worker) -> Void) {
+        Deadlines.after(seconds) { [weak self] in
+            guard let self, !self.hasExited else { return }
+            check(self)
+        }
+    }
+
+    /// Schedules the `mode_never_runs` check for an item added to `modes`.
+    func watchModes(_ modes: [String], item: String, kind: String, stillWaiting: @escaping @Sendable (Worker) -> Bool) {
+        let after = diagnostics.options.modeNeverRunsAfter
+        let added = Monotonic.now()
+        let running = book.withLock { b -> Bool in
+            guard let current = b.runStack.last?.mode else { return false }
+            return b.expand(modes).contains(current)
+        }
+        guard !running else { return }
+        later(after) { worker in
+            guard stillWaiting(worker) else { return }
+            let (expanded, ran) = worker.book.withLock { b -> ([String], Bool) in
+                let expanded = b.expand(modes)
+                let ran = expanded.contains { (b.modeEntered[$0] ?? -1) >= added || b.runStack.last?.mode == $0 }
+                return (expanded, ran)
+            }
+            guard !ran, let mode = expanded.first else { return }
+            worker.warn(
+                "mode_never_runs", severity: "warning", subjects: [item],
+                message:
+                    "\(kind) \(item) waits in \(expanded.joined(separator: ", ")), which \(worker.id) has not run for \(ExitCause.seconds(after)); it runs only when the loop runs in one of those modes",
+                details: ["mode": .string(mode), "modes": .array(expanded.map(Value.string))])
+        }
+    }
+
+    // MARK: - Reading
+
+    /// Turns with a number above `since`, oldest first, at most `limit`.
+    public func turns(since: Int = 0, limit: Int = .max) -> (turns: [TurnRecord], last: Int, capacity: Int) {
+        book.withLock { b in
+            let all = b.turns.elements
+            let newer = all.filter { $0.turn > since }
+            return (Array(newer.prefix(max(0, limit))), all.last?.turn ?? 0, b.turns.capacity)
+        }
+    }
+
+    /// Load now: sums, the recent utilisation (the turn or sleep under way
+    /// included), lag and dispatch statistics.
+    public func load() -> LoadSnapshot {
+        book.withLock { b in
+            let now = Monotonic.now()
+            let openBusy = b.turnSince.map { (now - $0) * 1000 } ?? 0
+            let openSlept = b.asleepSince.map { (now - $0) * 1000 } ?? 0
+            let recent = b.utilization.utilization(now: now, openBusyMs: openBusy, openSleptMs: openSlept)
+            var stats = b.load
+            stats.busyMs += openBusy
+            stats.sleptMs += openSlept
+            return LoadSnapshot(stats: stats, utilization: recent.ratio, window: diagnostics.options.busyWindow)
+        }
+    }
+
+    /// This worker's warnings.
+    public func warnings() -> [LoopWarning] { diagnostics.warnings.list(thread: id) }
+}
+
+/// A worker's load as read: the sums and the recent utilisation.
+public struct LoadSnapshot: Sendable, Hashable {
+    /// Sums since the worker started.
+    public var stats: LoadStats
+    /// Busy share over the last `window` seconds (nil before any turn).
+    public var utilization: Double?
+    /// The window, in seconds.
+    public var window: Double
+}
+
+extension WorkerBook {
+    /// `modes` with `common` replaced by the common modes.
+    func expand(_ modes: [String]) -> [String] {
+        var out: [String] = []
+        for mode in modes {
+            for name in mode == "common" ? commonModes : [mode] where !out.contains(name) { out.append(name) }
+        }
+        return out
+    }
+
+    /// Whether `mode` holds a timer, a user source or a perform (the things
+    /// that can wake a loop besides a stop or a wake-up).
+    func hasWakeableItems(in mode: String) -> Bool {
+        let inMode: (String) -> Bool = { $0 == mode || ($0 == "common" && commonModes.contains(mode)) }
+        if timers.all.contains(where: { $0.isValid && inMode($0.spec.mode.name) }) { return true }
+        if sources.all.contains(where: { $0.isValid && inMode($0.spec.mode.name) }) { return true }
+        return performs.queued.contains { $0.modes.contains { inMode($0.name) } }
+    }
+
+    /// The cause of a run's exit, by CF's precedence.
+    func cause(
+        of reason: ExitReason, frame: RunFrame, summary: LoopTracer.RunSummary, cancelled: Bool, since: Double
+    ) -> ExitCause {
+        switch reason {
+        case .handledSource:
+            return .sourceHandled(summary.lastSource)
+        case .timedOut:
+            return .deadline(seconds: frame.seconds, timerFires: summary.timerFires)
+        case .stopped:
+            if cancelled, let endOrigin { return .stop(endOrigin) }
+            return .stop(frame.stopOrigin ?? summary.stopBy)
+        case .finished:
+            let filled =
+                everFilled.contains(frame.mode) || (everFilled.contains("common") && commonModes.contains(frame.mode))
+            guard filled else { return .modeMissing(frame.mode) }
+            let removal = lastRemoval[frame.mode].flatMap { $0.mono >= since ? $0 : nil }
+            return .modeEmpty(frame.mode, emptiedBy: removal)
+        }
+    }
+
+    /// Records what may have emptied `mode` (`common`: every common mode).
+    mutating func removed(_ kind: String, _ id: String, how: String, from mode: String) {
+        let removal = Removal(kind: kind, id: id, how: how, mono: Monotonic.now())
+        for name in expand([mode]) { lastRemoval[name] = removal }
+    }
+
+    /// Something was added to `mode`.
+    mutating func filled(_ mode: String) { everFilled.insert(mode) }
+}
+
+/// What keeps a loop alive, mode by mode, and what a run would do.
+public struct WhySnapshot: Sendable {
+    /// One mode's contents, as far as waking or ending a run goes.
+    public struct Mode: Sendable {
+        /// A timer that can fire in the mode.
+        public struct Timer: Sendable {
+            public var id: String
+            public var nextFireAt: Date?
+            public var inSeconds: Double?
+            public var repeats: Bool
+            public var keepAlive: Bool
+        }
+        /// A source (custom) or port (port source) in the mode.
+        public struct Source: Sendable {
+            public var id: String
+            public var signalled: Bool
+            public var keepAlive: Bool
+        }
+        /// A perform waiting for the mode.
+        public struct Perform: Sendable {
+            public var id: String
+            public var selector: String
+            public var delayed: Bool
+        }
+        public var mode: String
+        public var running: Bool
+        public var sources: [Source]
+        public var ports: [Source]
+        public var timers: [Timer]
+        public var performs: [Perform]
+        public var observers: Int
+        public var verdict: String
+    }
+    public var thread: String
+    public var state: WorkerState
+    public var currentMode: String?
+    public var verdict: String
+    public var modes: [Mode]
+}
+
+extension Worker {
+    /// Per mode, what can wake or end a run in it, and a verdict in one sentence.
+    public func why() -> WhySnapshot {
+        let snap = snapshot
+        let loopModes = modes()
+        let keepAliveMode = policy.style == .forever ? "default" : policy.mode.name
+        let (timers, sources, observers, performs, common, everFilled) = book.withLock { b in
+            (b.timers.all, b.sources.all, b.observers.all, b.performs.queued, b.commonModes, b.everFilled)
+        }
+        let now = Date()
+        var names = loopModes.all
+        for extra in [keepAliveMode, snap.currentMode].compactMap({ $0 }) where !names.contains(extra) {
+            names.append(extra)
+        }
+        let inMode: (String, String) -> Bool = { item, mode in
+            item == mode || (item == "common" && common.contains(mode))
+        }
+        var result: [WhySnapshot.Mode] = []
+        for name in names {
+            var modeTimers: [WhySnapshot.Mode.Timer] = []
+            if keepAlive == .timer && name == keepAliveMode {
+                modeTimers.append(
+                    .init(id: "keepalive", nextFireAt: nil, inSeconds: nil, repeats: true, keepAlive: true))
+            }
+            for timer in timers where timer.isValid && inMode(timer.spec.mode.name, name) {
+                let next = timer.snapshot.nextFireAt
+                modeTimers.append(
+                    .init(
+                        id: timer.id, nextFireAt: next, inSeconds: next.map { max(0, $0.timeIntervalSince(now)) },
+                        repeats: timer.spec.repeats, keepAlive: false))
+            }
+            var modeSources: [WhySnapshot.Mode.Source] = []
+            var modePorts: [WhySnapshot.Mode.Source] = []
+            if keepAlive == .port && name == keepAliveMode {
+                modePorts.append(.init(id: "keepalive", signalled: false, keepAlive: true))
+            }
+            for source in sources where source.isValid && inMode(source.spec.mode.name, name) {
+                let s = source.snapshot
+                if source.spec.kind == .port {
+                    modePorts.append(.init(id: source.id, signalled: s.queued > 0, keepAlive: false))
+                } else {
+                    modeSources.append(.init(id: source.id, signalled: s.signalled, keepAlive: false))
+                }
+            }
+            let modePerforms = performs.filter { $0.modes.contains { inMode($0.name, name) } }.map {
+                WhySnapshot.Mode.Perform(id: $0.id, selector: $0.call.selector, delayed: $0.afterDelay > 0)
+            }
+            let modeObservers = observers.filter { $0.isValid && inMode($0.spec.mode.name, name) }.count
+            let running = snap.currentMode == name && (snap.state == .running || snap.state == .waiting)
+            let filled = everFilled.contains(name) || (everFilled.contains("common") && common.contains(name))
+            let verdict = Self.verdict(
+                mode: name, timers: modeTimers, sources: modeSources, ports: modePorts, performs: modePerforms,
+                everFilled: filled)
+            result.append(
+                .init(
+                    mode: name, running: running, sources: modeSources, ports: modePorts, timers: modeTimers,
+                    performs: modePerforms, observers: modeObservers, verdict: verdict))
+        }
+        let focus = snap.currentMode ?? keepAliveMode
+        let focusVerdict = result.first { $0.mode == focus }?.verdict ?? ""
+        let verdict: String
+        switch snap.state {
+        case .exited:
+            verdict = "\(id) has ended: its loop is gone"
+        case .running, .waiting:
+            verdict = "\(id) is in a run in \(focus) (\(snap.state.rawValue)): \(focusVerdict)"
+        case .idle where snap.parked:
+            verdict =
+                "\(id) is parked: its mode \(focus) is empty (CF answers finished at once), so it waits until something is added"
+        case .idle where policy.style == .manual:
+            verdict =
+                "\(id) is manual and not running: it runs only when asked (POST /api/threads/\(id)/run); \(focusVerdict)"
+        case .idle:
+            verdict = "\(id) is between runs; \(focusVerdict)"
+        }
+        return WhySnapshot(
+            thread: id, state: snap.state, currentMode: snap.currentMode, verdict: verdict, modes: result)
+    }
+
+    static func verdict(
+        mode: String, timers: [WhySnapshot.Mode.Timer], sources: [WhySnapshot.Mode.Source],
+        ports: [WhySnapshot.Mode.Source], performs: [WhySnapshot.Mode.Perform], everFilled: Bool
+    ) -> String {
+        if timers.isEmpty && sources.isEmpty && ports.isEmpty && performs.isEmpty {
+            return everFilled
+                ? "a run in \(mode) finishes at once: the mode is empty"
+                : "a run in \(mode) finishes at once: nothing was ever added to the mode"
+        }
+        var wakes: [String] = []
+        if let due = performs.first(where: { !$0.delayed }) {
+            wakes.append("perform \(due.id) (\(due.selector)) runs on its next turn")
+        }
+        let userTimers = timers.filter { !$0.keepAlive }
+        if let next = userTimers.compactMap({ t in t.inSeconds.map { (t.id, $0) } }).min(by: { $0.1 < $1.1 }) {
+            wakes.append(String(format: "timer %@ fires in %.2f s", next.0, next.1))
+        }
+        if let signalled = sources.first(where: \.signalled) {
+            wakes.append("source \(signalled.id) is signalled and runs on the next turn that happens")
+        } else if !sources.isEmpty {
+            wakes.append("a signal plus a wake-up of \(sources.map(\.id).joined(separator: ", ")) wakes it")
+        }
+        let userPorts = ports.filter { !$0.keepAlive }
+        if !userPorts.isEmpty {
+            wakes.append("a message to \(userPorts.map(\.id).joined(separator: ", ")) wakes it")
+        }
+        let delayed = performs.filter(\.delayed)
+        if !delayed.isEmpty {
+            wakes.append(
+                "delayed perform\(delayed.count == 1 ? "" : "s") \(delayed.map(\.id).joined(separator: ", ")) fire on their timers"
+            )
+        }
+        if wakes.isEmpty {
+            let keeper =
+                ports.contains(where: \.keepAlive)
+                ? "its keep-alive port (never written)" : "its keep-alive timer (one fire a day)"
+            return
+                "a run in \(mode) sleeps until its timeout, a stop or a wake-up: only \(keeper) keeps it from finishing"
+        }
+        return "a run in \(mode) sleeps until " + wakes.joined(separator: "; or ")
+    }
+}
