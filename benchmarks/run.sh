@@ -11,7 +11,7 @@ OUT=${BENCH_OUT:-$SCRATCH/results}
 REPORT=${BENCH_REPORT:-BENCHMARKS.md}
 SWIFT=${SWIFT:-swift}
 benches=("$@")
-[ ${#benches[@]} -eq 0 ] && benches=(hop wakeup timers idle scale)
+[ ${#benches[@]} -eq 0 ] && benches=(hop wakeup trace timers idle scale)
 
 # wrk (Debian) for the HTTP hop; libmicrohttpd-dev for the bare baseline.
 need=()
@@ -35,6 +35,7 @@ echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg) (figures are clea
 for bench in "${benches[@]}"; do
   echo
   case "$bench" in
+    trace)  "$BIN/rlbench" trace --runloopd "$BIN/runloopd" --out "$OUT" ;;
     hop)    "$BIN/rlbench" hop --runloopd "$BIN/runloopd" --hello "$SCRATCH/hello" --out "$OUT" ;;
     scale)  "$BIN/rlbench" scale --runloopd "$BIN/runloopd" --out "$OUT" ;;
     wakeup|timers|idle) "$BIN/rlbench" "$bench" --out "$OUT" ;;

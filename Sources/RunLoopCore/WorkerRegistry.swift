@@ -33,6 +33,10 @@ public final class WorkerRegistry: Sendable {
         self.diagnostics = LoopDiagnostics(options: diagnostics, events: events)
     }
 
+    deinit {
+        diagnostics.shutdown()
+    }
+
     /// The next id with `prefix` (`t1`, `tm3`, …): never reused in this registry.
     public func nextId(_ prefix: String) -> String { ids.next(prefix) }
 

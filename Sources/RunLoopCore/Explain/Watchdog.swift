@@ -132,6 +132,9 @@ final class Watchdog: Sendable {
     private func startThread() {
         do {
             try LoopThread.spawn { [self] in
+                // Nobody joins the watchdog: it ends on `shutdown` (the service's
+                // stop, or its registry going away) and frees itself.
+                pthread_detach(pthread_self())
                 _ = "runloopd-watch".withCString { clinux_set_thread_name($0) }
                 run()
             }

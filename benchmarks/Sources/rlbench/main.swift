@@ -6,6 +6,7 @@ import Foundation
 //
 //   rlbench hop     --runloopd PATH --hello PATH [--rounds 5] [--seconds 3]
 //   rlbench wakeup  [--round-trips 10000] [--rounds 5]
+//   rlbench trace   --runloopd PATH [--round-trips 10000] [--rounds 5] [--seconds 3]
 //   rlbench timers  [--timers 10000] [--workers 16] [--seconds 10]
 //   rlbench idle    [--workers 64] [--seconds 10] [--rss-workers 1000]
 //   rlbench scale   --runloopd PATH [--samples 1000] [--budget 150]
@@ -51,6 +52,11 @@ case "scale":
     ScaleBenchmark.run(
         runloopd: option("runloopd", ".build/release/runloopd"), publicDir: publicDir,
         getSamples: Int(number("samples", 1000)), budget: number("budget", 150), out: out)
+case "trace":
+    TraceBenchmark.run(
+        runloopd: option("runloopd", ".build/release/runloopd"), publicDir: publicDir,
+        roundTrips: Int(number("round-trips", 10_000)), rounds: Int(number("rounds", 5)),
+        seconds: Int(number("seconds", 3)), out: out)
 case "report":
     do {
         try ReportWriter.write(
@@ -61,7 +67,7 @@ case "report":
         exit(1)
     }
 default:
-    print("usage: rlbench hop|wakeup|timers|idle|scale|report [--option value]...")
+    print("usage: rlbench hop|wakeup|trace|timers|idle|scale|report [--option value]...")
     exit(command == "help" ? 0 : 2)
 }
 exit(0)

@@ -1,0 +1,88 @@
+import CoreFoundation
+import Foundation
+import RunLoopTestSupport
+import Testing
+
+@testable import RunLoopCore
+
+/// The explainer through RunLoopCore's public API (no HTTP): causes, turns,
+/// load, warnings and stalls are there for programs that embed the engine.
+@Suite struct ExplainTests {
+    @Test func timedOutRunWithTimerFiresSaysTimersNeverCount() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.manual))
+        _ = try worker.addTimer(TimerSpec(interval: 0.05))
+        let exit = try worker.runAndWait(seconds: 0.4, returnAfterSourceHandled: true)
+
+        #expect(exit.reason == .timedOut)
+        let cause = try #require(exit.cause)
+        #expect(cause.code == "deadline")
+        #expect((cause.details["timerFires"]?.integer ?? 0) >= 1)
+        #expect(cause.message.contains("timers never count as handled sources"))
+        // The turns of that run: the first one (none), then timer wakes, the last one the deadline.
+        let turns = worker.turns(since: 0).turns.filter { $0.run == exit.run }
+        #expect(turns.first?.wokeBy.kind == WakeKind.none)
+        #expect(turns.contains { $0.wokeBy.kind == .timer && $0.callouts.contains { $0.ref.kind == .timer } })
+        #expect(turns.last?.end == .exit)
+        let load = worker.load()
+        #expect(load.stats.turns >= turns.count)
+        #expect(load.stats.dispatch.count >= 1)
+    }
+
+    @Test func aFourHundredMillisecondSelectorIsExactlyOneStallEndingAsHang() throws {
+        let (registry, probe) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.loop))
+        let done = Pending<PerformResult>()
+        try worker.perform(
+            PerformSpec(call: SelectorCall(selector: "sleep", args: ["ms": 400]), modes: [.default])
+        ) { done.put($0) }
+        #expect(done.wait() != nil)
+        #expect(
+            probe.waitUntil {
+                probe.events.contains { if case .stallEnded = $0 { return true } else { return false } }
+            })
+        let stalls = probe.events.compactMap { event -> (Stall, StallChange?)? in
+            switch event {
+            case .stall(let stall, let change): return (stall, change)
+            case .stallEnded(let stall): return (stall, nil)
+            default: return nil
+            }
+        }
+        #expect(Set(stalls.map(\.0.id)).count == 1, "one stall, however many thresholds it crossed")
+        #expect(stalls.first?.1 == .began)
+        let ended = try #require(stalls.last { $0.1 == nil }?.0)
+        #expect(ended.severity == "hang")
+        #expect(ended.ms >= 390)
+        #expect(ended.callout.kind == .perform && ended.callout.selector == "sleep")
+        let warning = try #require(worker.warnings().first { $0.code == "stall" })
+        #expect(warning.severity == "hang" && warning.count == 1 && !warning.active)
+    }
+
+    @Test func stopFromAnotherThreadNamesItsOrigin() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.manual))
+        let exit = Pending<RunExit>()
+        try worker.run(mode: .default, seconds: 30, returnAfterSourceHandled: false) {
+            if case .success(let value) = $0 { exit.put(value) }
+        }
+        #expect(waitUntil(timeout: 10) { worker.snapshot.state == .waiting })
+        worker.stop(origin: .request(by: "a test", requestId: "q1")) { _ in }
+        let cause = try #require(exit.wait()?.cause)
+        #expect(cause.code == "stop_request")
+        #expect(cause.details["by"] == .string("a test") && cause.details["requestId"] == .string("q1"))
+    }
+
+    @Test func whyNamesTheKeepAlivePortAndAnEmptyMode() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.manual))
+        let why = worker.why()
+        let modes = Dictionary(uniqueKeysWithValues: why.modes.map { ($0.mode, $0) })
+        #expect(modes["default"]?.ports.first?.keepAlive == true)
+        #expect(modes["default"]?.verdict.contains("keep-alive port") == true)
+        #expect(why.verdict.contains("manual"))
+    }
+}
