@@ -201,6 +201,13 @@ extension Worker {
     public func warnings() -> [LoopWarning] { diagnostics.warnings.list(thread: id) }
 }
 
+/// Where a queued perform landed (see `WorkerBook.placement`).
+enum PerformPlacement {
+    case idle
+    case runningInMode
+    case runningElsewhere
+}
+
 /// A worker's load as read: the sums and the recent utilisation.
 public struct LoadSnapshot: Sendable, Hashable {
     /// Sums since the worker started.
@@ -212,6 +219,15 @@ public struct LoadSnapshot: Sendable, Hashable {
 }
 
 extension WorkerBook {
+    /// Where a perform for `modes` lands: on a loop that is not running, on
+    /// a run in one of its modes (the usual case: nothing to watch), or on a
+    /// run in another mode. No allocation on the usual path.
+    func placement(of modes: [RunLoopMode]) -> PerformPlacement {
+        guard let current = runStack.last?.mode else { return .idle }
+        let inMode = modes.contains { $0.name == current || ($0.isCommon && commonModes.contains(current)) }
+        return inMode ? .runningInMode : .runningElsewhere
+    }
+
     /// `modes` with `common` replaced by the common modes.
     func expand(_ modes: [String]) -> [String] {
         var out: [String] = []

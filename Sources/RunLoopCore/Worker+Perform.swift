@@ -49,7 +49,7 @@ extension Worker {
             } : nil
 
         let routine: @Sendable (String) -> Void = { [weak self] mode in self?.performRoutine(mode: mode) }
-        let (loop, toSignal) = try book.withLock { b throws(RunLoopError) in
+        let (loop, toSignal, placement) = try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)
             guard b.performs.count < limits.maxQueuedCommands else {
                 throw .limit(
@@ -57,15 +57,16 @@ extension Worker {
                     "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))")
             }
             for mode in modes { b.filled(mode.name) }
+            let placement = b.placement(of: modes)
             if let delayTimer {
                 b.performs.addDelayed(request, timer: delayTimer)
-                return (b.loop, [CFRunLoopSource]())
+                return (b.loop, [CFRunLoopSource](), placement)
             }
-            guard let loop = b.loop else { return (nil, []) }
+            guard let loop = b.loop else { return (nil, [], placement) }
             let toSignal = b.performs.enqueue(request, on: loop) { mode in PerformCarrier { routine(mode) } }
             // The carriers are in their modes now (added under this lock).
             b.touch()
-            return (loop, toSignal)
+            return (loop, toSignal, placement)
         }
         if let delayTimer {
             if let loop {
@@ -79,7 +80,7 @@ extension Worker {
             for source in toSignal { CFRunLoopSourceSignal(source) }
             if !toSignal.isEmpty { CFRunLoopWakeUp(loop) }
         }
-        watchPerform(request)
+        if placement != .runningInMode { watchPerform(request, idle: placement == .idle) }
         if let deadline, completion != nil {
             let emit = self.emit
             let result = PerformResult(
@@ -151,11 +152,10 @@ extension Worker {
 
     /// The warnings a queued perform can cause: pending on a loop that is not
     /// running, or waiting in modes the thread does not run.
-    private func watchPerform(_ request: PerformRequest) {
+    private func watchPerform(_ request: PerformRequest, idle: Bool) {
         let pending: @Sendable (Worker) -> Bool = { worker in
             worker.book.withLock { b in b.performs.queued.contains { $0 === request } }
         }
-        let idle = book.withLock { $0.runStack.isEmpty }
         if idle && request.afterDelay == 0 {
             later(diagnostics.options.idlePerformAfter) { worker in
                 guard pending(worker), worker.book.withLock({ $0.runStack.isEmpty }) else { return }
