@@ -66,7 +66,8 @@ enum IdleBenchmark {
                 goal: "—", pass: nil, steal: max(forever.steal, plainCPU.steal), clean: forever.clean && plainCPU.clean))
 
         // 2. RSS per worker: create 1,000, measure, end them.
-        let rss = measureClean("RSS of \(rssWorkers) workers", attempts: 1) { () -> (Double, Double, Int, Int) in
+        let rss = measureClean("RSS of \(rssWorkers) workers", attempts: 1) {
+            () -> (Double, Double, Int, Int, Double) in
             let before = residentBytes()
             let t0 = nowMono()
             var list: [Worker] = []
@@ -81,9 +82,27 @@ enum IdleBenchmark {
             let after = residentBytes()
             let fds = openDescriptors()
             let threads = threadCount()
+            // Then fill every worker's turn ring (one perform is one turn:
+            // wake, callout, sleep), so the figure includes what tracing keeps.
+            let ring = registry.diagnostics.options.turnRingSize
+            let spec = PerformSpec(call: SelectorCall(selector: "echo", args: ["n": 1]), modes: [.default])
+            let done = DispatchSemaphore(value: 0)
+            for worker in list {
+                // One worker at a time: the transient requests are freed and reused.
+                let remaining = Counter(ring)
+                for _ in 0..<ring {
+                    _ = try? worker.perform(spec) { _ in if remaining.decrement() == 0 { done.signal() } }
+                }
+                done.wait()
+            }
+            usleep(200_000)
+            let full = residentBytes()
             for worker in list { worker.end() }
             _ = waitUntil(timeout: 30) { list.allSatisfy(\.hasExited) }
-            return (Double(after - before) / Double(rssWorkers), createSeconds, fds, threads)
+            return (
+                Double(after - before) / Double(rssWorkers), createSeconds, fds, threads,
+                Double(full - before) / Double(rssWorkers)
+            )
         }
         let perWorkerKiB = rss.value.0 / 1024
         section.figures.append(
@@ -93,6 +112,13 @@ enum IdleBenchmark {
                     ?? "n/a",
                 ratio: plainRSS.map { fmt(rss.value.0 / $0, 2) + "×" } ?? "n/a", goal: "≤ 150 KiB",
                 pass: perWorkerKiB <= 150, steal: rss.steal, clean: rss.clean))
+        let fullKiB = rss.value.4 / 1024
+        section.figures.append(
+            Figure(
+                name: "RSS per traced worker, turn ring full (\(registry.diagnostics.options.turnRingSize) turns each)",
+                value: "\(fmt(fullKiB, 1)) KiB", baseline: "\(fmt(perWorkerKiB, 1)) KiB (fresh worker, above)",
+                ratio: fmt(fullKiB / max(perWorkerKiB, 0.001), 2) + "×", goal: "≤ 150 KiB", pass: fullKiB <= 150,
+                steal: rss.steal, clean: rss.clean))
 
         // 3. Back to the baseline.
         let back = waitUntil(timeout: 15) { openDescriptors() <= baseFds && threadCount() <= baseThreads }
@@ -223,5 +249,18 @@ final class LoopList: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return loops
+    }
+}
+
+/// A countdown shared by completions on several threads.
+final class Counter: @unchecked Sendable {
+    private var value: Int
+    private let lock = NSLock()
+    init(_ value: Int) { self.value = value }
+    func decrement() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        value -= 1
+        return value
     }
 }
