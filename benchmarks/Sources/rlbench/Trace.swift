@@ -88,9 +88,15 @@ enum TraceBenchmark {
         rows += "\n| hop round | traced req/s | --no-trace req/s | ratio | steal |\n|---|---|---|---|---|\n"
         for round in 1...rounds {
             let result = measureClean("trace hop round \(round)") { () -> (Double, Double) in
-                let a = HopBenchmark.wrk(port: tracedServer.port, path: tracedPath, seconds: seconds, script: scriptPath)
-                let b = HopBenchmark.wrk(port: plainServer.port, path: plainPath, seconds: seconds, script: scriptPath)
-                return (a.rps, b.rps)
+                let traced = { HopBenchmark.wrk(port: tracedServer.port, path: tracedPath, seconds: seconds, script: scriptPath) }
+                let plain = { HopBenchmark.wrk(port: plainServer.port, path: plainPath, seconds: seconds, script: scriptPath) }
+                // A B, then B A: neither side always runs first.
+                if round % 2 == 1 {
+                    let a = traced()
+                    return (a.rps, plain().rps)
+                }
+                let b = plain()
+                return (traced().rps, b.rps)
             }
             let (a, b) = result.value
             aAll.append(a)
