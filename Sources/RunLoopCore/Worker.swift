@@ -45,6 +45,9 @@ public final class Worker: Sendable {
     let tracer: LoopTracer
     /// The worker's slot in the stall watchdog (nil with tracing off).
     let watchSlot: Int?
+    /// A worker made without a registry has explainer parts of its own, and
+    /// stops their watchdog when its thread ends.
+    private let ownsDiagnostics: Bool
     /// How many warnings this worker raised that may still be active: zero
     /// lets the hot paths skip resolving without a lock.
     let warned = Atomic<Int>(0)
@@ -72,8 +75,10 @@ public final class Worker: Sendable {
         self.registry = registry
         self.ids = ids ?? registry?.ids ?? IdCounter()
         self.emit = events
-        let diagnostics = diagnostics ?? registry?.diagnostics ?? LoopDiagnostics(events: events)
+        let shared = diagnostics ?? registry?.diagnostics
+        let diagnostics = shared ?? LoopDiagnostics(events: events)
         self.diagnostics = diagnostics
+        self.ownsDiagnostics = shared == nil
         self.book = Locked(WorkerBook(limits: limits, diagnostics: diagnostics.options))
         self.tracer = LoopTracer(maxCallouts: diagnostics.options.maxCalloutsPerTurn)
         self.watchSlot = diagnostics.options.tracing ? diagnostics.watchdog.register(thread: id) : nil
@@ -184,6 +189,7 @@ public final class Worker: Sendable {
         if let observer = objects.entryObserver { CFRunLoopObserverInvalidate(observer) }
         if let observer = objects.sleepObserver { CFRunLoopObserverInvalidate(observer) }
         if let slot = watchSlot { diagnostics.watchdog.unregister(slot) }
+        if ownsDiagnostics { diagnostics.shutdown() }
         let (timers, sources, observers, performs, stops, manual) = book.withLock { b in
             // From here every new call is refused (`checkAlive`), so nothing is
             // queued behind the answers given below.
