@@ -21,7 +21,7 @@ struct E2EExplainCauseTests {
             let s = try #require(source["id"].string)
             let signal = try await c.post("/api/threads/\(t)/sources/\(s)/signal", ["wakeup": true])
             #expect(signal.status == 200)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 20, "returnAfterSourceHandled": true])
+            let run = try await c.run(t, ["seconds": 20, "returnAfterSourceHandled": true])
             #expect(run["exitReason"] == "handledSource")
             #expect(run["cause", "code"] == "source_handled")
             #expect(run["cause", "source"] == .string(s))
@@ -41,7 +41,7 @@ struct E2EExplainCauseTests {
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "count", "args": ["name": "hits"]])
             #expect(queued.status == 202)
             let p = try #require(queued["performId"].string)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 20, "returnAfterSourceHandled": true])
+            let run = try await c.run(t, ["seconds": 20, "returnAfterSourceHandled": true])
             #expect(run["exitReason"] == "handledSource")
             #expect(run["cause", "code"] == "source_handled")
             #expect(run["cause", "perform"] == .string(p))
@@ -61,7 +61,7 @@ struct E2EExplainCauseTests {
             let events = try E2EEventStream(port: server.port, path: "/api/events?thread=\(t)")
             defer { events.disconnect() }
             #expect(events.next(timeout: 10) { $0.name == "hello" } != nil)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 1, "returnAfterSourceHandled": true])
+            let run = try await c.run(t, ["seconds": 1, "returnAfterSourceHandled": true])
             #expect(run["exitReason"] == "timedOut")
             #expect(run["cause", "code"] == "deadline")
             #expect(run["cause", "seconds"] == 1)
@@ -85,8 +85,8 @@ struct E2EExplainCauseTests {
         try await RunLoopd.with { server in
             let c = server.client
             let t = try await c.manualThread()
-            async let run = c.post("/api/threads/\(t)/run", ["seconds": 30])
-            try await c.waitUntilWaiting(t)
+            async let run = c.run(t, ["seconds": 120])
+            try await c.waitUntilWaiting(t, timeout: 60)
             let stop = try await c.send("POST", "/api/threads/\(t)/stop", headers: [("X-Request-Id", "explain-stop-1")])
             #expect(stop.status == 200)
             #expect(stop.header("X-Request-Id") == "explain-stop-1")
@@ -109,7 +109,7 @@ struct E2EExplainCauseTests {
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "stop"])
             #expect(queued.status == 202)
             let p = try #require(queued["performId"].string)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 30])
+            let run = try await c.run(t, ["seconds": 30])
             #expect(run["exitReason"] == "stopped")
             #expect(run["cause", "code"] == "stop_selector")
             #expect(run["cause", "perform"] == .string(p))
@@ -127,7 +127,7 @@ struct E2EExplainCauseTests {
             let timer = try await c.post(
                 "/api/threads/\(t)/timers", ["interval": 0.05, "action": ["selector": "stop"]])
             let tm = try #require(timer["id"].string)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 30])
+            let run = try await c.run(t, ["seconds": 30])
             #expect(run["exitReason"] == "stopped")
             #expect(run["cause", "code"] == "stop_selector")
             #expect(run["cause", "by", "kind"] == "timer")
@@ -144,7 +144,7 @@ struct E2EExplainCauseTests {
             let t = try await c.manualThread()
             let task = try await c.post("/api/threads/\(t)/tasks", ["id": "halt", "selector": "stop"])
             #expect(task.status == 201)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 30])
+            let run = try await c.run(t, ["seconds": 30])
             #expect(run["exitReason"] == "stopped")
             #expect(run["cause", "code"] == "stop_selector")
             #expect(run["cause", "by", "kind"] == "task")
@@ -164,9 +164,9 @@ struct E2EExplainCauseTests {
             let outer = try await c.post(
                 "/api/threads/\(t)/perform", ["selector": "runNested", "args": ["seconds": 30]])
             let p1 = try #require(outer["performId"].string)
-            async let run = c.post("/api/threads/\(t)/run", ["seconds": 30, "returnAfterSourceHandled": true])
+            async let run = c.run(t, ["seconds": 120, "returnAfterSourceHandled": true])
             // The nested run is asleep: two runs under way, the inner one waiting.
-            _ = try await c.poll("/api/threads/\(t)") { $0["state"] == "waiting" && $0["depth"] == 2 }
+            _ = try await c.poll("/api/threads/\(t)", timeout: 60) { $0["state"] == "waiting" && $0["depth"] == 2 }
             let inner = try await c.post("/api/threads/\(t)/perform", ["selector": "stop"])
             let p2 = try #require(inner["performId"].string)
             let ran = try await run
@@ -186,8 +186,8 @@ struct E2EExplainCauseTests {
         try await RunLoopd.with { server in
             let c = server.client
             let t = try await c.manualThread()
-            async let run = c.post("/api/threads/\(t)/run", ["seconds": 30])
-            try await c.waitUntilWaiting(t)
+            async let run = c.run(t, ["seconds": 120])
+            try await c.waitUntilWaiting(t, timeout: 60)
             let ended = try await c.delete("/api/threads/\(t)")
             #expect(ended.status == 200)
             #expect(ended["state"] == "exited")
@@ -206,7 +206,7 @@ struct E2EExplainCauseTests {
         defer { server.stop() }
         let c = server.client
         let t = try await c.createThread(["run": ["style": "loop", "seconds": 60]])
-        try await c.waitUntilWaiting(t)
+        try await c.waitUntilWaiting(t, timeout: 60)
         server.send(signal: SIGTERM)
         #expect(server.waitForExit(timeout: 20) == 0, "\(server.log)")
         // The exit status may arrive before the last of stderr does.
@@ -223,7 +223,7 @@ struct E2EExplainCauseTests {
         try await RunLoopd.with { server in
             let c = server.client
             let t = try await c.manualThread()
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 20, "mode": "nowhere"])
+            let run = try await c.run(t, ["seconds": 20, "mode": "nowhere"])
             #expect(run["exitReason"] == "finished")
             #expect(run["mode"] == "nowhere")
             #expect(run["cause", "code"] == "mode_missing")
@@ -240,7 +240,7 @@ struct E2EExplainCauseTests {
         try await RunLoopd.with { server in
             let c = server.client
             let t = try await c.manualThread(keepAlive: "none")
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 20])
+            let run = try await c.run(t, ["seconds": 20])
             #expect(run["exitReason"] == "finished")
             #expect(run["cause", "code"] == "mode_missing")
             #expect(run["cause", "mode"] == "default")
@@ -255,7 +255,7 @@ struct E2EExplainCauseTests {
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 60])
             let tm = try #require(timer["id"].string)
             #expect(try await c.delete("/api/threads/\(t)/timers/\(tm)").status == 200)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 20])
+            let run = try await c.run(t, ["seconds": 20])
             #expect(run["exitReason"] == "finished")
             #expect(run["cause", "code"] == "mode_empty")
             #expect(run["cause", "mode"] == "default")
@@ -272,7 +272,7 @@ struct E2EExplainCauseTests {
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 0.05, "repeats": false])
             #expect(timer.status == 201)
             let tm = try #require(timer["id"].string)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 20])
+            let run = try await c.run(t, ["seconds": 20])
             #expect(run["exitReason"] == "finished")
             #expect(run["cause", "code"] == "mode_empty")
             #expect(run["cause", "mode"] == "default")
@@ -281,7 +281,7 @@ struct E2EExplainCauseTests {
             #expect(run["cause", "emptiedBy", "id"] == .string(tm))
             #expect(run["cause", "emptiedBy", "how"].string?.contains("fired once") == true)
             #expect(try await c.get("/api/threads/\(t)/timers/\(tm)")["fires"] == 1)
-            let again = try await c.post("/api/threads/\(t)/run", ["seconds": 20])
+            let again = try await c.run(t, ["seconds": 20])
             #expect(again["cause", "code"] == "mode_empty")
             #expect(again["cause", "atEntry"] == true)
         }
@@ -294,7 +294,7 @@ struct E2EExplainCauseTests {
             let t = try await c.manualThread(keepAlive: "none")
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "count", "args": ["name": "n"]])
             let p = try #require(queued["performId"].string)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 20])
+            let run = try await c.run(t, ["seconds": 20])
             #expect(run["exitReason"] == "finished")
             #expect(run["cause", "code"] == "mode_empty")
             #expect(run["cause", "atEntry"] == false)
@@ -311,7 +311,7 @@ struct E2EExplainCauseTests {
             let t = try await c.manualThread()
             _ = try await c.post(
                 "/api/threads/\(t)/perform", ["selector": "count", "args": ["name": "n"], "afterDelay": 0.05])
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 1, "returnAfterSourceHandled": true])
+            let run = try await c.run(t, ["seconds": 1, "returnAfterSourceHandled": true])
             #expect(run["exitReason"] == "timedOut")
             #expect(run["cause", "code"] == "deadline")
             #expect(run["cause", "timerFires"] == 1)
@@ -321,7 +321,7 @@ struct E2EExplainCauseTests {
             let queued = try await c.post(
                 "/api/threads/\(empty)/perform", ["selector": "count", "args": ["name": "n"], "afterDelay": 0.05])
             let p = try #require(queued["performId"].string)
-            let finished = try await c.post("/api/threads/\(empty)/run", ["seconds": 20])
+            let finished = try await c.run(empty, ["seconds": 20])
             #expect(finished["exitReason"] == "finished")
             #expect(finished["cause", "code"] == "mode_empty")
             #expect(finished["cause", "emptiedBy", "kind"] == "perform")
@@ -337,8 +337,8 @@ struct E2EExplainCauseTests {
             let t = try await c.manualThread(keepAlive: "none")
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
             let s = try #require(source["id"].string)
-            async let run = c.post("/api/threads/\(t)/run", ["seconds": 30])
-            try await c.waitUntilWaiting(t)
+            async let run = c.run(t, ["seconds": 120])
+            try await c.waitUntilWaiting(t, timeout: 60)
             #expect(try await c.delete("/api/threads/\(t)/sources/\(s)").status == 200)
             // CF sees the empty mode only at the end of a pass: wake it.
             #expect(try await c.post("/api/threads/\(t)/wakeup").status == 200)
@@ -359,7 +359,7 @@ struct E2EExplainCauseTests {
         try await RunLoopd.with { server in
             let c = server.client
             let t = try await c.manualThread()
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 0.5])
+            let run = try await c.run(t, ["seconds": 0.5])
             #expect(run["exitReason"] == "timedOut")
             let runNumber = try #require(run["run"].number)
             let turns = try await c.turns(t).filter { $0["run"].number == runNumber }
@@ -390,7 +390,7 @@ struct E2EExplainCauseTests {
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
             let s = try #require(source["id"].string)
             _ = try await c.post("/api/threads/\(t)/sources/\(s)/signal", ["wakeup": false])
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 20, "returnAfterSourceHandled": true])
+            let run = try await c.run(t, ["seconds": 20, "returnAfterSourceHandled": true])
             #expect(run["exitReason"] == "handledSource")
             let turns = try await c.turns(t).filter { $0["run"] == run["run"] }
             #expect(turns.count == 1, "\(turns)")
@@ -408,7 +408,7 @@ struct E2EExplainCauseTests {
             let t = try await c.manualThread()
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 0.1])
             let tm = try #require(timer["id"].string)
-            let run = try await c.post("/api/threads/\(t)/run", ["seconds": 1])
+            let run = try await c.run(t, ["seconds": 1])
             #expect(run["exitReason"] == "timedOut")
             let turns = try await c.turns(t).filter { $0["run"] == run["run"] }
             let woken = turns.filter { $0["wokeBy", "kind"] == "timer" }
@@ -429,8 +429,8 @@ struct E2EExplainCauseTests {
             let t = try await c.manualThread()
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
             let s = try #require(source["id"].string)
-            async let run = c.post("/api/threads/\(t)/run", ["seconds": 30, "returnAfterSourceHandled": true])
-            try await c.waitUntilWaiting(t)
+            async let run = c.run(t, ["seconds": 120, "returnAfterSourceHandled": true])
+            try await c.waitUntilWaiting(t, timeout: 60)
             _ = try await c.post("/api/threads/\(t)/sources/\(s)/signal", ["wakeup": true])
             let ran = try await run
             #expect(ran["exitReason"] == "handledSource")
@@ -453,8 +453,8 @@ struct E2EExplainCauseTests {
             let t = try await c.manualThread()
             let port = try await c.post("/api/threads/\(t)/sources", ["kind": "port"])
             let s = try #require(port["id"].string)
-            async let run = c.post("/api/threads/\(t)/run", ["seconds": 30, "returnAfterSourceHandled": true])
-            try await c.waitUntilWaiting(t)
+            async let run = c.run(t, ["seconds": 120, "returnAfterSourceHandled": true])
+            try await c.waitUntilWaiting(t, timeout: 60)
             let sent = try await c.post("/api/threads/\(t)/sources/\(s)/messages", ["msgid": 3, "data": "wake"])
             #expect(sent.status == 202)
             let ran = try await run
@@ -477,8 +477,8 @@ struct E2EExplainCauseTests {
         try await RunLoopd.with { server in
             let c = server.client
             let t = try await c.manualThread()
-            async let run = c.post("/api/threads/\(t)/run", ["seconds": 30, "returnAfterSourceHandled": true])
-            try await c.waitUntilWaiting(t)
+            async let run = c.run(t, ["seconds": 120, "returnAfterSourceHandled": true])
+            try await c.waitUntilWaiting(t, timeout: 60)
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "count", "args": ["name": "n"]])
             let p = try #require(queued["performId"].string)
             let ran = try await run
@@ -500,12 +500,12 @@ struct E2EExplainCauseTests {
         try await RunLoopd.with { server in
             let c = server.client
             let t = try await c.manualThread()
-            async let run = c.post("/api/threads/\(t)/run", ["seconds": 30])
-            try await c.waitUntilWaiting(t)
+            async let run = c.run(t, ["seconds": 120])
+            try await c.waitUntilWaiting(t, timeout: 60)
             let woken = try await c.post("/api/threads/\(t)/wakeup")
             #expect(woken.status == 200)
             #expect(woken["woken"] == true)
-            let page = try await c.poll("/api/threads/\(t)/turns") { response in
+            let page = try await c.poll("/api/threads/\(t)/turns", timeout: 60) { response in
                 response["turns"].items.contains { $0["wokeBy", "kind"] == "wakeup" && $0["end"] == "sleep" }
             }
             let turn = try #require(page["turns"].items.first { $0["wokeBy", "kind"] == "wakeup" })
@@ -513,7 +513,7 @@ struct E2EExplainCauseTests {
             #expect(turn["callouts"].items.isEmpty)
             #expect((turn["sleptMs"].number ?? 0) > 0)
             // The run goes on: it is still the same one, and a stop ends it.
-            try await c.waitUntilWaiting(t)
+            try await c.waitUntilWaiting(t, timeout: 60)
             let stop = try await c.post("/api/threads/\(t)/stop")
             #expect(stop["exitReason"] == "stopped")
             #expect(stop["run"] == turn["run"])
@@ -527,14 +527,14 @@ struct E2EExplainCauseTests {
         try await RunLoopd.with { server in
             let c = server.client
             let t = try await c.manualThread()
-            _ = try await c.post("/api/threads/\(t)/run", ["seconds": 0.05, "mode": "mine"])
+            _ = try await c.run(t, ["seconds": 0.05, "mode": "mine"])
             _ = try await c.post("/api/threads/\(t)/modes/common", ["mode": "mine"])
             // A port keeps "mine" from being empty.
             _ = try await c.post("/api/threads/\(t)/sources", ["kind": "port", "mode": "mine"])
             for mode in ["default", "mine"] {
                 let id = "task-\(mode)"
                 _ = try await c.post("/api/threads/\(t)/tasks", ["id": .string(id), "selector": "count"])
-                let run = try await c.post("/api/threads/\(t)/run", ["seconds": 0.3, "mode": .string(mode)])
+                let run = try await c.run(t, ["seconds": 0.3, "mode": .string(mode)])
                 #expect(run["exitReason"] == "timedOut")
                 let turns = try await c.turns(t).filter { $0["run"] == run["run"] }
                 let callouts = turns.flatMap { $0["callouts"].items }
@@ -550,8 +550,8 @@ struct E2EExplainCauseTests {
         try await RunLoopd.with { server in
             let c = server.client
             let t = try await c.manualThread()
-            _ = try await c.post("/api/threads/\(t)/run", ["seconds": 0.2])
-            _ = try await c.post("/api/threads/\(t)/run", ["seconds": 0.2])
+            _ = try await c.run(t, ["seconds": 0.2])
+            _ = try await c.run(t, ["seconds": 0.2])
             let all = try await c.get("/api/threads/\(t)/turns")
             #expect(all.status == 200)
             #expect(all["thread"] == .string(t))
@@ -569,6 +569,13 @@ struct E2EExplainCauseTests {
 }
 
 extension E2EClient {
+    /// `POST /api/threads/{thread}/run`, its answer read for as long as the run
+    /// may last plus 30 s (a run the test ends itself never fails on a slow
+    /// machine for want of patience).
+    func run(_ thread: String, _ body: Value) async throws -> E2EResponse {
+        try await post("/api/threads/\(thread)/run", body, timeout: (body["seconds"].number ?? 0) + 30)
+    }
+
     /// Every recorded turn of `thread` (oldest first).
     func turns(_ thread: String) async throws -> [Value] {
         let page = try await get("/api/threads/\(thread)/turns")
