@@ -60,9 +60,13 @@ extension Worker {
     }
 
     /// Adds the `beforeWaiting` observer that runs the queue (loop thread, at start).
+    /// Its order, `Int.max - 1`, is after every user observer's and strictly
+    /// before the tracer's `beforeWaiting` (`Int.max`), whatever order CF got
+    /// them in: with equal orders, a mode made common after its first run had
+    /// the task run after its turn was closed (its callout in no turn).
     func installTaskObserver(on loop: CFRunLoop) -> CFRunLoopObserver? {
         let observer = CFRunLoopObserverCreateWithHandler(
-            kCFAllocatorDefault, Activities.beforeWaiting.rawValue, true, Int.max
+            kCFAllocatorDefault, Activities.beforeWaiting.rawValue, true, Int.max - 1
         ) { [weak self] _, _ in
             self?.runOneTask()
         }
