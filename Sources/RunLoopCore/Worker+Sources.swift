@@ -91,8 +91,12 @@ extension Worker {
     /// closed after the source is gone).
     public func invalidateSource(_ sourceId: String) throws(RunLoopError) -> SourceSnapshot {
         let record = try userSource(sourceId)
+        // Recorded before CF removes it, so a run that finds the mode empty
+        // at that moment already knows what emptied it; once only.
+        if record.isValid {
+            book.withLock { $0.removed("source", sourceId, how: "was invalidated", from: record.spec.mode.name) }
+        }
         record.invalidate()
-        book.withLock { $0.removed("source", sourceId, how: "was invalidated", from: record.spec.mode.name) }
         unwarn("lost_wakeup", subject: sourceId)
         return record.snapshot
     }

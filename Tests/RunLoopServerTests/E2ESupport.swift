@@ -190,7 +190,7 @@ struct E2EClient: Sendable {
 
     /// Waits until the thread is inside a run and asleep in epoll
     /// (`CFRunLoopIsWaiting`), so a stop or a signal lands in that run.
-    func waitUntilWaiting(_ thread: String, timeout: Double = 10) async throws {
+    func waitUntilWaiting(_ thread: String, timeout: Double = 60) async throws {
         _ = try await poll("/api/threads/\(thread)", timeout: timeout) { $0["state"] == "waiting" }
     }
 }

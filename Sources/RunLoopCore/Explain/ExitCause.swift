@@ -123,7 +123,8 @@ extension ExitCause {
     static func modeMissing(_ mode: String) -> ExitCause {
         ExitCause(
             code: "mode_missing",
-            message: "the loop has no mode \(mode): nothing was ever added to it, so CF returned at once",
+            message:
+                "nothing (no source, timer or perform) was ever added to mode \(mode), so CF returned at once: observers alone never keep a mode alive",
             details: ["mode": .string(mode)])
     }
 
