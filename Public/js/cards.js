@@ -5,7 +5,7 @@
 import { state, markDirty } from './state.js';
 import { api, stopThread, wakeThread, threadPath } from './api.js';
 import { h, setText, setClass } from './dom.js';
-import { fmtMs, fmtTime, plural, exitText } from './format.js';
+import { fmtMs, fmtTime, plural, exitText, styleText, fmtPercent } from './format.js';
 import { act, num, clean } from './forms.js';
 import { select, refreshDetailSoon } from './detail.js';
 
@@ -22,7 +22,15 @@ export function updateCard(m) {
   setText(r.state, shown + (s.parked ? ' · parked' : '') + (s.ending && !exited ? ' · ending' : ''));
   setClass(r.state, 'badge state st-' + shown);
   setClass(el, 'card st-' + shown + (m.id === state.selectedId ? ' selected' : ''));
-  setText(r.meta, `${s.run.style} · keep-alive ${s.keepAlive} · ${s.run.seconds} s runs${s.run.returnAfterSourceHandled ? ' · returnAfterSourceHandled' : ''}`);
+  // Ended threads pile up: hidden unless asked for (or shown in the detail panel).
+  el.hidden = exited && !state.showEnded && m.id !== state.selectedId;
+  setText(r.meta, styleText(s.run, s.keepAlive));
+  setText(r.util, fmtPercent(s.load ? s.load.utilization : null));
+  r.util.title = s.load ? `busy share over the last ${s.load.windowSeconds} s (lifetime ${fmtPercent(s.load.lifetimeUtilization)}); dispatch mean ${fmtMs(s.load.dispatchMs.mean)}` : '';
+  const active = (s.warnings || []).filter((w) => w.active);
+  r.warn.hidden = active.length === 0;
+  setText(r.warn, plural(active.length, 'warning'));
+  r.warn.title = active.map((w) => `${w.code}: ${w.message}`).join('\n');
   setText(r.mode, s.currentMode || (exited ? '–' : `(${s.run.mode})`));
   setText(r.runs, s.runs);
   let fires = 0;
@@ -40,9 +48,10 @@ export function updateCard(m) {
 
 function updateLastExit(badge, x) {
   if (x) {
-    setText(badge, `${x.exitReason} · ${fmtMs(x.durationMs)}`);
+    setText(badge, `${x.exitReason} · ${x.cause ? x.cause.code + ' · ' : ''}${fmtMs(x.durationMs)}`);
     setClass(badge, 'badge exit ex-' + x.exitReason);
-    badge.title = `run ${x.run} in ${x.mode}, depth ${x.depth}, ended ${fmtTime(x.at)}`;
+    badge.title = (x.cause ? x.cause.message + '\n' : '') + `run ${x.run} in ${x.mode}, depth ${x.depth}, ended ${fmtTime(x.at)}`;
+    badge.dataset.cause = x.cause ? x.cause.code : '';
   } else {
     setText(badge, 'none yet');
     setClass(badge, 'badge exit ex-none');
@@ -66,6 +75,7 @@ function cardElement(id, r) {
   const button = (key, action, text, attrs) => mk(key, 'button', { type: 'button', 'data-action': action, ...attrs }, text);
   const exitCells = EXIT_REASONS.map((reason) => h('div', { class: 'exit-count ex-' + reason }, h('dt', null, reason), mk('ex_' + reason, 'dd', { 'data-exit': reason }, '0')));
   mk('runSeconds', 'input', { type: 'number', step: 'any', value: '1', id: `run-s-${id}`, class: 'run-seconds', 'aria-label': `Seconds for a run of ${id}` });
+  mk('runFlag', 'input', { type: 'checkbox', id: `run-f-${id}`, 'data-role': 'run-return-after-source' });
   return h(
     'article',
     { class: 'card', 'data-thread': id, 'aria-labelledby': `card-h-${id}` },
@@ -73,10 +83,11 @@ function cardElement(id, r) {
       'header',
       { class: 'card-head' },
       h('h3', { id: `card-h-${id}` }, mk('name', 'span', { class: 'card-name' }), ' ', h('span', { class: 'mono muted card-id' }, id)),
+      mk('warn', 'span', { class: 'badge warn', 'data-role': 'warnings', hidden: true }),
       mk('state', 'span', { class: 'badge state', 'data-role': 'state' }),
     ),
     mk('meta', 'p', { class: 'card-meta muted' }),
-    h('dl', { class: 'kv' }, kv('mode', 'mode', { class: 'mono' }), kv('runs', 'runs', { 'data-role': 'runs' }), kv('timer fires', 'fires', { 'data-role': 'fires' })),
+    h('dl', { class: 'kv' }, kv('mode', 'mode', { class: 'mono' }), kv('runs', 'runs', { 'data-role': 'runs' }), kv('timer fires', 'fires', { 'data-role': 'fires' }), kv('busy', 'util', { 'data-role': 'utilization' })),
     h('dl', { class: 'exits', 'aria-label': 'exit counts per reason' }, ...exitCells),
     h('p', { class: 'last-exit-row' }, 'last exit ', mk('lastExit', 'span', { class: 'badge exit', 'data-role': 'last-exit' })),
     mk('counts', 'p', { class: 'card-counts muted small-text' }),
@@ -86,8 +97,17 @@ function cardElement(id, r) {
       button('details', 'details', 'Details', { 'aria-controls': 'detail' }),
       button('stop', 'stop', 'Stop'),
       button('wake', 'wakeup', 'Wake'),
-      button('observe', 'observe', 'Observe', { 'aria-pressed': 'false', title: 'Add an observer for all activities (feeds the timeline lanes)' }),
-      mk('runBox', 'span', { class: 'run-box' }, h('label', { for: r.runSeconds.id, class: 'sr-only' }, 'seconds'), r.runSeconds, h('span', { class: 'unit', 'aria-hidden': 'true' }, 's'), button('run', 'run', 'Run')),
+      button('observe', 'observe', 'Observe', { 'aria-pressed': 'false', title: 'Add an observer for all activities (its records: GET /api/threads/{id}/activity)' }),
+      mk(
+        'runBox',
+        'span',
+        { class: 'run-box' },
+        h('label', { for: r.runSeconds.id, class: 'sr-only' }, 'seconds'),
+        r.runSeconds,
+        h('span', { class: 'unit', 'aria-hidden': 'true' }, 's'),
+        h('label', { for: r.runFlag.id, class: 'check small-text', title: 'CFRunLoopRunInMode returnAfterSourceHandled: return after one source (never after a timer)' }, r.runFlag, ' return after source'),
+        button('run', 'run', 'Run'),
+      ),
     ),
     mk('error', 'p', { class: 'form-error card-error', role: 'alert' }),
     mk('result', 'p', { class: 'form-result card-result', role: 'status', 'data-role': 'result' }),
@@ -101,7 +121,7 @@ function wireCard(m, r) {
   on(r.stop, () => stopThread(base));
   on(r.wake, () => wakeThread(base));
   on(r.observe, () => (m.observed ? stopObserving(m) : observe(m)));
-  on(r.run, async () => 'run → ' + exitText(await api('POST', base + '/run', clean({ seconds: num(r.runSeconds) }))));
+  on(r.run, async () => 'run → ' + exitText(await api('POST', base + '/run', clean({ seconds: num(r.runSeconds), returnAfterSourceHandled: r.runFlag.checked }))));
   r.runSeconds.addEventListener('keydown', (e) => {
     if (e.key === 'Enter') r.run.click();
   });

@@ -9,6 +9,7 @@ import { h, setText, setClass, setFacts, setOptions, syncRows } from './dom.js';
 import { fmtTime, fmtIn, fmtNum, jsonShort, exitText } from './format.js';
 import { act } from './forms.js';
 import { refreshDetailSoon } from './detail.js';
+import { renderExplain } from './detail-explain.js';
 
 const $ = (id) => document.getElementById(id);
 const tbody = (tableId) => document.querySelector(`#${tableId} tbody`);
@@ -18,6 +19,7 @@ const yesNo = (valid) => ({ text: valid ? 'yes' : 'no', cls: valid ? '' : 'dim' 
 export function renderSections(d, s) {
   const base = threadPath(d.id);
   renderThread(s);
+  renderExplain(d, s);
   renderTimers(d.timers, base);
   renderSources(d.sources, base);
   renderModes(d.modes);

@@ -12,7 +12,7 @@ import { renderSections } from './detail-sections.js';
 
 const DETAIL_MIN_MS = 350;
 const DETAIL_IDLE_MS = 2000;
-const VIEWS = Object.freeze(['thread', 'timers', 'sources', 'observers', 'modes', 'tasks', 'log']);
+const VIEWS = Object.freeze(['thread', 'timers', 'sources', 'observers', 'modes', 'tasks', 'log', 'why', 'turns?limit=60']);
 
 /** Shows a thread in the panel (focus: move keyboard focus there too). */
 export function select(id, focus) {
@@ -42,6 +42,10 @@ export function clearSelection() {
 }
 
 function showPanel(on) {
+  if (!on || (state.turnView && state.turnView.thread !== state.selectedId)) {
+    state.turnView = null;
+    document.getElementById('turn-box').hidden = true;
+  }
   document.getElementById('detail-empty').hidden = on;
   document.getElementById('detail-body').hidden = !on;
 }
@@ -88,8 +92,8 @@ async function refreshDetailNow() {
     const base = threadPath(id);
     const got = await Promise.all(VIEWS.map((v) => api('GET', v === 'thread' ? base : `${base}/${v}`)));
     if (id !== state.selectedId) return;
-    const [thread, timers, sources, observers, modes, tasks, log] = got;
-    d.data = { id, thread, timers: timers.timers, sources: sources.sources, observers: observers.observers, modes, tasks, log, at: Date.now() };
+    const [thread, timers, sources, observers, modes, tasks, log, why, turns] = got;
+    d.data = { id, thread, timers: timers.timers, sources: sources.sources, observers: observers.observers, modes, tasks, log, why, turns: turns.turns, at: Date.now() };
     applySnapshot(thread);
     const m = model(id);
     for (const t of timers.timers) if ((m.timerFires.get(t.id) || 0) < t.fires) m.timerFires.set(t.id, t.fires);

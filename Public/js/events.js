@@ -9,6 +9,7 @@ import { api, authHeaders, onTokenChange } from './api.js';
 import { setText, setClass } from './dom.js';
 import { EventStream } from './sse.js';
 import { clearSelection, refreshDetailSoon, detailTimerEvent, performEvent } from './detail.js';
+import { warningEvent } from './warnings.js';
 
 /** Opens the stream; reopens it with a new token, closes it when the page is put away. */
 export function startEvents() {
@@ -57,11 +58,12 @@ function onEvent({ type, data }) {
     return;
   }
   if (type === 'hello') return hello(d);
+  if (type === 'warning') return warningEvent(d);
   if (!Object.hasOwn(HANDLERS, type) || !d.thread) return;
   const m = model(d.thread);
   HANDLERS[type](m, d, Date.now());
   markDirty(m.id);
-  if (m.id === state.selectedId && type !== 'activity') refreshDetailSoon();
+  if (m.id === state.selectedId && type !== 'activity' && type !== 'turn') refreshDetailSoon();
 }
 
 /** The stream's first event: every thread there is now. */
@@ -73,7 +75,7 @@ function hello(d) {
   refreshDetailSoon();
 }
 
-function removeThread(id) {
+export function removeThread(id) {
   const m = state.threads.get(id);
   if (!m) return;
   m.card?.el.remove();
@@ -95,11 +97,11 @@ const HANDLERS = Object.freeze({
   'run-exit'(m, d) {
     if (m.snap && d.run > m.lastRun) {
       const exits = { ...m.snap.exits, [d.exitReason]: (m.snap.exits[d.exitReason] || 0) + 1 };
-      const lastExit = { exitReason: d.exitReason, code: d.code, mode: d.mode, durationMs: d.durationMs, at: d.at, run: d.run, depth: d.depth };
+      const lastExit = { exitReason: d.exitReason, code: d.code, mode: d.mode, durationMs: d.durationMs, at: d.at, run: d.run, depth: d.depth, cause: d.cause };
       m.snap = { ...m.snap, runs: m.snap.runs + 1, exits, lastExit };
       m.lastRun = d.run;
     }
-    pushRing(m, { t: eventTime(d.at), kind: 'exit', reason: d.exitReason });
+    pushRing(m, { t: eventTime(d.at), kind: 'exit', reason: d.exitReason, run: d.run, cause: d.cause });
   },
   timer(m, d, now) {
     m.timerFires.set(d.timer, d.fires);
@@ -115,6 +117,20 @@ const HANDLERS = Object.freeze({
   },
   task(m, d, now) {
     pushRing(m, { t: now, kind: 'task' });
+  },
+  turn(m, d) {
+    const t = eventTime(d.startedAt);
+    pushRing(m, { t, end: t + d.busyMs, kind: 'turn', turn: d });
+    m.turns.push(d);
+    if (m.turns.length > 400) m.turns.splice(0, 100);
+  },
+  stall(m, d) {
+    m.stalls.set(d.stall, { ...d, t: m.stalls.get(d.stall)?.t ?? Date.now() - d.ms, open: true });
+  },
+  'stall-ended'(m, d) {
+    const known = m.stalls.get(d.stall);
+    m.stalls.set(d.stall, { ...d, t: known ? known.t : Date.now() - d.ms, open: false });
+    if (m.stalls.size > 100) m.stalls.delete(m.stalls.keys().next().value);
   },
   activity(m, d) {
     m.observed = true;

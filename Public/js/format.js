@@ -28,7 +28,29 @@ export function jsonShort(v) {
 
 export const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
-export const exitText = (x) => `${x.exitReason} (code ${x.code}, ${x.mode}, ${fmtMs(x.durationMs)})`;
+export const exitText = (x) =>
+  `${x.exitReason} (code ${x.code}, ${x.mode}, ${fmtMs(x.durationMs)})` + (x.cause ? ` — ${x.cause.code}: ${x.cause.message}` : '');
+
+/** What a run style means, in the words of what it mirrors. */
+export function styleText(run, keepAlive) {
+  const tail = `keep-alive ${keepAlive}`;
+  if (run.style === 'forever') return `forever: CFRunLoopRun() (default mode, no timeout) · ${tail}`;
+  if (run.style === 'manual') return `manual: runs on request · ${tail}`;
+  return `loop: ${run.seconds} s runs in ${run.mode}${run.returnAfterSourceHandled ? ', returnAfterSourceHandled' : ''} · ${tail}`;
+}
+
+/** A utilisation ratio (0…1) as a percentage. */
+export const fmtPercent = (r) => (r === null || r === undefined ? '–' : (r * 100).toFixed(r < 0.1 ? 1 : 0) + ' %');
+
+/** One turn as a line of text: what woke it, each callout, how it ended. */
+export function turnText(t) {
+  const woke = t.wokeBy.kind === 'none' ? 'run entry' : t.wokeBy.id ? `${t.wokeBy.kind} ${t.wokeBy.id}` : t.wokeBy.kind;
+  const parts = [`turn ${t.turn}: woke by ${woke}` + (t.sleptMs > 0 ? ` (slept ${fmtMs(t.sleptMs)})` : '')];
+  for (const c of t.callouts) parts.push(`${c.kind} ${c.id}${c.selector ? ' ' + c.selector : ''} ran ${fmtMs(c.ms)}`);
+  if (t.droppedCallouts) parts.push(`${t.droppedCallouts} more callouts`);
+  parts.push(`${t.end === 'exit' ? 'run returned' : 'sleep'} (busy ${fmtMs(t.busyMs)})`);
+  return parts.join(' → ');
+}
 
 export function performText(r) {
   return [

@@ -7,7 +7,9 @@
 //   sse.js              the SSE parser and a reconnecting fetch event stream
 //   events.js           the live event stream, connection badge, event → model, polling
 //   cards.js            the worker cards and their buttons
-//   timeline.js         the canvas timeline lanes and their controls
+//   timeline.js         the canvas timeline lanes (turns, stalls, marks), zoom, hover and click
+//   detail-explain.js   the detail panel's Explain section: cause, why, load, turns, trace
+//   warnings.js         the Warnings panel (all threads)
 //   detail.js           the detail panel's selection, fetching and perform results
 //   detail-sections.js  the detail panel's sections, one renderer each
 //   detail-forms.js     every form and button that sends a request
@@ -16,18 +18,22 @@
 //   csp.js              the record of CSP violations (tests, devtools)
 
 import './csp.js';
-import { state, queueFrame } from './state.js';
+import { state, queueFrame, markDirty } from './state.js';
 import { api, askToken } from './api.js';
 import { setText } from './dom.js';
 import { plural } from './format.js';
 import { updateCard } from './cards.js';
 import { refreshDetailIfIdle, renderDetailThrottled } from './detail.js';
 import { wireForms } from './detail-forms.js';
-import { startEvents, poll } from './events.js';
+import { startEvents, poll, removeThread } from './events.js';
 import { loadSelectors } from './pickers.js';
 import { wireTimeline } from './timeline.js';
+import { wireExplain } from './detail-explain.js';
+import { loadWarnings, renderWarnings } from './warnings.js';
 
 const POLL_MS = 1000;
+const WARNINGS_MS = 3000;
+const ENDED_KEEP_MS = 10 * 60 * 1000;
 
 function render() {
   for (const id of state.dirty) {
@@ -41,13 +47,37 @@ function render() {
     setText(document.getElementById('thread-count'), n ? plural(n, 'thread') : '');
     document.getElementById('no-threads').hidden = n > 0;
   }
+  renderWarnings();
+  renderEnded();
   renderDetailThrottled();
+}
+
+/** Ended threads: hidden unless asked for, forgotten by the page after ENDED_KEEP_MS. */
+function renderEnded() {
+  let ended = 0;
+  const now = Date.now();
+  for (const m of [...state.threads.values()]) {
+    if (!m.snap || m.snap.state !== 'exited') continue;
+    const endedAt = Date.parse(m.snap.endedAt || '') || now;
+    if (now - endedAt > ENDED_KEEP_MS && m.id !== state.selectedId) {
+      state.forgotten.add(m.id + '|' + m.snap.createdAt);
+      removeThread(m.id);
+      continue;
+    }
+    ended++;
+  }
+  setText(document.getElementById('ended-count'), String(ended));
 }
 
 async function boot() {
   state.render = render;
   wireForms();
   wireTimeline();
+  wireExplain();
+  document.getElementById('show-ended').addEventListener('change', (e) => {
+    state.showEnded = e.currentTarget.checked;
+    for (const m of state.threads.values()) markDirty(m.id);
+  });
   document.getElementById('token-button').addEventListener('click', async () => {
     if (await askToken()) {
       poll();
@@ -63,6 +93,8 @@ async function boot() {
   startEvents();
   poll();
   setInterval(poll, POLL_MS);
+  loadWarnings();
+  setInterval(loadWarnings, WARNINGS_MS);
   setInterval(refreshDetailIfIdle, 500);
   document.addEventListener('visibilitychange', () => {
     if (!document.hidden) poll();

@@ -30,8 +30,16 @@ export const state = {
   render: () => {},
   /** detail panel: data = {id, thread, timers, sources, observers, modes, tasks, log, at} */
   detail: { data: null, dirty: false, fetching: false, last: 0, timer: null, lastRender: 0 },
-  /** timeline controls */
-  timeline: { paused: false, pausedAt: 0, lastDraw: 0 },
+  /** timeline controls; zoom = {thread, run, from, to} while one run is shown */
+  timeline: { paused: false, pausedAt: 0, lastDraw: 0, zoom: null },
+  /** warnings by key (code|thread|subjects), from /api/warnings and warning events */
+  warnings: new Map(),
+  warningsDirty: false,
+  /** the turn open in the detail panel: {thread, turn} */
+  turnView: null,
+  /** whether ended threads' cards are shown; ids of ended threads aged out of the list */
+  showEnded: false,
+  forgotten: new Set(),
   /** performId -> result element waiting for it; performId -> outcome that came first */
   performs: { waiting: new Map(), recent: new Map() },
   /** server clock -> page clock: the smallest delivery delay seen lately */
@@ -42,7 +50,7 @@ export const state = {
 export function model(id) {
   let m = state.threads.get(id);
   if (!m) {
-    m = { id, snap: null, lastRun: 0, timerFires: new Map(), observed: false, showActs: true, ring: [], recentActs: [], card: null, lane: null, hint: null };
+    m = { id, snap: null, lastRun: 0, timerFires: new Map(), observed: false, showActs: true, ring: [], recentActs: [], turns: [], stalls: new Map(), card: null, lane: null, hint: null };
     state.threads.set(id, m);
     state.countsDirty = true;
   }
@@ -51,6 +59,7 @@ export function model(id) {
 
 /** Takes a thread snapshot (GET, POST or an event), never going back in run count. */
 export function applySnapshot(snap) {
+  if (state.forgotten.has(snap.id + '|' + snap.createdAt)) return;
   const m = model(snap.id);
   let old = m.snap;
   if (old && old.createdAt !== snap.createdAt) {
@@ -59,6 +68,8 @@ export function applySnapshot(snap) {
     m.lastRun = 0;
     m.timerFires.clear();
     m.ring.length = 0;
+    m.turns.length = 0;
+    m.stalls.clear();
     m.observed = false;
   }
   const lastRun = snap.lastExit ? snap.lastExit.run : 0;
@@ -72,6 +83,8 @@ export function applySnapshot(snap) {
   m.snap = snap;
   m.hint = null;
   m.observed = !!(snap.counts && snap.counts.observers > 0);
+  // Thread events carry no load or warnings: keep the last polled ones.
+  if (old && !snap.load && old.load) m.snap = { ...m.snap, load: old.load, warnings: old.warnings };
   markDirty(snap.id);
 }
 
