@@ -73,8 +73,12 @@ extension Worker {
             b.asleepSince = nil
             let newMode = b.entryObserverModes.insert(mode.name).inserted
             let observers = newMode ? [b.entryObserver, b.sleepObserver].compactMap { $0 } : []
+            // Only the keep-alive port holds the mode open (an empty mode just
+            // finishes; a keep-alive timer does wake it, once a day).
+            let keepAliveMode = policy.style == .forever ? RunLoopMode.default : policy.mode
             let cannotWake =
-                seconds >= diagnostics.options.cannotWakeSeconds && !b.hasWakeableItems(in: mode.name)
+                seconds >= diagnostics.options.cannotWakeSeconds && keepAlive == .port && mode == keepAliveMode
+                && !b.hasWakeableItems(in: mode.name)
             return (b.runSeq, b.runStack.count - 1, observers, cannotWake)
         }
         if !observers.isEmpty, let loop = CFRunLoopGetCurrent() {
