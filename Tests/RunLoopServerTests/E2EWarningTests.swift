@@ -182,7 +182,7 @@ struct E2EWarningTests {
         }
     }
 
-    @Test("GET /api/warnings refuses a bad filter with the field named")
+    @Test("GET /api/warnings refuses a bad or empty filter with the field named; a big turns limit is the whole ring")
     func badFilters() async throws {
         try await RunLoopd.with { server in
             let c = server.client
@@ -192,6 +192,12 @@ struct E2EWarningTests {
             let active = try await c.get("/api/warnings?active=maybe")
             #expect(active.status == 400)
             #expect(active["error", "field"] == "active")
+            #expect(try await c.get("/api/warnings?code=")["error", "field"] == "code")
+            #expect(try await c.get("/api/warnings?active=")["error", "field"] == "active")
+            // A turns page larger than the ring is the whole ring, not an error.
+            let t = try await c.createThread()
+            let page = try await c.get("/api/threads/\(t)/turns?limit=100000")
+            #expect(page.status == 200 && page["capacity"] == 256)
             let fine = try await c.get("/api/warnings?active=true&code=stall")
             #expect(fine.status == 200 && fine["warnings"].items.isEmpty)
         }

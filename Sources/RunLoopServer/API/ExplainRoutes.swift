@@ -7,8 +7,10 @@ extension API {
         r.add("GET", "/api/threads/{id}/turns") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let since = try Self.queryInteger(ctx, "since", min: 0, max: Int.max) ?? 0
+            // Past the ring's size a limit asks for nothing more than the whole ring.
             let capacity = registry.diagnostics.options.turnRingSize
-            let limit = try Self.queryInteger(ctx, "limit", min: 1, max: capacity) ?? min(100, capacity)
+            let asked = try Self.queryInteger(ctx, "limit", min: 1, max: 1_000_000) ?? 100
+            let limit = min(asked, capacity)
             let (turns, last, size) = target.turns(since: since, limit: limit)
             return .json(
                 200,
@@ -23,12 +25,12 @@ extension API {
         r.add("GET", "/api/warnings") { ctx throws(RunLoopError) in
             let query = ctx.request.query
             let thread = query["thread"].flatMap { $0.isEmpty ? nil : $0 }
-            let code = query["code"].flatMap { $0.isEmpty ? nil : $0 }
+            let code = query["code"]
             if let code, !WarningTable.codes.contains(code) {
                 throw .badValue("code", "code must be one of \(WarningTable.codes.joined(separator: ", "))")
             }
             var active: Bool?
-            if let text = query["active"], !text.isEmpty {
+            if let text = query["active"] {
                 guard text == "true" || text == "false" else {
                     throw .badValue("active", "active must be true or false")
                 }

@@ -2477,10 +2477,11 @@ enum OpenAPISpec {
             "name": "limit",
             "in": "query",
             "required": false,
-            "description": "at most this many (default 100, at most the ring size)",
+            "description": "at most this many (default 100; more than the ring holds returns the whole ring)",
             "schema": {
               "type": "integer",
-              "minimum": 1
+              "minimum": 1,
+              "maximum": 1000000
             }
           }
         ]
