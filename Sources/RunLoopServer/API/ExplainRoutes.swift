@@ -6,7 +6,7 @@ extension API {
     func addExplain(_ r: inout Router) {
         r.add("GET", "/api/threads/{id}/turns") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
-            let since = try Self.queryInteger(ctx, "since", min: 0, max: Int.max) ?? 0
+            let since = try Self.queryInteger(ctx, "since", min: 0, max: 9_007_199_254_740_991) ?? 0
             // Past the ring's size a limit asks for nothing more than the whole ring.
             let capacity = registry.diagnostics.options.turnRingSize
             let asked = try Self.queryInteger(ctx, "limit", min: 1, max: 1_000_000) ?? 100
@@ -41,9 +41,10 @@ extension API {
         }
     }
 
-    /// An integer query parameter within `min...max`, or nil when absent.
+    /// An integer query parameter within `min...max`, or nil when absent
+    /// (present but empty is not a number: 400).
     static func queryInteger(_ ctx: RouteContext, _ name: String, min: Int, max: Int) throws(RunLoopError) -> Int? {
-        guard let text = ctx.request.query[name], !text.isEmpty else { return nil }
+        guard let text = ctx.request.query[name] else { return nil }
         guard let value = Int(text), value >= min, value <= max else {
             throw .badValue(name, "\(name) must be an integer in \(min)...\(max)")
         }

@@ -2470,7 +2470,8 @@ enum OpenAPISpec {
             "description": "only turns with a larger number (the last of the previous page)",
             "schema": {
               "type": "integer",
-              "minimum": 0
+              "minimum": 0,
+              "maximum": 9007199254740991
             }
           },
           {
