@@ -6,7 +6,7 @@
 import { state, queueFrame } from './state.js';
 import { api } from './api.js';
 import { h, setText } from './dom.js';
-import { fmtTime, plural } from './format.js';
+import { fmtTime } from './format.js';
 
 const keyOf = (w) => `${w.code}|${w.thread}|${w.subjects.join(',')}`;
 
@@ -41,7 +41,7 @@ export function renderWarnings() {
   state.warningsDirty = false;
   const all = [...state.warnings.values()].sort((a, b) => (b.active - a.active) || Date.parse(b.lastAt) - Date.parse(a.lastAt));
   const active = all.filter((w) => w.active).length;
-  setText(document.getElementById('warnings-count'), all.length ? `${plural(active, 'active')}, ${all.length} in all` : '');
+  setText(document.getElementById('warnings-count'), all.length ? `${active} active, ${all.length} in all` : '');
   document.getElementById('no-warnings').hidden = all.length > 0;
   const list = document.getElementById('warnings-list');
   list.replaceChildren(

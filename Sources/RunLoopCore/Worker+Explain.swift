@@ -411,7 +411,10 @@ extension Worker {
         }
         let userTimers = timers.filter { !$0.keepAlive }
         if let next = userTimers.compactMap({ t in t.inSeconds.map { (t.id, $0) } }).min(by: { $0.1 < $1.1 }) {
-            wakes.append(String(format: "timer %@ fires in %.2f s", next.0, next.1))
+            wakes.append(
+                next.1 < 0.001
+                    ? "timer \(next.0) is due: it fires as soon as the loop runs in \(mode)"
+                    : String(format: "timer %@ fires in %.2f s", next.0, next.1))
         }
         if let signalled = sources.first(where: \.signalled) {
             wakes.append("source \(signalled.id) is signalled and runs on the next turn that happens")
