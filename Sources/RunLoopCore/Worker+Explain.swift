@@ -36,8 +36,13 @@ extension Worker {
             diagnostics.watchdog.ended(stall)
         }
         tracer.beginRun(seq: seq, mode: mode, depth: depth, at: watchSlot == nil ? 0 : now)
-        if warned.load(ordering: .relaxed) > 0 {
-            diagnostics.warnings.resolve("mode_never_runs", thread: id) { $0.details["mode"]?.string == mode }
+        if warned.load(ordering: .relaxed) > 0,
+            openWarnings.withLock({ keys in keys.contains { $0.hasPrefix("mode_never_runs|") } })
+        {
+            let resolved = diagnostics.warnings.resolve("mode_never_runs", thread: id) {
+                $0.details["mode"]?.string == mode
+            }
+            forget(resolved.map { Self.warningKey($0.code, $0.subjects) })
         }
         if cannotWake {
             let seconds = book.withLock { $0.runStack.last?.seconds ?? 0 }
@@ -126,16 +131,41 @@ extension Worker {
 
     /// Raises a warning about this worker.
     func warn(_ code: String, severity: String, subjects: [String], message: String, details: [String: Value] = [:]) {
-        warned.add(1, ordering: .relaxed)
+        let key = Self.warningKey(code, subjects)
+        openWarnings.withLock { keys in
+            keys.insert(key)
+            warned.store(keys.count, ordering: .relaxed)
+        }
         diagnostics.warnings.raise(
             code, severity: severity, thread: id, subjects: subjects, message: message, details: details)
     }
 
-    /// Resolves this worker's warning `code` about `subject` (cheap when the
-    /// worker never warned).
+    /// Resolves this worker's warning `code` about `subject` (any subject when
+    /// nil). Free when the worker has no open warning; a set lookup otherwise.
     func unwarn(_ code: String, subject: String? = nil) {
         guard warned.load(ordering: .relaxed) > 0 else { return }
-        diagnostics.warnings.resolve(code, thread: id, subject: subject)
+        let open = openWarnings.withLock { keys -> Bool in
+            let matching =
+                subject.map { keys.contains(Self.warningKey(code, [$0])) ? [Self.warningKey(code, [$0])] : [] }
+                ?? keys.filter { $0.hasPrefix(code + "|") }
+            guard !matching.isEmpty else { return false }
+            keys.subtract(matching)
+            warned.store(keys.count, ordering: .relaxed)
+            return true
+        }
+        if open { diagnostics.warnings.resolve(code, thread: id, subject: subject) }
+    }
+
+    private func forget(_ keys: [String]) {
+        guard !keys.isEmpty else { return }
+        openWarnings.withLock { open in
+            open.subtract(keys)
+            warned.store(open.count, ordering: .relaxed)
+        }
+    }
+
+    static func warningKey(_ code: String, _ subjects: [String]) -> String {
+        code + "|" + subjects.joined(separator: ",")
     }
 
     /// Checks `check` after `seconds` (on a background queue), if the worker lives.

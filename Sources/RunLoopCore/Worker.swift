@@ -48,8 +48,11 @@ public final class Worker: Sendable {
     /// A worker made without a registry has explainer parts of its own, and
     /// stops their watchdog when its thread ends.
     private let ownsDiagnostics: Bool
-    /// How many warnings this worker raised that may still be active: zero
-    /// lets the hot paths skip resolving without a lock.
+    /// The keys (`code|subjects`) of this worker's warnings that may still be
+    /// active, and their count: zero lets the hot paths (every source fire,
+    /// every perform's answer) skip resolving without taking a lock, and a
+    /// key lookup keeps them off the warning table otherwise.
+    let openWarnings = Locked<Set<String>>([])
     let warned = Atomic<Int>(0)
 
     /// The worker's run loop while its thread lives; `nil` once the thread has

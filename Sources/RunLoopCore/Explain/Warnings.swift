@@ -89,10 +89,11 @@ public final class WarningTable: Sendable {
 
     /// Marks matching active warnings inactive (`subject` nil: any subject;
     /// `where` filters on the warning).
+    @discardableResult
     func resolve(
         _ code: String? = nil, thread: String, subject: String? = nil,
         where matches: (LoopWarning) -> Bool = { _ in true }
-    ) {
+    ) -> [LoopWarning] {
         let resolved: [LoopWarning] = table.withLock { t in
             var out: [LoopWarning] = []
             for key in t.order where key.thread == thread {
@@ -106,6 +107,7 @@ public final class WarningTable: Sendable {
             return out
         }
         for warning in resolved { emit(.warning(warning)) }
+        return resolved
     }
 
     /// Warnings, oldest first, filtered.
