@@ -20,6 +20,11 @@ def make_thread(driver, **body):
     return card, tid
 
 
+def lane_of(driver, tid):
+    """The thread's timeline lane, once the next frame has drawn it."""
+    return wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'[data-lane="{tid}"]'))
+
+
 def turn_pixel_x(driver, tid):
     """CSS x (from the canvas's left) of the rightmost drawn turn block, or -1."""
     return driver.execute_script(
@@ -52,11 +57,10 @@ def resume_timeline(driver):
 
 
 def point_at_turn(driver, tid):
-    """Moves the mouse onto the newest turn of tid's lane (timeline paused) until the
-    canvas's hover text names a turn; returns the canvas. Moves again on each try:
-    lanes above may appear or hide in between (layout shifts)."""
-    canvas = driver.find_element(By.CSS_SELECTOR, f'[data-lane="{tid}"] canvas')
-    lane = driver.find_element(By.CSS_SELECTOR, f'[data-lane="{tid}"]')
+    """Hovers the newest turn of tid's lane (timeline paused) until the canvas's hover
+    text names a turn; returns the canvas. Each try sends the mouse event again."""
+    lane = lane_of(driver, tid)
+    canvas = lane.find_element(By.TAG_NAME, "canvas")
     pause_timeline(driver)
     wait(driver, 10).until(lambda d: lane.get_attribute("data-last-turn-x"))
     assert turn_pixel_x(driver, tid) >= 0  # the page drew a turn block
@@ -96,7 +100,7 @@ def test_turns_fill_the_lane_without_an_observer_and_a_click_opens_one(driver):
     card, tid = make_thread(driver)
     assert api("POST", f"/api/threads/{tid}/timers", {"interval": 0.1})[0] == 201
     assert api("GET", f"/api/threads/{tid}/observers")[1]["observers"] == []
-    lane = driver.find_element(By.CSS_SELECTOR, f'[data-lane="{tid}"]')
+    lane = lane_of(driver, tid)
     wait(driver, 10).until(lambda d: int(lane.get_attribute("data-turns") or 0) > 0)
     try:
         canvas = point_at_turn(driver, tid)
@@ -140,7 +144,7 @@ def test_zoom_into_one_run_and_back(driver):
         wait(driver).until(lambda d: re.search(rf"{tid}, run \d+: \d+ turns in", label.text))
         assert driver.find_element(By.ID, "tl-unzoom").is_displayed()
         # only that thread's lane is shown, with its turns spread apart (several blocks)
-        lane = driver.find_element(By.CSS_SELECTOR, f'[data-lane="{tid}"]')
+        lane = lane_of(driver, tid)
         wait(driver).until(lambda d: int(lane.get_attribute("data-turns") or 0) > 3)
         others = [l for l in driver.find_elements(By.CSS_SELECTOR, "[data-lane]") if l.get_attribute("data-lane") != tid]
         assert all(not l.is_displayed() for l in others)
@@ -172,7 +176,7 @@ def test_a_stall_is_marked_on_the_lane_and_listed(driver):
         "POST", f"/api/threads/{tid}/perform", {"selector": "sleep", "args": {"ms": 400}, "waitUntilDone": True}
     )
     assert status == 200 and result["ok"]
-    lane = driver.find_element(By.CSS_SELECTOR, f'[data-lane="{tid}"]')
+    lane = lane_of(driver, tid)
     wait(driver, 10).until(lambda d: int(lane.get_attribute("data-stalls") or 0) >= 1)
     item = f'#warnings-list li[data-code="stall"][data-thread="{tid}"]'
     wait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, item))
