@@ -28,11 +28,16 @@ public enum StallChange: String, Sendable, Hashable {
 /// One thread that sees every worker's callout in flight and reports the
 /// ones that run past the stall thresholds while they still run.
 ///
-/// Cost on a worker: `begin` and `end` take one lock and store two words;
-/// `begin` signals the watchdog only when it sleeps with nothing to watch.
-/// The watchdog wakes at the next threshold any in-flight callout can cross,
-/// once more after the last callout ended, then sleeps until the next
-/// `begin`: an idle service never wakes it.
+/// Cost on a worker: `begin` and `end` take one lock and store a few words;
+/// `begin` signals the watchdog only when it sleeps without a deadline or
+/// would look later than the new callout's first threshold. The watchdog
+/// wakes at the next threshold any in-flight callout can cross (at most one
+/// first-threshold apart while callouts keep beginning), and once nothing
+/// began since its last look it sleeps until the next `begin`: an idle
+/// service never wakes it.
+///
+/// Threads: `register`, `begin`, `end`, `unregister` on workers' threads;
+/// the scan on the watchdog's own (detached) thread; one `Locked` for all.
 final class Watchdog: Sendable {
     private struct Slot {
         var thread: String
