@@ -30,6 +30,22 @@ import Testing
         #expect(load.stats.dispatch.count >= 1)
     }
 
+    @Test func aUserObserverAtAfterWaitingDoesNotHideWhatWokeTheTurn() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.manual))
+        // All activities, order 0: it runs before the timer's callout on every wake.
+        _ = try worker.addObserver(ObserverSpec(mode: .default))
+        _ = try worker.addTimer(TimerSpec(interval: 0.05))
+        let exit = try worker.runAndWait(seconds: 0.3)
+        let woken = worker.turns(since: 0).turns.filter { $0.run == exit.run && $0.wokeBy.kind != WakeKind.none }
+        let timerTurns = woken.filter { $0.callouts.contains { $0.ref.kind == .timer } }
+        #expect(!timerTurns.isEmpty)
+        #expect(timerTurns.allSatisfy { $0.wokeBy.kind == .timer }, "\(timerTurns.map(\.wokeBy))")
+        // The observer's callouts are filed in the turns too.
+        #expect(timerTurns.allSatisfy { $0.callouts.contains { $0.ref.kind == .observer } })
+    }
+
     @Test func aFourHundredMillisecondSelectorIsExactlyOneStallEndingAsHang() throws {
         let (registry, probe) = makeRegistry()
         defer { registry.endAll() }

@@ -175,19 +175,19 @@ final class LoopTracer: @unchecked Sendable {
 
     func calloutBegan(_ ref: CalloutRef, at now: Double) {
         callouts.append((ref, now))
-        guard !runs.isEmpty, var turn = runs[runs.count - 1].turn else { return }
-        if turn.afterWake && turn.wokeBy == nil {
-            let kind: WakeKind
-            switch ref.kind {
-            case .timer: kind = .timer
-            case .source: kind = .source
-            case .port: kind = .port
-            case .perform: kind = .perform
-            case .task, .observer: kind = .wakeup
-            }
-            turn.wokeBy = WokeBy(kind: kind, id: ref.kind == .task || ref.kind == .observer ? nil : ref.id)
-            runs[runs.count - 1].turn = turn
+        guard !runs.isEmpty, var turn = runs[runs.count - 1].turn, turn.afterWake, turn.wokeBy == nil else { return }
+        // Observers (a user's `afterWaiting` one runs before any timer) and idle
+        // tasks (at `beforeWaiting`) never woke the loop: the next callout says.
+        let kind: WakeKind
+        switch ref.kind {
+        case .timer: kind = .timer
+        case .source: kind = .source
+        case .port: kind = .port
+        case .perform: kind = .perform
+        case .task, .observer: return
         }
+        turn.wokeBy = WokeBy(kind: kind, id: ref.id)
+        runs[runs.count - 1].turn = turn
     }
 
     /// The innermost callout ended; returns how long it ran (ms).
