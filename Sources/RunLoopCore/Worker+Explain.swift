@@ -85,7 +85,7 @@ extension Worker {
     /// Files a closed turn: ring, load sums, utilisation window; then the
     /// `turn` event, and `busy_loop` when utilisation crosses its threshold.
     func publish(_ turn: TurnRecord, at now: Double, asleep: Bool = false) {
-        var delta = tracer.pending
+        let delta = tracer.pending
         tracer.pending = LoadStats()
         let options = diagnostics.options
         let busy: (ratio: Double, changed: Bool)? = book.withLock { b in
@@ -106,7 +106,6 @@ extension Worker {
             defer { b.busyLoop = isBusy }
             return (ratio, isBusy != b.busyLoop)
         }
-        delta = LoadStats()
         emit(.turn(thread: id, turn: turn))
         guard let busy, busy.changed else { return }
         if busy.ratio > options.busyThreshold {
