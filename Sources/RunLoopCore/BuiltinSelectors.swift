@@ -1,14 +1,22 @@
 import CoreFoundation
 import Foundation
+import Primitives
 
 /// The selectors every runloopd has.
 enum BuiltinSelectors {
     static func all(limits: Limits) -> [Selector] {
         [
             Selector(
-                name: "echo", summary: "Returns its arguments unchanged.", acceptsAnyArguments: true
+                name: "echo",
+                summary:
+                    "Returns its arguments unchanged (as a port source's action, with the message it handles: message {msgid, data}).",
+                acceptsAnyArguments: true
             ) { context throws(RunLoopError) in
-                SelectorOutcome(.object(context.args))
+                var value = context.args
+                if let message = context.message {
+                    value["message"] = ["msgid": .number(Double(message.msgid)), "data": .string(message.data)]
+                }
+                return SelectorOutcome(.object(value))
             },
             Selector(
                 name: "log", summary: "Appends a line to the thread's log.",
@@ -109,6 +117,45 @@ enum BuiltinSelectors {
                 ])
             },
             Selector(
+                name: "signal",
+                summary:
+                    "CFRunLoopSourceSignal on a custom source of this or another thread, then CFRunLoopWakeUp unless wakeup is false.",
+                arguments: [
+                    ArgumentSpec("thread", .string, maximum: 32, summary: "target thread id (default: this thread)"),
+                    ArgumentSpec("source", .string, required: true, maximum: 32, summary: "target custom source id"),
+                    ArgumentSpec("wakeup", .boolean, defaultValue: true, summary: "also wake the target loop"),
+                ]
+            ) { context throws(RunLoopError) in
+                let target = try context.otherWorker(context.args["thread"]?.string)
+                let snapshot = try target.signalSource(context.string("source"), wakeUp: context.bool("wakeup"))
+                return SelectorOutcome([
+                    "thread": .string(target.id), "source": .string(snapshot.id),
+                    "wakeup": .bool(context.bool("wakeup")), "signalled": .bool(snapshot.signalled),
+                ])
+            },
+            Selector(
+                name: "performOn",
+                summary:
+                    "performSelector:onThread: from a handler: queues selector (with args) on another thread's loop, optionally waiting for it (waitUntilDone, at most timeout seconds) or after a delay.",
+                arguments: [
+                    ArgumentSpec("thread", .string, required: true, maximum: 32, summary: "target thread id"),
+                    ArgumentSpec("selector", .string, required: true, maximum: 64, summary: "the selector to perform"),
+                    ArgumentSpec("args", .object, summary: "its arguments"),
+                    ArgumentSpec(
+                        "modes", .stringList, maximum: 16,
+                        summary: "modes it may run in (default: common, or default with afterDelay)"),
+                    ArgumentSpec("waitUntilDone", .boolean, defaultValue: false, summary: "block until it ran"),
+                    ArgumentSpec(
+                        "afterDelay", .number, minimum: 0, maximum: limits.maxSeconds,
+                        summary: "seconds: a one-shot timer on the target (performSelector:withObject:afterDelay:)"),
+                    ArgumentSpec(
+                        "timeout", .number, minimum: 0, maximum: 60, defaultValue: 5,
+                        summary: "longest wait with waitUntilDone, seconds"),
+                ]
+            ) { context throws(RunLoopError) in
+                try PerformOn.run(context)
+            },
+            Selector(
                 name: "runNested",
                 summary: "Runs the loop recursively in mode for seconds and returns that run's own exit reason.",
                 arguments: [
@@ -132,5 +179,60 @@ enum BuiltinSelectors {
                 ])
             },
         ]
+    }
+}
+
+extension SelectorContext {
+    /// The worker named `id` (this one when nil).
+    func otherWorker(_ id: String?) throws(RunLoopError) -> Worker {
+        guard let id, id != worker.id else { return worker }
+        guard let registry else {
+            throw RunLoopError(kind: .failed, code: "no_registry", message: "this worker has no registry")
+        }
+        return try registry.worker(id)
+    }
+}
+
+/// The `performOn` selector: a perform queued from a handler.
+enum PerformOn {
+    static func run(_ context: SelectorContext) throws(RunLoopError) -> SelectorOutcome {
+        let target = try context.otherWorker(context.string("thread"))
+        var modes: [RunLoopMode]?
+        if let names = context.strings("modes") {
+            modes = []
+            for name in names { modes?.append(try RunLoopMode(name)) }
+        }
+        let call = SelectorCall(selector: context.string("selector"), args: context.object("args"))
+        let afterDelay = context.args["afterDelay"]?.number
+        let spec = PerformSpec(call: call, modes: modes, afterDelay: afterDelay)
+        guard context.bool("waitUntilDone") else {
+            let performId = try target.perform(spec)
+            return SelectorOutcome(["performId": .string(performId), "thread": .string(target.id), "waited": false])
+        }
+        if target === context.worker && afterDelay == nil {
+            // Cocoa runs it at once when the target is the current thread.
+            let result = try target.runSelectorNow(call)
+            return SelectorOutcome(["thread": .string(target.id), "waited": true, "result": result])
+        }
+        let done = DispatchSemaphore(value: 0)
+        let box = Locked<PerformResult?>(nil)
+        let performId = try target.perform(spec) { result in
+            box.withLock { $0 = result }
+            done.signal()
+        }
+        let timeout = context.number("timeout")
+        guard done.wait(timeout: .now() + timeout) == .success, let result = box.withLock({ $0 }) else {
+            throw RunLoopError(
+                kind: .failed, code: "wait_passed",
+                message: "perform \(performId) on \(target.id) did not finish within \(timeout) s (it stays queued)")
+        }
+        switch result.outcome {
+        case .success(let value):
+            return SelectorOutcome([
+                "performId": .string(performId), "thread": .string(target.id), "waited": true, "result": value,
+            ])
+        case .failure(let error):
+            throw error
+        }
     }
 }

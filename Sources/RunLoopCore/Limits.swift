@@ -33,6 +33,8 @@ public struct Limits: Sendable, Hashable {
     public var maxNameLength = 64
     /// Retired (exited) workers remembered for `GET` after they end.
     public var retainedExitedWorkers = 64
+    /// Answered performs each worker remembers for `GET …/performs/{pid}`.
+    public var performHistory = 256
 
     /// The defaults.
     public init() {}

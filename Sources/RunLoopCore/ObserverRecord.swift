@@ -12,16 +12,19 @@ public struct ObserverSpec: Sendable {
     public var mode: RunLoopMode
     /// CF's order among observers.
     public var order: Int
+    /// A selector run on the loop's thread at every matching activity.
+    public var action: SelectorCall?
 
     /// Creates a spec.
     public init(
         activities: [Activity] = Activity.allCases, repeats: Bool = true, mode: RunLoopMode = .common,
-        order: Int = 0
+        order: Int = 0, action: SelectorCall? = nil
     ) {
         self.activities = activities
         self.repeats = repeats
         self.mode = mode
         self.order = order
+        self.action = action
     }
 }
 
@@ -41,6 +44,10 @@ public struct ObserverSnapshot: Sendable {
     public var valid: Bool
     /// Callbacks so far.
     public var fired: Int
+    /// The action, if any.
+    public var action: SelectorCall?
+    /// The action's last result (nil before it ran).
+    public var lastResult: Result<Value, RunLoopError>?
 }
 
 /// A user `CFRunLoopObserver` that writes each activity into its worker's ring.
@@ -52,6 +59,12 @@ final class ObserverRecord: @unchecked Sendable {
     let spec: ObserverSpec
     private(set) var observer: CFRunLoopObserver! = nil
     private let fired = Locked(0)
+    private let lastResult = Locked<Result<Value, RunLoopError>?>(nil)
+
+    /// Records the action's result.
+    func recordAction(_ result: Result<Value, RunLoopError>) {
+        lastResult.withLock { $0 = result }
+    }
 
     init(id: String, spec: ObserverSpec, onActivity: @escaping @Sendable (ObserverRecord, Activity) -> Void) {
         self.id = id
@@ -73,6 +86,6 @@ final class ObserverRecord: @unchecked Sendable {
         let valid = CFRunLoopObserverIsValid(observer)
         return ObserverSnapshot(
             id: id, activities: spec.activities, repeats: spec.repeats, mode: spec.mode.name, order: spec.order,
-            valid: valid, fired: fired.withLock { $0 })
+            valid: valid, fired: fired.withLock { $0 }, action: spec.action, lastResult: lastResult.withLock { $0 })
     }
 }

@@ -7,15 +7,19 @@ import Primitives
 public struct PerformSpec: Sendable {
     /// The selector and arguments.
     public var call: SelectorCall
-    /// The modes it may run in (default: common).
+    /// The modes it may run in.
     public var modes: [RunLoopMode]
-    /// Seconds to wait before queueing it (`afterDelay:`: a one-shot timer on the target loop).
-    public var afterDelay: Double
+    /// Seconds to wait (`afterDelay:`): when present, even 0, the perform is a
+    /// one-shot CFRunLoopTimer on the target loop, as Cocoa's
+    /// `performSelector:withObject:afterDelay:` is; when nil it goes through a
+    /// custom source, as `performSelector:onThread:withObject:waitUntilDone:` does.
+    public var afterDelay: Double?
 
-    /// Creates a spec.
-    public init(call: SelectorCall, modes: [RunLoopMode] = [.common], afterDelay: Double = 0) {
+    /// Creates a spec. The modes default as in Cocoa: `afterDelay:` performs run
+    /// in the default mode only, `onThread:` performs in the common modes.
+    public init(call: SelectorCall, modes: [RunLoopMode]? = nil, afterDelay: Double? = nil) {
         self.call = call
-        self.modes = modes
+        self.modes = modes ?? (afterDelay == nil ? [.common] : [.default])
         self.afterDelay = afterDelay
     }
 }
@@ -59,6 +63,8 @@ final class PerformRequest: Sendable {
     let call: SelectorCall
     let modes: [RunLoopMode]
     let afterDelay: Double
+    /// Carried by a one-shot timer (`afterDelay:` given, even 0).
+    let viaTimer: Bool
     let queuedAt = Date()
     let queuedMono = Monotonic.now()
     let fireAt: Date?
@@ -66,14 +72,15 @@ final class PerformRequest: Sendable {
     let reply: ReplyOnce<PerformResult>
 
     init(
-        id: String, call: SelectorCall, modes: [RunLoopMode], afterDelay: Double,
+        id: String, call: SelectorCall, modes: [RunLoopMode], afterDelay: Double?,
         completion: (@Sendable (PerformResult) -> Void)?
     ) {
         self.id = id
         self.call = call
         self.modes = modes
-        self.afterDelay = afterDelay
-        self.fireAt = afterDelay > 0 ? Date(timeIntervalSinceNow: afterDelay) : nil
+        self.afterDelay = afterDelay ?? 0
+        self.viaTimer = afterDelay != nil
+        self.fireAt = afterDelay.map { Date(timeIntervalSinceNow: $0) }
         self.reply = ReplyOnce(completion ?? { _ in })
     }
 
@@ -81,7 +88,8 @@ final class PerformRequest: Sendable {
 
     var snapshot: PerformSnapshot {
         PerformSnapshot(
-            id: id, call: call, modes: modes.map(\.name), queuedAt: queuedAt, afterDelay: afterDelay, fireAt: fireAt)
+            id: id, call: call, modes: modes.map(\.name), queuedAt: queuedAt, afterDelay: afterDelay, fireAt: fireAt,
+            delayed: viaTimer)
     }
 }
 
@@ -133,6 +141,9 @@ struct PerformQueue {
     private var lastSeq: UInt64 = 0
 
     var count: Int { pending.count + delayed.count }
+
+    /// The delayed performs and their one-shot timers.
+    var delayedTimers: [(PerformRequest, CFRunLoopTimer)] { delayed.map { ($0.request, $0.timer) } }
 
     /// Performs not yet taken, in no particular order.
     var queued: [PerformRequest] { delayed.map(\.request) + pending.map(\.request) }
@@ -212,10 +223,22 @@ struct PerformQueue {
         return retired
     }
 
-    /// Cancels the delayed performs of `selector`: returns them with their timers.
-    mutating func cancelDelayed(selector: String) -> [(request: PerformRequest, timer: CFRunLoopTimer)] {
-        let matching = delayed.filter { $0.request.call.selector == selector }
-        delayed.removeAll { $0.request.call.selector == selector }
+    /// Whether `request` is still waiting for its delay.
+    func isDelayed(_ id: String) -> Bool { delayed.contains { $0.request.id == id } }
+
+    /// Whether `request` is queued for its modes.
+    func isPending(_ id: String) -> Bool { pending.contains { $0.request.id == id } }
+
+    /// Cancels the delayed performs of `selector` (and, when given, exactly
+    /// these arguments): returns them with their timers.
+    mutating func cancelDelayed(selector: String, args: [String: Value]?) -> [(
+        request: PerformRequest, timer: CFRunLoopTimer
+    )] {
+        let matches: ((request: PerformRequest, timer: CFRunLoopTimer)) -> Bool = { entry in
+            entry.request.call.selector == selector && (args == nil || entry.request.call.args == args)
+        }
+        let matching = delayed.filter(matches)
+        delayed.removeAll(where: matches)
         return matching
     }
 

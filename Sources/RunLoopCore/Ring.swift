@@ -37,10 +37,14 @@ struct RecordTable<Record> {
     private var order: [String] = []
     private let limit: Int
     private let isLive: (Record) -> Bool
+    /// Whether a live record counts against the limit (runloopd's own
+    /// keep-alive does not).
+    private let counts: (Record) -> Bool
 
-    init(limit: Int, isLive: @escaping (Record) -> Bool) {
+    init(limit: Int, counts: @escaping (Record) -> Bool = { _ in true }, isLive: @escaping (Record) -> Bool) {
         self.limit = limit
         self.isLive = isLive
+        self.counts = counts
     }
 
     subscript(id: String) -> Record? { byId[id] }
@@ -48,8 +52,8 @@ struct RecordTable<Record> {
     /// Every record kept, oldest first.
     var all: [Record] { order.compactMap { byId[$0] } }
 
-    /// Records that can still act.
-    var liveCount: Int { byId.values.reduce(0) { $0 + (isLive($1) ? 1 : 0) } }
+    /// Records that can still act and count against the limit.
+    var liveCount: Int { byId.values.reduce(0) { $0 + (isLive($1) && counts($1) ? 1 : 0) } }
 
     /// Throws `code` when thread `thread` already has `limit` live records
     /// (`noun`: what they are, for the message).

@@ -11,6 +11,10 @@ public enum RunLoopEvent: Sendable {
     case perform(thread: String, result: PerformResult)
     /// A user source fired.
     case source(thread: String, source: String, kind: SourceKind, fired: Int, messages: Int)
+    /// A source's schedule or cancel routine ran for a mode, or a timer was
+    /// added to or removed from a mode (`kind`: source or timer; `change`:
+    /// scheduled or cancelled).
+    case itemMode(thread: String, kind: String, item: String, mode: String, change: String)
     /// An idle task was added, ran, finished, failed or was removed.
     case task(thread: String, task: String, change: TaskChange, runs: Int)
     /// An observer saw an activity.

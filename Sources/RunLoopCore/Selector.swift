@@ -26,6 +26,10 @@ public enum ArgumentType: String, Sendable, Hashable {
     case number
     /// true / false.
     case boolean
+    /// A JSON object (its size bounded by the request's).
+    case object
+    /// A JSON array of strings (at most `maximum` items).
+    case stringList
 }
 
 /// The schema of one selector argument.
@@ -84,6 +88,16 @@ public struct SelectorContext: Sendable {
     public let registry: WorkerRegistry?
     /// Validated arguments, defaults filled in.
     public let args: [String: Value]
+    /// The message a port source's action handles (nil elsewhere).
+    public let message: PortMessage?
+
+    /// Creates a context.
+    public init(worker: Worker, registry: WorkerRegistry?, args: [String: Value], message: PortMessage? = nil) {
+        self.worker = worker
+        self.registry = registry
+        self.args = args
+        self.message = message
+    }
 
     /// The string argument `name` (validated, so present when required or defaulted).
     public func string(_ name: String) -> String { args[name]?.string ?? "" }
@@ -93,6 +107,16 @@ public struct SelectorContext: Sendable {
     public func number(_ name: String) -> Double { args[name]?.number ?? 0 }
     /// The boolean argument `name`.
     public func bool(_ name: String) -> Bool { args[name]?.bool ?? false }
+    /// The object argument `name` (empty when absent).
+    public func object(_ name: String) -> [String: Value] {
+        if case .object(let object)? = args[name] { return object }
+        return [:]
+    }
+    /// The string-list argument `name` (nil when absent).
+    public func strings(_ name: String) -> [String]? {
+        guard case .array(let items)? = args[name] else { return nil }
+        return items.compactMap(\.string)
+    }
 }
 
 /// A named action compiled into the process: no code travels over HTTP.
@@ -153,6 +177,15 @@ public struct Selector: Sendable {
                 }
             case .boolean:
                 guard value.bool != nil else { throw .badValue(field, "\(spec.name) must be true or false") }
+            case .object:
+                guard case .object = value else { throw .badValue(field, "\(spec.name) must be an object") }
+            case .stringList:
+                guard case .array(let items) = value, items.allSatisfy({ $0.string != nil }) else {
+                    throw .badValue(field, "\(spec.name) must be a list of strings")
+                }
+                if let most = spec.maximum, Double(items.count) > most {
+                    throw .badValue(field, "\(spec.name) must have at most \(Int(most)) items")
+                }
             case .integer, .number:
                 guard let d = value.number, d.isFinite else {
                     throw .badValue(field, "\(spec.name) must be a finite number")

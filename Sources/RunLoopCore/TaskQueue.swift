@@ -53,7 +53,7 @@ struct TaskQueue {
             throw .conflict("task_exists", "a task with id \(id) is already queued", field: "id")
         }
         guard entries.count < capacity else {
-            throw .conflict("queue_full", "the task queue is full (capacity \(capacity))")
+            throw .limit("queue_full", "the task queue is full (capacity \(capacity))")
         }
         entries.append(Entry(id: id, call: call))
     }

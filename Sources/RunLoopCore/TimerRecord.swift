@@ -19,6 +19,8 @@ public struct TimerSpec: Sendable {
     public var action: SelectorCall?
     /// Invalidate after this many fires.
     public var maxFires: Int?
+    /// Who added it.
+    public var role: ItemRole = .user
 
     /// Creates a spec.
     public init(
@@ -49,8 +51,12 @@ public struct Lateness: Sendable, Hashable {
 
 /// A timer as reported: configuration, fires, next fire date and lateness.
 public struct TimerSnapshot: Sendable {
-    /// Id (`tm1`, …).
+    /// Id (`tm1`, …; a delayed perform's timer has the perform's id).
     public var id: String
+    /// Who added it.
+    public var role: ItemRole
+    /// Every mode it is in now (`CFRunLoopAddTimer` per mode).
+    public var modes: [String]
     /// Seconds between fires.
     public var interval: Double
     /// Repeating or one-shot.
@@ -94,6 +100,7 @@ final class TimerRecord: @unchecked Sendable {
         var window: SampleWindow
         var lastActionError: String?
         var invalidated = false
+        var modes: [String] = []
     }
     private let stats: Locked<Stats>
     private let onFire: @Sendable (TimerRecord, Int, Double, Double) -> Void
@@ -113,7 +120,7 @@ final class TimerRecord: @unchecked Sendable {
     ) {
         self.id = id
         self.spec = spec
-        self.stats = Locked(Stats(window: SampleWindow(capacity: window)))
+        self.stats = Locked(Stats(window: SampleWindow(capacity: window), modes: [spec.mode.name]))
         self.onFire = onFire
         self.onInvalid = onInvalid
         let delay = spec.delay ?? spec.interval
@@ -176,13 +183,40 @@ final class TimerRecord: @unchecked Sendable {
 
     var isValid: Bool { CFRunLoopTimerIsValid(timer) }
 
+    /// The modes it is in.
+    var modes: [String] { stats.withLock { $0.modes } }
+
+    /// Whether it is in `mode` (directly, or through `common`).
+    func isIn(_ mode: String, common: [String]) -> Bool {
+        stats.withLock { s in s.modes.contains { $0 == mode || ($0 == "common" && common.contains(mode)) } }
+    }
+
+    /// Records one more mode; false if it was already in it.
+    func addMode(_ mode: String) -> Bool {
+        stats.withLock { s in
+            guard !s.modes.contains(mode) else { return false }
+            s.modes.append(mode)
+            return true
+        }
+    }
+
+    /// Records leaving a mode; false if it was not in it.
+    func removeMode(_ mode: String) -> Bool {
+        stats.withLock { s in
+            guard let index = s.modes.firstIndex(of: mode) else { return false }
+            s.modes.remove(at: index)
+            return true
+        }
+    }
+
     var snapshot: TimerSnapshot {
         let valid = CFRunLoopTimerIsValid(timer)
         let next = valid ? Date(timeIntervalSinceReferenceDate: CFRunLoopTimerGetNextFireDate(timer)) : nil
         // Built under the lock, like every snapshot: no copy of the window escapes it.
         return stats.withLock { s in
             TimerSnapshot(
-                id: id, interval: spec.interval, repeats: spec.repeats, delay: spec.delay ?? spec.interval,
+                id: id, role: spec.role, modes: s.modes, interval: spec.interval, repeats: spec.repeats,
+                delay: spec.delay ?? spec.interval,
                 tolerance: spec.tolerance, mode: spec.mode.name, valid: valid, fires: s.fires, maxFires: spec.maxFires,
                 nextFireAt: next,
                 lateness: Lateness(

@@ -11,6 +11,17 @@ public enum SourceKind: String, Sendable, CaseIterable, Hashable {
     case port
 }
 
+/// Who put a timer or source in the loop: the user, or runloopd itself (the
+/// hidden objects Cocoa keeps too: a keep-alive, an `afterDelay` perform's timer).
+public enum ItemRole: String, Sendable, CaseIterable, Hashable {
+    /// Added through the API.
+    case user
+    /// The thread's keep-alive port or timer.
+    case keepAlive
+    /// The one-shot timer of an `afterDelay` perform.
+    case performDelay
+}
+
 /// What a user asks for when adding a source.
 public struct SourceSpec: Sendable {
     /// custom or port.
@@ -19,15 +30,22 @@ public struct SourceSpec: Sendable {
     public var mode: RunLoopMode
     /// CF's order among sources (lower runs first).
     public var order: Int
-    /// A selector to run on every fire.
+    /// A selector to run on every fire (a port source's runs once per message
+    /// and receives it).
     public var action: SelectorCall?
+    /// Who added it.
+    public var role: ItemRole
 
     /// Creates a spec.
-    public init(kind: SourceKind, mode: RunLoopMode = .default, order: Int = 0, action: SelectorCall? = nil) {
+    public init(
+        kind: SourceKind, mode: RunLoopMode = .default, order: Int = 0, action: SelectorCall? = nil,
+        role: ItemRole = .user
+    ) {
         self.kind = kind
         self.mode = mode
         self.order = order
         self.action = action
+        self.role = role
     }
 }
 
@@ -49,8 +67,12 @@ public struct SourceSnapshot: Sendable {
     public var id: String
     /// custom or port.
     public var kind: SourceKind
-    /// Mode name.
+    /// Who added it.
+    public var role: ItemRole
+    /// The mode it was added to first.
     public var mode: String
+    /// Every mode it is in now (`CFRunLoopAddSource` per mode).
+    public var modes: [String]
     /// CF order.
     public var order: Int
     /// Whether still valid.
@@ -61,6 +83,12 @@ public struct SourceSnapshot: Sendable {
     public var scheduled: Int
     /// Cancel routine calls.
     public var cancelled: Int
+    /// Schedule routine calls per mode.
+    public var scheduledIn: [String: Int]
+    /// Cancel routine calls per mode.
+    public var cancelledIn: [String: Int]
+    /// The action's last result (or error), if it ran.
+    public var lastAction: Result<Value, RunLoopError>?
     /// Whether signalled and not yet performed (custom).
     public var signalled: Bool
     /// Messages received (port).
@@ -90,25 +118,34 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
         var fired = 0
         var scheduled = 0
         var cancelled = 0
+        var modes: [String]
+        var scheduledIn: [String: Int] = [:]
+        var cancelledIn: [String: Int] = [:]
+        var lastAction: Result<Value, RunLoopError>?
         var received = 0
         var queue: [PortMessage] = []
         var recent = Ring<PortMessage>(capacity: 16)
         var closed = false
         var signalled = false
     }
-    private let state = Locked(State())
+    private let state: Locked<State>
     private let queueLimit: Int
     private let onFire: @Sendable (UserSource, [PortMessage]) -> Void
+    /// The schedule (true) or cancel (false) routine ran for a mode.
+    private let onModeChange: @Sendable (UserSource, String, Bool) -> Void
 
     /// Creates the source (not yet added). For port sources, opens the eventfd.
     init(
         id: String, spec: SourceSpec, queueLimit: Int,
-        onFire: @escaping @Sendable (UserSource, [PortMessage]) -> Void
+        onFire: @escaping @Sendable (UserSource, [PortMessage]) -> Void,
+        onModeChange: @escaping @Sendable (UserSource, String, Bool) -> Void = { _, _, _ in }
     ) throws(RunLoopError) {
         self.id = id
         self.spec = spec
         self.queueLimit = queueLimit
         self.onFire = onFire
+        self.onModeChange = onModeChange
+        self.state = Locked(State(modes: [spec.mode.name]))
         if spec.kind == .port {
             let fd = clinux_eventfd()
             guard fd >= 0 else {
@@ -160,6 +197,37 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
 
     var isValid: Bool { CFRunLoopSourceIsValid(source) }
 
+    /// The modes it is in.
+    var modes: [String] { state.withLock { $0.modes } }
+
+    /// Whether it is in `mode` (directly, or through `common`).
+    func isIn(_ mode: String, common: [String]) -> Bool {
+        state.withLock { s in s.modes.contains { $0 == mode || ($0 == "common" && common.contains(mode)) } }
+    }
+
+    /// Records one more mode; false if it was already in it.
+    func addMode(_ mode: String) -> Bool {
+        state.withLock { s in
+            guard !s.modes.contains(mode) else { return false }
+            s.modes.append(mode)
+            return true
+        }
+    }
+
+    /// Records leaving a mode; false if it was not in it.
+    func removeMode(_ mode: String) -> Bool {
+        state.withLock { s in
+            guard let index = s.modes.firstIndex(of: mode) else { return false }
+            s.modes.remove(at: index)
+            return true
+        }
+    }
+
+    /// Records the action's result.
+    func recordAction(_ result: Result<Value, RunLoopError>) {
+        state.withLock { $0.lastAction = result }
+    }
+
     var snapshot: SourceSnapshot {
         let valid = CFRunLoopSourceIsValid(source)
         // Built under the lock: no copy of the message ring outlives it (a copy
@@ -167,18 +235,30 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
         // race ThreadSanitizer rightly reports).
         return state.withLock { s in
             SourceSnapshot(
-                id: id, kind: spec.kind, mode: spec.mode.name, order: spec.order, valid: valid, fired: s.fired,
-                scheduled: s.scheduled, cancelled: s.cancelled, signalled: valid && s.signalled, received: s.received,
-                queued: s.queue.count, recentMessages: s.recent.items, action: spec.action, fd: fd >= 0 ? fd : nil)
+                id: id, kind: spec.kind, role: spec.role, mode: spec.mode.name, modes: s.modes, order: spec.order,
+                valid: valid, fired: s.fired, scheduled: s.scheduled, cancelled: s.cancelled,
+                scheduledIn: s.scheduledIn, cancelledIn: s.cancelledIn, lastAction: s.lastAction,
+                signalled: valid && s.signalled, received: s.received, queued: s.queue.count,
+                recentMessages: s.recent.items, action: spec.action, fd: fd >= 0 ? fd : nil)
         }
     }
 
     func sourceScheduled(mode: CFRunLoopMode?) {
-        state.withLock { $0.scheduled += 1 }
+        let name = mode.flatMap { RunLoopMode.name(ofCF: $0) } ?? "?"
+        state.withLock { s in
+            s.scheduled += 1
+            s.scheduledIn[name, default: 0] += 1
+        }
+        onModeChange(self, name, true)
     }
 
     func sourceCancelled(mode: CFRunLoopMode?) {
-        state.withLock { $0.cancelled += 1 }
+        let name = mode.flatMap { RunLoopMode.name(ofCF: $0) } ?? "?"
+        state.withLock { s in
+            s.cancelled += 1
+            s.cancelledIn[name, default: 0] += 1
+        }
+        onModeChange(self, name, false)
     }
 
     func sourcePerform() {
@@ -199,28 +279,4 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
         }
         onFire(self, batch)
     }
-}
-
-/// The `port` keep-alive: a version-1 source on an eventfd nobody writes.
-/// Created, added and invalidated on the worker's thread; the CF source is
-/// set once in `init`.
-final class KeepAlivePort: @unchecked Sendable, SourceCallbacks {
-    let fd: Int32
-    private(set) var source: CFRunLoopSource! = nil
-
-    init?() {
-        fd = clinux_eventfd()
-        guard fd >= 0 else { return nil }
-        source = SourceFactory.makeSource1(order: 0, fd: fd, target: self)
-    }
-
-    /// Invalidates the source, then closes the descriptor.
-    func invalidate() {
-        CFRunLoopSourceInvalidate(source)
-        close(fd)
-    }
-
-    func sourceScheduled(mode: CFRunLoopMode?) {}
-    func sourceCancelled(mode: CFRunLoopMode?) {}
-    func sourcePerform() {}
 }

@@ -268,10 +268,16 @@ extension WorkerBook {
 
     /// Whether `mode` holds a timer, a user source or a perform (the things
     /// that can wake a loop besides a stop or a wake-up).
+    func holdsKeepAlivePort(in mode: String) -> Bool {
+        sources.all.contains { $0.spec.role == .keepAlive && $0.isValid && $0.isIn(mode, common: commonModes) }
+    }
+
     func hasWakeableItems(in mode: String) -> Bool {
         let inMode: (String) -> Bool = { $0 == mode || ($0 == "common" && commonModes.contains(mode)) }
-        if timers.all.contains(where: { $0.isValid && inMode($0.spec.mode.name) }) { return true }
-        if sources.all.contains(where: { $0.isValid && inMode($0.spec.mode.name) }) { return true }
+        if timers.all.contains(where: { $0.isValid && $0.isIn(mode, common: commonModes) }) { return true }
+        if sources.all.contains(where: { $0.isValid && $0.spec.role == .user && $0.isIn(mode, common: commonModes) }) {
+            return true
+        }
         return performs.queued.contains { $0.modes.contains { inMode($0.name) } }
     }
 
@@ -351,7 +357,7 @@ extension Worker {
     public func why() -> WhySnapshot {
         let snap = snapshot
         let loopModes = modes()
-        let keepAliveMode = policy.style == .forever ? "default" : policy.mode.name
+        let keepAliveMode = policy.keepAliveMode.name
         let (timers, sources, observers, performs, common, everFilled) = book.withLock { b in
             (b.timers.all, b.sources.all, b.observers.all, b.performs.queued, b.commonModes, b.everFilled)
         }
@@ -366,32 +372,26 @@ extension Worker {
         var result: [WhySnapshot.Mode] = []
         for name in names {
             var modeTimers: [WhySnapshot.Mode.Timer] = []
-            if keepAlive == .timer && name == keepAliveMode {
-                modeTimers.append(
-                    .init(id: "keepalive", nextFireAt: nil, inSeconds: nil, repeats: true, keepAlive: true))
-            }
-            for timer in timers where timer.isValid && inMode(timer.spec.mode.name, name) {
+            for timer in timers where timer.isValid && timer.isIn(name, common: common) {
                 let next = timer.snapshot.nextFireAt
                 modeTimers.append(
                     .init(
                         id: timer.id, nextFireAt: next, inSeconds: next.map { max(0, $0.timeIntervalSince(now)) },
-                        repeats: timer.spec.repeats, keepAlive: false))
+                        repeats: timer.spec.repeats, keepAlive: timer.spec.role == .keepAlive))
             }
             var modeSources: [WhySnapshot.Mode.Source] = []
             var modePorts: [WhySnapshot.Mode.Source] = []
-            if keepAlive == .port && name == keepAliveMode {
-                modePorts.append(.init(id: "keepalive", signalled: false, keepAlive: true))
-            }
-            for source in sources where source.isValid && inMode(source.spec.mode.name, name) {
+            for source in sources where source.isValid && source.isIn(name, common: common) {
                 let s = source.snapshot
+                let keepAlive = source.spec.role == .keepAlive
                 if source.spec.kind == .port {
-                    modePorts.append(.init(id: source.id, signalled: s.queued > 0, keepAlive: false))
+                    modePorts.append(.init(id: source.id, signalled: s.queued > 0, keepAlive: keepAlive))
                 } else {
-                    modeSources.append(.init(id: source.id, signalled: s.signalled, keepAlive: false))
+                    modeSources.append(.init(id: source.id, signalled: s.signalled, keepAlive: keepAlive))
                 }
             }
             let modePerforms = performs.filter { $0.modes.contains { inMode($0.name, name) } }.map {
-                WhySnapshot.Mode.Perform(id: $0.id, selector: $0.call.selector, delayed: $0.afterDelay > 0)
+                WhySnapshot.Mode.Perform(id: $0.id, selector: $0.call.selector, delayed: $0.viaTimer)
             }
             let modeObservers = observers.filter { $0.isValid && inMode($0.spec.mode.name, name) }.count
             let running = snap.currentMode == name && (snap.state == .running || snap.state == .waiting)

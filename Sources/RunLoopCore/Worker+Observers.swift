@@ -8,11 +8,14 @@ extension Worker {
     /// Adds an observer; its activities go into the worker's ring.
     public func addObserver(_ spec: ObserverSpec) throws(RunLoopError) -> ObserverSnapshot {
         guard !spec.activities.isEmpty else { throw .badValue("activities", "name at least one activity") }
+        var spec = spec
+        if let action = spec.action { spec.action = try selectors.validate(action, field: "action") }
         let observerId = ids.next("ob")
         let record = ObserverRecord(id: observerId, spec: spec) { [weak self] record, activity in
             guard let self else { return }
-            self.callout(CalloutRef(kind: .observer, id: record.id)) {
+            self.callout(CalloutRef(kind: .observer, id: record.id, selector: record.spec.action?.selector)) {
                 self.recordActivity(activity, observer: record.id)
+                if let action = record.spec.action { record.recordAction(self.runSelector(action).map(\.value)) }
             }
         }
         let loop = try book.withLock { b throws(RunLoopError) in

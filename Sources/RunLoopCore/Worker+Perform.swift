@@ -6,15 +6,25 @@ import Foundation
 /// per-mode carriers of its `PerformQueue`.
 extension Worker {
     /// Runs a validated selector call on the current thread (the worker's own).
-    func runSelector(_ call: SelectorCall) -> Result<SelectorOutcome, RunLoopError> {
+    func runSelector(_ call: SelectorCall, message: PortMessage? = nil) -> Result<SelectorOutcome, RunLoopError> {
         guard let selector = selectors.selector(named: call.selector) else {
             return .failure(.notFound("selector", call.selector))
         }
-        let context = SelectorContext(worker: self, registry: registry, args: call.args)
+        let context = SelectorContext(worker: self, registry: registry, args: call.args, message: message)
         do throws(RunLoopError) {
             return .success(try selector.body(context))
         } catch {
             return .failure(error)
+        }
+    }
+
+    /// Validates and runs `call` now, on this worker's own thread (a perform
+    /// with waitUntilDone on the current thread runs at once, as in Cocoa).
+    func runSelectorNow(_ call: SelectorCall) throws(RunLoopError) -> Value {
+        let checked = try selectors.validate(call)
+        switch runSelector(checked) {
+        case .success(let outcome): return outcome.value
+        case .failure(let error): throw error
         }
     }
 
@@ -33,20 +43,21 @@ extension Worker {
     ) throws(RunLoopError) -> String {
         let call = try selectors.validate(spec.call)
         guard !spec.modes.isEmpty else { throw .badValue("modes", "name at least one mode") }
-        try limits.checkSeconds(spec.afterDelay, field: "afterDelay")
+        if let afterDelay = spec.afterDelay { try limits.checkSeconds(afterDelay, field: "afterDelay") }
         if let deadline { try limits.checkSeconds(deadline.seconds, field: "timeout") }
         var seen = Set<String>()
         let modes = spec.modes.filter { seen.insert($0.name).inserted }
         let performId = ids.next("p")
         let request = PerformRequest(
             id: performId, call: call, modes: modes, afterDelay: spec.afterDelay, completion: completion)
-        let delayTimer: CFRunLoopTimer? =
-            spec.afterDelay > 0
-            ? CFRunLoopTimerCreateWithHandler(
-                kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + spec.afterDelay, 0, 0, 0
-            ) { [weak self, request] _ in
+        // Cocoa's afterDelay: a one-shot timer, even for 0 (a timer never makes
+        // a run return handledSource); otherwise the per-mode custom source.
+        let delayTimer: CFRunLoopTimer? = spec.afterDelay.map { delay in
+            CFRunLoopTimerCreateWithHandler(kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + delay, 0, 0, 0) {
+                [weak self, request] _ in
                 self?.delayedFired(request)
-            } : nil
+            }
+        }
 
         let routine: @Sendable (String) -> Void = { [weak self] mode in self?.performRoutine(mode: mode) }
         let (loop, toSignal, placement) = try book.withLock { b throws(RunLoopError) in
@@ -140,6 +151,7 @@ extension Worker {
     private func execute(_ request: PerformRequest, throughTimer: Bool = false) {
         var ref = CalloutRef(kind: .perform, id: request.id, selector: request.call.selector)
         ref.throughTimer = throughTimer
+        book.withLock { $0.runningPerform = (request.id, request.call.selector) }
         let (outcome, queuedMs, ranMs) = callout(ref) {
             let started = Monotonic.now()
             let queuedMs = max(0, (started - request.queuedMono) * 1000 - request.afterDelay * 1000)
@@ -156,7 +168,7 @@ extension Worker {
         let pending: @Sendable (Worker) -> Bool = { worker in
             worker.book.withLock { b in b.performs.queued.contains { $0 === request } }
         }
-        if idle && request.afterDelay == 0 {
+        if idle && !request.viaTimer {
             later(diagnostics.options.idlePerformAfter) { worker in
                 guard pending(worker), worker.book.withLock({ $0.runStack.isEmpty }) else { return }
                 let style = worker.policy.style
@@ -179,6 +191,18 @@ extension Worker {
         let result = PerformResult(
             performId: request.id, thread: id, selector: request.call.selector, outcome: outcome, queuedMs: queuedMs,
             ranMs: ranMs)
+        let state: PerformState
+        switch outcome {
+        case .success: state = .done
+        case .failure(let error): state = error.code == "cancelled" ? .cancelled : .failed
+        }
+        book.withLock { b in
+            if b.runningPerform?.id == request.id { b.runningPerform = nil }
+            b.answeredPerforms.append(
+                PerformStatus(
+                    id: request.id, selector: request.call.selector, state: state, outcome: outcome,
+                    queuedMs: queuedMs, ranMs: ranMs, finishedAt: Date()))
+        }
         emit(.perform(thread: id, result: result))
         request.reply.answer(result)
         unwarn("perform_on_idle_loop", subject: request.id)
@@ -186,9 +210,17 @@ extension Worker {
     }
 
     /// Cancels delayed performs of `selector` whose timers have not fired
-    /// (`cancelPreviousPerformRequests`); returns how many.
-    public func cancelDelayedPerforms(selector: String) -> Int {
-        let cancelled = book.withLock { $0.performs.cancelDelayed(selector: selector) }
+    /// (`cancelPreviousPerformRequestsWithTarget:selector:object:`): with
+    /// `args`, only those called with equal arguments (defaults filled in
+    /// before comparing, as they were when queued). Returns their ids.
+    public func cancelDelayedPerforms(selector: String, args: [String: Value]? = nil) throws(RunLoopError)
+        -> [String]
+    {
+        var match = args
+        if let args, selectors.selector(named: selector) != nil {
+            match = try selectors.validate(SelectorCall(selector: selector, args: args)).args
+        }
+        let cancelled = book.withLock { [match] in $0.performs.cancelDelayed(selector: selector, args: match) }
         for entry in cancelled { CFRunLoopTimerInvalidate(entry.timer) }
         for entry in cancelled {
             answer(
@@ -196,7 +228,25 @@ extension Worker {
                 .failure(.conflict("cancelled", "perform \(entry.request.id) was cancelled before its delay passed")),
                 queuedMs: 0, ranMs: 0)
         }
-        return cancelled.count
+        return cancelled.map(\.request.id)
+    }
+
+    /// Where perform `performId` is: delayed, pending, running, or its answer
+    /// (the last `Limits.performHistory` answered performs are remembered).
+    public func performStatus(_ performId: String) throws(RunLoopError) -> PerformStatus {
+        let status: PerformStatus? = book.withLock { b in
+            if let request = b.performs.queued.first(where: { $0.id == performId }) {
+                return PerformStatus(
+                    id: performId, selector: request.call.selector,
+                    state: b.performs.isDelayed(performId) ? .delayed : .pending)
+            }
+            if let running = b.runningPerform, running.id == performId {
+                return PerformStatus(id: performId, selector: running.selector, state: .running)
+            }
+            return b.answeredPerforms.elements.last { $0.id == performId }
+        }
+        guard let status else { throw .notFound("perform", performId) }
+        return status
     }
 
     /// Performs queued and not yet run, oldest first.

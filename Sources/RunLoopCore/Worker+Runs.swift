@@ -33,6 +33,21 @@ extension Worker {
         }
     }
 
+    /// `-[NSRunLoop run]` and `runUntilDate:`: passes of
+    /// `runMode:default beforeDate:` (returnAfterSourceHandled, as Foundation
+    /// calls it) until one finishes (nothing left in the mode) or the date
+    /// passes. A stop ends only the pass it lands in.
+    func runCocoaStyle(until: Double?) {
+        while !book.withLock({ $0.cancelled }) {
+            var seconds = RunPolicy.distantFuture
+            if let until {
+                seconds = until - Monotonic.now()
+                if seconds <= 0 { return }
+            }
+            if runOnce(mode: .default, seconds: seconds, true).reason == .finished { return }
+        }
+    }
+
     private enum ManualStep {
         case run(ManualRun)
         case end(leftover: ManualRun?)
@@ -74,11 +89,11 @@ extension Worker {
             let newMode = b.entryObserverModes.insert(mode.name).inserted
             let observers = newMode ? [b.entryObserver, b.sleepObserver].compactMap { $0 } : []
             // Only the keep-alive port holds the mode open (an empty mode just
-            // finishes; a keep-alive timer does wake it, once a day).
-            let keepAliveMode = policy.style == .forever ? RunLoopMode.default : policy.mode
+            // finishes; a keep-alive timer does wake it, once a day). runloopd's
+            // own loop style is woken by every request, so it is not warned about.
             let cannotWake =
-                seconds >= diagnostics.options.cannotWakeSeconds && keepAlive == .port && mode == keepAliveMode
-                && !b.hasWakeableItems(in: mode.name)
+                policy.style != .loop && seconds >= diagnostics.options.cannotWakeSeconds && keepAlive == .port
+                && b.holdsKeepAlivePort(in: mode.name) && !b.hasWakeableItems(in: mode.name)
             return (b.runSeq, b.runStack.count - 1, observers, cannotWake)
         }
         if !observers.isEmpty, let loop = CFRunLoopGetCurrent() {

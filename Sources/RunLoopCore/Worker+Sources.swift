@@ -12,29 +12,46 @@ extension Worker {
             try b.checkAlive(id)
             try b.sources.checkRoom("too_many_sources", "sources", thread: id)
         }
-        let sourceId = ids.next("s")
-        let record = try UserSource(id: sourceId, spec: checked, queueLimit: limits.portQueueSize) {
-            [weak self] source, messages in
-            self?.sourceFired(source, messages: messages)
-        }
+        let record = try makeSource(checked)
         let loop = book.withLock { b in
-            b.sources.insert(record, id: sourceId)
+            b.sources.insert(record, id: record.id)
             b.filled(checked.mode.name)
             return b.loop
         }
         if let loop { CFRunLoopAddSource(loop, record.source, checked.mode.cfMode) }
         touch()
         unwarn("loop_cannot_wake")
-        watchModes([checked.mode.name], item: sourceId, kind: "source") { worker in
-            (try? worker.userSource(sourceId))?.isValid ?? false
+        watchModes([checked.mode.name], item: record.id, kind: "source") { worker in
+            (try? worker.userSource(record.id))?.isValid ?? false
         }
         return record.snapshot
+    }
+
+    /// A new source record (not yet in the loop or the book).
+    func makeSource(_ spec: SourceSpec) throws(RunLoopError) -> UserSource {
+        try UserSource(
+            id: ids.next("s"), spec: spec, queueLimit: limits.portQueueSize,
+            onFire: { [weak self] source, messages in self?.sourceFired(source, messages: messages) },
+            onModeChange: { [weak self] source, mode, scheduled in
+                guard let self else { return }
+                self.emit(
+                    .itemMode(
+                        thread: self.id, kind: "source", item: source.id, mode: mode,
+                        change: scheduled ? "scheduled" : "cancelled"))
+            })
     }
 
     private func sourceFired(_ source: UserSource, messages: [PortMessage]) {
         let kind: CalloutKind = source.spec.kind == .port ? .port : .source
         callout(CalloutRef(kind: kind, id: source.id, selector: source.spec.action?.selector)) {
-            if let action = source.spec.action { _ = runSelector(action) }
+            guard let action = source.spec.action else { return }
+            // A port's handler runs once per message and receives it
+            // (`handlePortMessage:`); a custom source's once per perform.
+            if source.spec.kind == .port {
+                for message in messages { source.recordAction(runSelector(action, message: message).map(\.value)) }
+            } else {
+                source.recordAction(runSelector(action).map(\.value))
+            }
         }
         unwarn("lost_wakeup", subject: source.id)
         let snap = source.snapshot
@@ -93,12 +110,59 @@ extension Worker {
         let record = try userSource(sourceId)
         // Recorded before CF removes it, so a run that finds the mode empty
         // at that moment already knows what emptied it; once only.
+        let how = record.spec.role == .keepAlive ? "(the keep-alive port) was invalidated" : "was invalidated"
         if record.isValid {
-            book.withLock { $0.removed("source", sourceId, how: "was invalidated", from: record.spec.mode.name) }
+            book.withLock { b in
+                for mode in record.modes { b.removed("source", sourceId, how: how, from: mode) }
+            }
         }
         record.invalidate()
         unwarn("lost_wakeup", subject: sourceId)
+        wakeAfterRemoval()
         return record.snapshot
+    }
+
+    /// `CFRunLoopAddSource` in one more mode (CF keeps one source in any
+    /// number of modes; its schedule routine runs per mode).
+    public func addSourceMode(_ sourceId: String, mode: RunLoopMode) throws(RunLoopError) -> SourceSnapshot {
+        let record = try userSource(sourceId)
+        guard record.isValid else { throw .conflict("source_invalid", "source \(sourceId) was invalidated") }
+        let loop = try book.withLock { b throws(RunLoopError) in
+            try b.checkAlive(id)
+            b.filled(mode.name)
+            return b.loop
+        }
+        if record.addMode(mode.name), let loop { CFRunLoopAddSource(loop, record.source, mode.cfMode) }
+        touch()
+        return record.snapshot
+    }
+
+    /// `CFRunLoopRemoveSource` from one mode (its cancel routine runs for that
+    /// mode); the source stays valid in its other modes.
+    public func removeSourceMode(_ sourceId: String, mode: RunLoopMode) throws(RunLoopError) -> SourceSnapshot {
+        let record = try userSource(sourceId)
+        guard record.isValid else { throw .conflict("source_invalid", "source \(sourceId) was invalidated") }
+        guard record.modes.contains(mode.name) else {
+            throw .conflict(
+                "not_in_mode",
+                "source \(sourceId) is not in mode \(mode.name) (it is in \(record.modes.joined(separator: ", ")))",
+                field: "mode")
+        }
+        let loop = book.withLock { b in
+            b.removed("source", sourceId, how: "was removed from the mode", from: mode.name)
+            return b.loop
+        }
+        if let loop { CFRunLoopRemoveSource(loop, record.source, mode.cfMode) }
+        _ = record.removeMode(mode.name)
+        wakeAfterRemoval()
+        return record.snapshot
+    }
+
+    /// After something left the loop: CF notices an emptied mode only when the
+    /// loop next turns, so runloopd wakes it and a run whose mode is now empty
+    /// returns `finished` at once (documented in docs/run-loops.md).
+    func wakeAfterRemoval() {
+        if let loop = book.withLock({ $0.exited ? nil : $0.loop }) { CFRunLoopWakeUp(loop) }
     }
 
     /// A source signalled without a wake-up on a sleeping loop: if it is
@@ -114,7 +178,10 @@ extension Worker {
                 "lost_wakeup", severity: "warning", subjects: [record.id],
                 message:
                     "source \(record.id) was signalled without a wake-up while \(worker.id) slept: it stays unhandled until something wakes the loop (call CFRunLoopWakeUp after CFRunLoopSourceSignal)",
-                details: ["mode": .string(record.spec.mode.name), "afterMs": .number((after * 1000).rounded())])
+                details: [
+                    "mode": .string(record.modes.first ?? record.spec.mode.name),
+                    "afterMs": .number((after * 1000).rounded()),
+                ])
         }
     }
 }

@@ -18,10 +18,12 @@ extension Worker {
             onFire: { [weak self] record, fires, late, behind in
                 self?.timerFired(record, fires: fires, lateness: late, behind: behind)
             },
-            onInvalid: { [weak self, timerId, mode = checked.mode.name] how in
-                self?.book.withLock { b in
+            onInvalid: { [weak self, timerId] how in
+                guard let self, let record = try? self.timerRecord(timerId) else { return }
+                let modes = record.modes
+                self.book.withLock { b in
                     b.liveTimers -= 1
-                    b.removed("timer", timerId, how: how, from: mode)
+                    for mode in modes { b.removed("timer", timerId, how: how, from: mode) }
                 }
             })
         let loop = try book.withLock { b throws(RunLoopError) in
@@ -72,15 +74,68 @@ extension Worker {
         }
     }
 
-    /// Every timer, in creation order.
+    /// Every timer, in creation order; then the one-shot timers of `afterDelay`
+    /// performs that have not fired (role `performDelay`, the perform's id).
     public func timerSnapshots() -> [TimerSnapshot] {
-        book.withLock { $0.timers.all }.map(\.snapshot)
+        let (records, delayed) = book.withLock { ($0.timers.all, $0.performs.delayedTimers) }
+        return records.map(\.snapshot)
+            + delayed.map { request, timer in
+                let valid = CFRunLoopTimerIsValid(timer)
+                return TimerSnapshot(
+                    id: request.id, role: .performDelay, modes: request.modes.map(\.name), interval: 0,
+                    repeats: false, delay: request.afterDelay, tolerance: 0,
+                    mode: request.modes.first?.name ?? "default",
+                    valid: valid, fires: 0, maxFires: 1,
+                    nextFireAt: valid
+                        ? Date(timeIntervalSinceReferenceDate: CFRunLoopTimerGetNextFireDate(timer)) : nil,
+                    lateness: Lateness(), action: request.call, lastActionError: nil, createdAt: request.queuedAt)
+            }
+    }
+
+    /// `CFRunLoopAddTimer` in one more mode (one timer may be in any number of modes).
+    public func addTimerMode(_ timerId: String, mode: RunLoopMode) throws(RunLoopError) -> TimerSnapshot {
+        let record = try timerRecord(timerId)
+        guard record.isValid else { throw .conflict("timer_invalid", "timer \(timerId) was invalidated") }
+        let loop = try book.withLock { b throws(RunLoopError) in
+            try b.checkAlive(id)
+            b.filled(mode.name)
+            return b.loop
+        }
+        if record.addMode(mode.name) {
+            if let loop { CFRunLoopAddTimer(loop, record.timer, mode.cfMode) }
+            emit(.itemMode(thread: id, kind: "timer", item: timerId, mode: mode.name, change: "scheduled"))
+        }
+        touch()
+        return record.snapshot
+    }
+
+    /// `CFRunLoopRemoveTimer` from one mode; the timer stays valid in its others.
+    public func removeTimerMode(_ timerId: String, mode: RunLoopMode) throws(RunLoopError) -> TimerSnapshot {
+        let record = try timerRecord(timerId)
+        guard record.isValid else { throw .conflict("timer_invalid", "timer \(timerId) was invalidated") }
+        guard record.modes.contains(mode.name) else {
+            throw .conflict(
+                "not_in_mode",
+                "timer \(timerId) is not in mode \(mode.name) (it is in \(record.modes.joined(separator: ", ")))",
+                field: "mode")
+        }
+        let loop = book.withLock { b in
+            b.removed("timer", timerId, how: "was removed from the mode", from: mode.name)
+            return b.loop
+        }
+        if let loop { CFRunLoopRemoveTimer(loop, record.timer, mode.cfMode) }
+        _ = record.removeMode(mode.name)
+        emit(.itemMode(thread: id, kind: "timer", item: timerId, mode: mode.name, change: "cancelled"))
+        wakeAfterRemoval()
+        return record.snapshot
     }
 
     /// `CFRunLoopTimerInvalidate` on one timer.
     public func invalidateTimer(_ timerId: String) throws(RunLoopError) -> TimerSnapshot {
         let record = try timerRecord(timerId)
-        record.invalidate()
+        record.invalidate(
+            how: record.spec.role == .keepAlive ? "(the keep-alive timer) was invalidated" : "was invalidated")
+        wakeAfterRemoval()
         return record.snapshot
     }
 

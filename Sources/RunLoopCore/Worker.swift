@@ -108,8 +108,8 @@ public final class Worker: Sendable {
 
     /// The loop thread's objects that live as long as the thread.
     private struct LoopObjects {
-        var keepAlivePort: KeepAlivePort?
-        var keepAliveTimer: CFRunLoopTimer?
+        var keepAlivePort: UserSource?
+        var keepAliveTimer: TimerRecord?
         var taskObserver: CFRunLoopObserver?
         var entryObserver: CFRunLoopObserver?
         var sleepObserver: CFRunLoopObserver?
@@ -149,37 +149,58 @@ public final class Worker: Sendable {
         }
         ready.signal()
         emit(.thread(snapshot, change: .created))
-        if policy.style == .forever && keepAlive == .none {
+        if policy.style.endsThread && keepAlive == .none {
             warn(
-                "loop_cannot_wake", severity: "warning", subjects: ["default"],
+                "loop_cannot_wake", severity: "warning", subjects: [policy.keepAliveMode.name],
                 message:
-                    "\(id) runs CFRunLoopRun() with keepAlive none: its default mode is empty, so the run finishes at once and the thread ends at birth",
-                details: ["mode": "default"])
+                    "\(id) runs \(policy.style.cocoaName) with keepAlive none: its mode \(policy.keepAliveMode.name) is empty, so the run finishes at once and the thread ends at birth",
+                details: ["mode": .string(policy.keepAliveMode.name)])
         }
 
         switch policy.style {
         case .loop: runLoopStyle()
         case .forever: runForeverStyle()
         case .manual: runManualStyle()
+        case .run: runCocoaStyle(until: nil)
+        case .runUntilDate: runCocoaStyle(until: Monotonic.now() + policy.seconds)
+        case .runModeOnce: _ = runOnce(mode: policy.mode, seconds: policy.seconds, true)
         }
         teardown(objects)
     }
 
+    /// The keep-alive is a real, listed item (role `keepAlive`): a port source
+    /// on an eventfd nobody writes, or a repeating timer that fires once a
+    /// day. A user can see it and remove it (the AFNetworking 2 lesson).
     private func installKeepAlive(on loop: CFRunLoop, into objects: inout LoopObjects) {
-        let mode = policy.style == .forever ? RunLoopMode.default : policy.mode
-        if keepAlive != .none { book.withLock { $0.filled(mode.name) } }
+        let mode = policy.keepAliveMode
         switch keepAlive {
         case .port:
-            if let port = KeepAlivePort() {
-                objects.keepAlivePort = port
-                CFRunLoopAddSource(loop, port.source, mode.cfMode)
+            guard let port = try? makeSource(SourceSpec(kind: .port, mode: mode, role: .keepAlive)) else { return }
+            objects.keepAlivePort = port
+            book.withLock { b in
+                b.sources.insert(port, id: port.id)
+                b.keepAliveItem = port.id
+                b.filled(mode.name)
             }
+            CFRunLoopAddSource(loop, port.source, mode.cfMode)
         case .timer:
-            let timer = CFRunLoopTimerCreateWithHandler(
-                kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + 86_400, 86_400, 0, 0
-            ) { _ in }
-            objects.keepAliveTimer = timer
-            CFRunLoopAddTimer(loop, timer, mode.cfMode)
+            var spec = TimerSpec(interval: 86_400, mode: mode)
+            spec.role = .keepAlive
+            let timerId = ids.next("tm")
+            let record = TimerRecord(
+                id: timerId, spec: spec, window: 16, onFire: { _, _, _, _ in },
+                onInvalid: { [weak self] how in
+                    self?.book.withLock { b in
+                        b.removed("timer", timerId, how: "(the keep-alive timer) \(how)", from: mode.name)
+                    }
+                })
+            objects.keepAliveTimer = record
+            book.withLock { b in
+                b.timers.insert(record, id: timerId)
+                b.keepAliveItem = timerId
+                b.filled(mode.name)
+            }
+            CFRunLoopAddTimer(loop, record.timer, mode.cfMode)
         case .none:
             break
         }
@@ -187,7 +208,7 @@ public final class Worker: Sendable {
 
     private func teardown(_ objects: LoopObjects) {
         objects.keepAlivePort?.invalidate()
-        if let timer = objects.keepAliveTimer { CFRunLoopTimerInvalidate(timer) }
+        objects.keepAliveTimer?.invalidate()
         if let observer = objects.taskObserver { CFRunLoopObserverInvalidate(observer) }
         if let observer = objects.entryObserver { CFRunLoopObserverInvalidate(observer) }
         if let observer = objects.sleepObserver { CFRunLoopObserverInvalidate(observer) }
@@ -227,7 +248,7 @@ public final class Worker: Sendable {
         final.endedAt = endedAt
         emit(.thread(final, change: .exited))
         // Whatever it warned about ended with it (the warnings stay listed).
-        diagnostics.warnings.resolve(thread: id) { $0.code != "loop_cannot_wake" || self.policy.style != .forever }
+        diagnostics.warnings.resolve(thread: id) { $0.code != "loop_cannot_wake" || !self.policy.style.endsThread }
         // CF's thread-exit destructor releases its own reference; with ours gone
         // too the loop is freed and its descriptors closed.
         book.withLock { b in
@@ -264,6 +285,7 @@ public final class Worker: Sendable {
                 state: b.exited ? .exited : (inRun ? .running : .idle), currentMode: b.runStack.last?.mode,
                 depth: b.runStack.count, keepAlive: keepAlive, policy: policy, runs: b.runs, exits: b.exits,
                 lastExit: b.lastExit, parked: b.parked, timers: b.liveTimers, sources: b.sources.liveCount,
+                keepAliveItem: b.keepAliveItem,
                 observers: b.observers.liveCount, tasks: b.tasks.entries.count,
                 pendingPerforms: b.performs.queued.map(\.snapshot), createdAt: createdAt, endedAt: b.endedAt,
                 ending: b.cancelled)

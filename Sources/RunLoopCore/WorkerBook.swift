@@ -54,6 +54,12 @@ struct WorkerBook {
     var observers: RecordTable<ObserverRecord>
     var commonModes: [String] = ["default"]
     var performs = PerformQueue()
+    /// The id of the keep-alive port source or timer, if any.
+    var keepAliveItem: String?
+    /// The perform whose selector runs now.
+    var runningPerform: (id: String, selector: String)?
+    /// Answered performs, newest last (`Limits.performHistory`).
+    var answeredPerforms: Ring<PerformStatus>
     var tasks: TaskQueue
 
     // MARK: what selectors and observers wrote
@@ -85,10 +91,11 @@ struct WorkerBook {
     init(limits: Limits, diagnostics: DiagnosticsOptions) {
         turns = Ring(capacity: diagnostics.turnRingSize)
         utilization = UtilizationWindow(window: diagnostics.busyWindow)
-        timers = RecordTable(limit: limits.maxTimersPerWorker) { $0.isValid }
-        sources = RecordTable(limit: limits.maxSourcesPerWorker) { $0.isValid }
+        timers = RecordTable(limit: limits.maxTimersPerWorker, counts: { $0.spec.role == .user }) { $0.isValid }
+        sources = RecordTable(limit: limits.maxSourcesPerWorker, counts: { $0.spec.role == .user }) { $0.isValid }
         observers = RecordTable(limit: limits.maxObserversPerWorker) { $0.isValid }
         tasks = TaskQueue(capacity: limits.taskCapacity)
+        answeredPerforms = Ring(capacity: max(1, limits.performHistory))
         activity = Ring(capacity: limits.activityRingSize)
         logLines = Ring(capacity: limits.logRingSize)
     }

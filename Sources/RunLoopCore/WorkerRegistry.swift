@@ -74,12 +74,17 @@ public final class WorkerRegistry: Sendable {
             }
         }
         let policy = options.policy
-        try limits.checkSeconds(policy.seconds, field: "run.seconds")
+        if !policy.isDistantFuture { try limits.checkSeconds(policy.seconds, field: "run.seconds") }
         if policy.mode.isCommon {
             throw .badValue("run.mode", "a loop runs in one mode; common is a set of modes, not a mode to run in")
         }
-        if policy.style == .forever && policy.mode != .default {
-            throw .badValue("run.mode", "forever runs CFRunLoopRun(), which always uses the default mode")
+        if policy.style.defaultModeOnly && policy.mode != .default {
+            throw .badValue(
+                "run.mode",
+                "\(policy.style.rawValue) mirrors \(policy.style.cocoaName), which always runs the default mode")
+        }
+        if policy.style == .runUntilDate && policy.isDistantFuture {
+            throw .badValue("run.seconds", "runUntilDate needs run.seconds: how long until the date")
         }
     }
 

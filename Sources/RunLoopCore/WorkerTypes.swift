@@ -12,16 +12,46 @@ public enum KeepAlive: String, Sendable, CaseIterable, Hashable {
     case none
 }
 
-/// How a worker runs its loop.
+/// How a worker runs its loop. Every style records every exit.
 public enum RunStyle: String, Sendable, CaseIterable, Hashable {
-    /// `while !cancelled { CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled) }`,
-    /// every exit recorded; a stop ends one run and the loop re-enters.
+    /// runloopd's managed loop: `while !cancelled { CFRunLoopRunInMode(mode,
+    /// seconds, returnAfterSourceHandled) }` (seconds default: distant
+    /// future); a stop ends one run and the loop re-enters; an empty mode parks.
     case loop
     /// CF's `CFRunLoopRun()`: runs the default mode until stopped or finished,
     /// then the thread ends.
     case forever
     /// Runs only when asked (`Worker.run`), one run per request.
     case manual
+    /// `-[NSRunLoop run]`: `runMode:NSDefaultRunLoopMode beforeDate:distantFuture`
+    /// (a `CFRunLoopRunInMode(default, distant future, true)`) again and again
+    /// until one returns finished: a stop ends only the current pass. Then the
+    /// thread ends.
+    case run
+    /// `-[NSRunLoop runUntilDate:]`: the same passes until `seconds` have passed
+    /// (or a pass finishes). Then the thread ends.
+    case runUntilDate
+    /// One `-[NSRunLoop runMode:beforeDate:]`: `CFRunLoopRunInMode(mode, seconds,
+    /// true)` once. Then the thread ends.
+    case runModeOnce
+
+    /// Whether the thread ends when its style's runs are over.
+    public var endsThread: Bool { self != .loop && self != .manual }
+
+    /// Whether its runs are always in the default mode.
+    public var defaultModeOnly: Bool { self == .forever || self == .run || self == .runUntilDate }
+
+    /// The Cocoa or CF call it mirrors, for messages.
+    public var cocoaName: String {
+        switch self {
+        case .loop: "CFRunLoopRunInMode in a loop"
+        case .forever: "CFRunLoopRun()"
+        case .manual: "CFRunLoopRunInMode on request"
+        case .run: "-[NSRunLoop run]"
+        case .runUntilDate: "-[NSRunLoop runUntilDate:]"
+        case .runModeOnce: "-[NSRunLoop runMode:beforeDate:]"
+        }
+    }
 }
 
 /// A worker's run policy.
@@ -30,14 +60,24 @@ public struct RunPolicy: Sendable, Hashable {
     public var style: RunStyle
     /// The mode runs use (forever: always default).
     public var mode: RunLoopMode
-    /// Seconds per `CFRunLoopRunInMode` call (loop style).
+    /// Seconds per `CFRunLoopRunInMode` call (loop, runModeOnce), or in all
+    /// (runUntilDate); `distantFuture` by default, as the articles wait.
     public var seconds: Double
     /// The `returnAfterSourceHandled` flag (loop style).
     public var returnAfterSourceHandled: Bool
 
-    /// Creates a policy (defaults: loop, default mode, 1 s, false).
+    /// `[NSDate distantFuture]` as a run's seconds (what `CFRunLoopRun` passes).
+    public static let distantFuture = 1.0e10
+
+    /// The mode the style runs in, where a keep-alive goes.
+    public var keepAliveMode: RunLoopMode { style.defaultModeOnly ? .default : mode }
+
+    /// Whether `seconds` is the distant future.
+    public var isDistantFuture: Bool { seconds >= RunPolicy.distantFuture }
+
+    /// Creates a policy (defaults: loop, default mode, distant future, false).
     public init(
-        style: RunStyle = .loop, mode: RunLoopMode = .default, seconds: Double = 1.0,
+        style: RunStyle = .loop, mode: RunLoopMode = .default, seconds: Double = RunPolicy.distantFuture,
         returnAfterSourceHandled: Bool = false
     ) {
         self.style = style
@@ -176,6 +216,42 @@ public struct PerformSnapshot: Sendable, Hashable {
     public var afterDelay: Double
     /// When a delayed perform is due.
     public var fireAt: Date?
+    /// Carried by a one-shot timer (`afterDelay` given, even 0).
+    public var delayed: Bool
+}
+
+/// Where a perform is in its life.
+public enum PerformState: String, Sendable, Hashable, CaseIterable {
+    /// Its `afterDelay` timer has not fired.
+    case delayed
+    /// Queued for its modes, waiting for the loop to run in one of them.
+    case pending
+    /// Its selector is running now.
+    case running
+    /// It ran and returned a value.
+    case done
+    /// It ran and failed, or could never run (its thread ended).
+    case failed
+    /// It was cancelled before its delay passed.
+    case cancelled
+}
+
+/// A perform as followed by id (`GET /api/threads/{id}/performs/{pid}`).
+public struct PerformStatus: Sendable {
+    /// Id (`p1`, …).
+    public var id: String
+    /// The selector.
+    public var selector: String
+    /// Where it is.
+    public var state: PerformState
+    /// The answer, once it has one (done, failed, cancelled).
+    public var outcome: Result<Value, RunLoopError>?
+    /// Milliseconds between queueing and the start of the run.
+    public var queuedMs: Double?
+    /// Milliseconds the selector ran.
+    public var ranMs: Double?
+    /// When it was answered.
+    public var finishedAt: Date?
 }
 
 /// A consistent view of a worker, readable from any thread.
@@ -211,6 +287,8 @@ public struct WorkerSnapshot: Sendable {
     public var timers: Int
     /// Valid user sources.
     public var sources: Int
+    /// The id of the keep-alive port source or timer (listed with role keepAlive).
+    public var keepAliveItem: String?
     /// Valid user observers.
     public var observers: Int
     /// Tasks in the idle queue.

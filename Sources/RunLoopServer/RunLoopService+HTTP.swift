@@ -27,6 +27,7 @@ extension RunLoopService {
             ($0.requestGuard, $0.boundPort, $0.accepting ? $0.control : nil)
         }
         let isDashboard = route == "static"
+        let journal = request.method == "POST" || request.method == "DELETE" ? self.journal : nil
         let origin = request.headers["origin"]
         let cors =
             isAPI && origin != nil && request.method != "OPTIONS"
@@ -43,6 +44,11 @@ extension RunLoopService {
                 metrics.recordRefusal(response.errorCode ?? "status_\(response.status)")
             }
             respond(response)
+            if isAPI, let journal, response.status != 401, response.status != 403, response.status != 503 {
+                journal.record(
+                    method: request.method, path: request.path + Self.queryString(request.query), body: request.body,
+                    status: response.status, answer: response.body)
+            }
             logger.info(
                 "\(request.method) \(request.path) \(response.status)",
                 metadata: [
@@ -146,6 +152,19 @@ extension RunLoopService {
             return given
         }
         return "r\(request.id)"
+    }
+
+    /// `?k=v&…` (sorted, percent-encoded) for a parsed query; "" when empty.
+    static func queryString(_ query: [String: String]) -> String {
+        guard !query.isEmpty else { return "" }
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        let pairs = query.keys.sorted().map { key in
+            let value = query[key] ?? ""
+            return
+                "\(key.addingPercentEncoding(withAllowedCharacters: allowed) ?? key)=\(value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)"
+        }
+        return "?" + pairs.joined(separator: "&")
     }
 
     /// The paths answered outside the control loop, GET only, never behind the token.

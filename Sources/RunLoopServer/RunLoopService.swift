@@ -28,6 +28,10 @@ public final class RunLoopService: Sendable {
     let hub: EventHub
     let metrics = ServiceMetrics()
     let staticFiles: StaticFiles
+    /// The state-changing requests answered, for record and replay.
+    let journal: Journal
+    /// The experiment files, read once.
+    let experiments: ExperimentLibrary
 
     struct Running {
         var control: ControlLoop<Job>?
@@ -94,6 +98,9 @@ public final class RunLoopService: Sendable {
         }
         self.hub = hub
         self.staticFiles = StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
+        self.journal = Journal(capacity: configuration.journalSize)
+        self.experiments = ExperimentLibrary.load(configuration.experimentsDirectory)
+        for problem in experiments.problems { logger.warning("experiment skipped: \(problem)") }
     }
 
     /// The bound port (after `start`).
@@ -109,7 +116,8 @@ public final class RunLoopService: Sendable {
             self?.handle(batch)
         }
         let api = API(
-            registry: registry, events: hub, limits: configuration.api, version: versionValue(),
+            registry: registry, events: hub, limits: configuration.api, version: versionValue(), journal: journal,
+            experiments: experiments,
             openAPI: OpenAPIDocument.document(limits: configuration, selectors: registry.selectors.all))
         let requestGuard = try RequestGuard(
             boundHost: configuration.http.host, allowedHosts: configuration.allowedHosts,

@@ -25,6 +25,11 @@ public struct ServiceConfiguration: Sendable {
     /// Other origins whose pages may call the API (`--allowed-origin`).
     public var allowedOrigins: [String] = []
 
+    /// State-changing requests the journal keeps (`GET /api/journal`); 0 turns it off.
+    public var journalSize = 1000
+    /// The folder of experiment files `GET /api/experiments` serves.
+    public var experimentsDirectory = "experiments"
+
     /// The defaults.
     public init() {}
 }

@@ -12,7 +12,7 @@ struct RunLoopdCommand: ParsableCommand {
         commandName: "runloopd",
         abstract: "An HTTP service that exposes real CoreFoundation run loops.",
         version: RunLoopService.version,
-        subcommands: [Serve.self, Healthcheck.self],
+        subcommands: [Serve.self, Play.self, Healthcheck.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -49,6 +49,9 @@ struct Serve: ParsableCommand {
 
     @Option(help: "Idle tasks per thread (the task queue's capacity).")
     var maxTasks: Int = Env.integer("MAX_TASKS") ?? Limits().taskCapacity
+
+    @Option(help: "Answered performs each thread remembers for GET /api/threads/{id}/performs/{pid}.")
+    var performHistory: Int = Env.integer("PERFORM_HISTORY") ?? Limits().performHistory
 
     @Option(help: "Largest request body in bytes (413 beyond).")
     var maxBody: Int = Env.integer("MAX_BODY") ?? HTTPServerConfiguration.defaultMaxBodyBytes
@@ -145,6 +148,12 @@ struct Serve: ParsableCommand {
     @Option(help: "Warnings kept (the oldest inactive ones are forgotten first).")
     var maxWarnings: Int = Env.integer("MAX_WARNINGS") ?? 1024
 
+    @Option(help: "State-changing requests the journal keeps for GET /api/journal (0: no journal).")
+    var journalSize: Int = Env.integer("JOURNAL_SIZE") ?? ServiceConfiguration().journalSize
+
+    @Option(help: "Folder of experiment files served by GET /api/experiments.")
+    var experimentsDir: String = Env.string("EXPERIMENTS_DIR") ?? ServiceConfiguration().experimentsDirectory
+
     @Option(help: "Write the bound port to this file once listening (for scripts and tests with --port 0).")
     var portFile: String = Env.string("PORT_FILE") ?? ""
 
@@ -156,6 +165,9 @@ struct Serve: ParsableCommand {
         guard (1...64).contains(httpThreads) else { throw ValidationError("--http-threads must be 1...64") }
         guard maxThreads >= 1, maxTimers >= 1, maxQueued >= 1, maxTasks >= 1, maxEventClients >= 0 else {
             throw ValidationError("limits must be >= 1")
+        }
+        guard (1...1_000_000).contains(performHistory), (0...1_000_000).contains(journalSize) else {
+            throw ValidationError("--perform-history must be 1...1000000 and --journal-size 0...1000000")
         }
         guard maxBody >= 0, maxConnections >= 1, maxConnectionsPerIp >= 0, maxQueuedRequests >= 1 else {
             throw ValidationError("--max-body, --max-connections and --max-queued-requests must be positive")
@@ -279,11 +291,14 @@ struct Serve: ParsableCommand {
         config.limits.maxTimersPerWorker = maxTimers
         config.limits.maxQueuedCommands = maxQueued
         config.limits.taskCapacity = maxTasks
+        config.limits.performHistory = performHistory
         config.limits.maxSeconds = maxSeconds
         config.api.maxWaitSeconds = maxWait
         config.api.maxEventClients = maxEventClients
         config.maxQueuedRequests = maxQueuedRequests
         config.publicDirectory = publicDir
+        config.journalSize = journalSize
+        config.experimentsDirectory = experimentsDir
         config.token = secret
         config.readOnly = readOnly
         config.allowedHosts = allowedHost

@@ -24,7 +24,7 @@ import Testing
 
         #expect(exit.reason == .handledSource)
         #expect(exit.duration < 8)
-        let after = try #require(worker.sourceSnapshots().first)
+        let after = try #require(worker.userSources().first)
         #expect(after.fired == 1)
         #expect(!after.signalled)
     }
@@ -41,14 +41,14 @@ import Testing
         let first = try #require(run.wait(15)).get()
 
         #expect(first.reason == .timedOut, "nobody woke the loop: the signalled source waited")
-        let waiting = try #require(worker.sourceSnapshots().first)
+        let waiting = try #require(worker.userSources().first)
         #expect(waiting.fired == 0)
         #expect(waiting.signalled)
 
         let second = try worker.runAndWait(seconds: 10, returnAfterSourceHandled: true)
         #expect(second.reason == .handledSource, "the next run handles it at once")
         #expect(second.duration < 5)
-        #expect(worker.sourceSnapshots().first?.fired == 1)
+        #expect(worker.userSources().first?.fired == 1)
     }
 
     @Test func invalidatingACustomSourceRunsItsCancelRoutine() throws {
@@ -83,8 +83,8 @@ import Testing
         let reply = try value(sent.result).object ?? [:]
         #expect(reply["thread"] == .string(receiver.id))
 
-        #expect(probe.waitUntil { receiver.sourceSnapshots().first?.received == 1 })
-        let after = try #require(receiver.sourceSnapshots().first)
+        #expect(probe.waitUntil { receiver.userSources().first?.received == 1 })
+        let after = try #require(receiver.userSources().first)
         #expect(after.fired >= 1)
         #expect(after.queued == 0)
         let message = try #require(after.recentMessages.last)
@@ -110,8 +110,8 @@ import Testing
             _ = try sender.performCall(
                 "send", ["thread": .string(receiver.id), "source": .string(port.id), "msgid": .number(Double(msgid))])
         }
-        #expect(probe.waitUntil { receiver.sourceSnapshots().first?.received == 6 })
-        let burst = try #require(receiver.sourceSnapshots().first)
+        #expect(probe.waitUntil { receiver.userSources().first?.received == 6 })
+        let burst = try #require(receiver.userSources().first)
         #expect(burst.fired <= 6)
         #expect(burst.recentMessages.suffix(5).map(\.msgid) == [1, 2, 3, 4, 5])
     }
@@ -125,11 +125,11 @@ import Testing
 
         _ = try worker.sendMessage(toSource: port.id, msgid: 1, data: "x")
         #expect(try worker.runAndWait(seconds: 0.1).reason == .timedOut)
-        #expect(worker.sourceSnapshots().first?.queued == 1)
+        #expect(worker.userSources().first?.queued == 1)
 
         let exit = try worker.runAndWait(other, seconds: 10, returnAfterSourceHandled: true)
         #expect(exit.reason == .handledSource, "a port source counts as a handled source")
-        #expect(probe.waitUntil { worker.sourceSnapshots().first?.received == 1 })
+        #expect(probe.waitUntil { worker.userSources().first?.received == 1 })
         #expect(runLoopError { _ = try worker.signalSource(port.id, wakeUp: true) }?.code == "wrong_kind")
     }
 }

@@ -110,7 +110,7 @@ extension Worker {
 
     /// Queues a perform; the returned value gets its (first) answer.
     func performCall(
-        _ selector: String, _ args: [String: Value] = [:], modes: [RunLoopMode] = [.common], afterDelay: Double = 0,
+        _ selector: String, _ args: [String: Value] = [:], modes: [RunLoopMode]? = nil, afterDelay: Double? = nil,
         timeout: Double? = nil
     ) throws -> (id: String, result: Pending<PerformResult>) {
         let result = Pending<PerformResult>()
@@ -120,6 +120,9 @@ extension Worker {
         ) { result.put($0) }
         return (id, result)
     }
+
+    /// The sources a user added (not the keep-alive port).
+    func userSources() -> [SourceSnapshot] { sourceSnapshots().filter { $0.role == .user } }
 
     /// The activities recorded by user observers, oldest first.
     var activityNames: [Activity] { activities().map(\.activity) }

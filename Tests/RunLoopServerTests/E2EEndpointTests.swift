@@ -131,7 +131,10 @@ struct E2EEndpointTests {
             #expect(custom["order"] == 3)
             let port = try await c.post("/api/threads/\(t)/sources", ["kind": "port", "mode": "common"])
             let p = try #require(port["id"].string)
-            #expect(try await c.get("/api/threads/\(t)/sources")["sources"].items.count == 2)
+            // The two added, and the keep-alive port runloopd listed for the thread.
+            let listed = try await c.get("/api/threads/\(t)/sources")["sources"].items
+            #expect(listed.count == 3)
+            #expect(listed.filter { $0["role"] == "keepAlive" }.count == 1)
             #expect(try await c.post("/api/threads/\(t)/sources/\(s)/signal").status == 200)
             let message = try await c.post("/api/threads/\(t)/sources/\(p)/messages", ["msgid": 1, "data": "x"])
             #expect(message.status == 202)

@@ -122,6 +122,13 @@ final class EventHub: Sendable {
                     "fired": .number(Double(fired)), "messages": .number(Double(messages)),
                 ]
             )
+        case .itemMode(let thread, let kind, let item, let mode, let change):
+            return (
+                "\(kind)-mode", thread,
+                [
+                    "thread": .string(thread), kind: .string(item), "mode": .string(mode), "change": .string(change),
+                ]
+            )
         case .task(let thread, let task, let change, let runs):
             return (
                 "task", thread,

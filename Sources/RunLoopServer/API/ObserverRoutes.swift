@@ -14,7 +14,7 @@ extension API {
             return .json(200, Rep.modes(try worker(ctx).addCommonMode(mode)))
         }
         r.add("POST", "/api/threads/{id}/observers") { ctx throws(RunLoopError) in
-            let body = try ctx.body(["activities", "repeats", "mode", "order"])
+            let body = try ctx.body(["activities", "repeats", "mode", "order", "action"])
             let target = try worker(ctx)
             var activities = Activity.allCases
             switch body.value("activities") {
@@ -36,7 +36,8 @@ extension API {
             let spec = ObserverSpec(
                 activities: activities, repeats: try body.bool("repeats") ?? true,
                 mode: try body.mode("mode") ?? .common,
-                order: try body.integer("order", min: -1_000_000, max: 1_000_000) ?? 0)
+                order: try body.integer("order", min: -1_000_000, max: 1_000_000) ?? 0,
+                action: try body.selectorCall("action"))
             return .json(201, Rep.observer(try target.addObserver(spec)))
         }
         r.add("DELETE", "/api/threads/{id}/observers/{oid}") { ctx throws(RunLoopError) in

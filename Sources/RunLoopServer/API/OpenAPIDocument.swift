@@ -125,6 +125,12 @@ enum OpenAPIDocument {
                     if let minimum = arg.minimum { schema["minimum"] = .number(minimum) }
                     if let maximum = arg.maximum { schema["maximum"] = .number(maximum) }
                 }
+            case .object:
+                schema["type"] = "object"
+            case .stringList:
+                schema["type"] = "array"
+                schema["items"] = ["type": "string"]
+                if let maximum = arg.maximum { schema["maxItems"] = .number(maximum) }
             }
             if let value = arg.defaultValue { schema["default"] = value }
             if arg.required {

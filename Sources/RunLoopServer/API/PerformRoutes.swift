@@ -10,22 +10,24 @@ extension API {
             let target = try worker(ctx)
             let call = try body.selectorCallHere()
             let wait = try body.bool("waitUntilDone") ?? false
-            var modes: [RunLoopMode] = [.common]
+            // nil: Cocoa's default for the path (afterDelay: default; onThread: common).
+            var modes: [RunLoopMode]?
             if let list = body.value("modes"), list != .null {
                 guard case .array(let items) = list, !items.isEmpty, items.count <= 16 else {
                     throw .badValue("modes", "modes must be a list of 1-16 mode names")
                 }
-                modes = []
+                var names: [RunLoopMode] = []
                 for item in items {
                     guard let name = item.string else { throw .badValue("modes", "each mode must be a string") }
                     do throws(RunLoopError) {
-                        modes.append(try RunLoopMode(name))
+                        names.append(try RunLoopMode(name))
                     } catch {
                         throw .badValue("modes", error.message)
                     }
                 }
+                modes = names
             }
-            let afterDelay = try body.number("afterDelay") ?? 0
+            let afterDelay = try body.number("afterDelay")
             // The default is 30 s, capped at --max-wait: an omitted field must never
             // make a valid request fail with "timeout must be <= max-wait".
             let timeout = try body.number("timeout") ?? min(30, limits.maxWaitSeconds)
@@ -34,35 +36,53 @@ extension API {
                 throw .badValue("timeout", "timeout must be <= \(limits.maxWaitSeconds) (--max-wait)")
             }
             let spec = PerformSpec(call: call, modes: modes, afterDelay: afterDelay)
+            let follow: @Sendable (String) -> String = { [id = target.id] in "/api/threads/\(id)/performs/\($0)" }
             guard wait else {
                 let performId = try target.perform(spec)
                 return .json(
                     202,
                     [
                         "performId": .string(performId), "thread": .string(target.id),
-                        "selector": .string(call.selector), "modes": .array(modes.map { .string($0.name) }),
-                        "afterDelay": .number(afterDelay),
-                    ], headers: [("Location", "/api/threads/\(target.id)/perform")])
+                        "selector": .string(call.selector), "modes": .array(spec.modes.map { .string($0.name) }),
+                        "afterDelay": afterDelay.map(Value.number) ?? .null,
+                        "state": .string((afterDelay == nil ? PerformState.pending : .delayed).rawValue),
+                        "follow": .string(follow(performId)),
+                    ], headers: [("Location", follow(performId))])
             }
-            // The caller waits afterDelay + timeout, but never past --max-wait (an
-            // afterDelay of hours once held the connection for hours): then 504, and
-            // the perform stays pending as documented.
-            let callerWait = min(timeout + afterDelay, limits.maxWaitSeconds)
+            // The caller waits afterDelay + timeout, but never past --max-wait. A
+            // wait that passes is not a failure: the perform was accepted and stays
+            // queued, so the answer is 202 with where to follow it.
+            let callerWait = min(timeout + (afterDelay ?? 0), limits.maxWaitSeconds)
             let deadline = CallerDeadline(seconds: callerWait) { [id = target.id] performId in
                 RunLoopError(
-                    kind: .deadline, code: "deadline_exceeded",
+                    kind: .deadline, code: "wait_passed",
                     message:
-                        "perform \(performId) did not finish within \(callerWait) s; it stays pending and runs when thread \(id)'s loop next runs in one of its modes"
+                        "perform \(performId) did not finish within the \(callerWait) s wait; it stays queued and runs when thread \(id)'s loop next runs in one of its modes"
                 )
             }
             try target.perform(spec, deadline: deadline) { result in
-                if case .failure(let error) = result.outcome, error.kind == .deadline || error.kind == .gone {
-                    ctx.fail(error)
-                } else {
+                guard case .failure(let error) = result.outcome, error.kind == .deadline || error.kind == .gone else {
                     ctx.reply(200, Rep.performResult(result))
+                    return
                 }
+                guard error.kind == .deadline else {
+                    ctx.fail(error)
+                    return
+                }
+                let state = (try? target.performStatus(result.performId).state) ?? .pending
+                ctx.reply(
+                    202,
+                    [
+                        "performId": .string(result.performId), "thread": .string(target.id),
+                        "selector": .string(call.selector), "state": .string(state.rawValue),
+                        "follow": .string(follow(result.performId)), "message": .string(error.message),
+                    ], headers: [("Location", follow(result.performId))])
             }
             return .deferred
+        }
+        r.add("GET", "/api/threads/{id}/performs/{pid}") { ctx throws(RunLoopError) in
+            let target = try worker(ctx)
+            return .json(200, Rep.performStatus(try target.performStatus(ctx.param("pid")), thread: target.id))
         }
         r.add("GET", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
@@ -73,8 +93,21 @@ extension API {
             guard let selector = ctx.request.query["selector"], !selector.isEmpty else {
                 throw .badValue("selector", "name the selector whose delayed performs to cancel: ?selector=NAME")
             }
-            let count = target.cancelDelayedPerforms(selector: selector)
-            return .json(200, ["cancelled": .number(Double(count)), "selector": .string(selector)])
+            var args: [String: Value]?
+            if let text = ctx.request.query["args"] {
+                guard text.utf8.count <= 4096, case .object(let object)? = try? JSONReader.parse(Array(text.utf8))
+                else {
+                    throw .badValue("args", "args must be a JSON object (URL-encoded), at most 4096 bytes")
+                }
+                args = object
+            }
+            let ids = try target.cancelDelayedPerforms(selector: selector, args: args)
+            return .json(
+                200,
+                [
+                    "cancelled": .number(Double(ids.count)), "ids": .array(ids.map(Value.string)),
+                    "selector": .string(selector), "args": args.map(Value.object) ?? .null,
+                ])
         }
     }
 }

@@ -23,7 +23,8 @@ enum Rep {
     static func policy(_ policy: RunPolicy) -> Value {
         [
             "style": .string(policy.style.rawValue), "mode": .string(policy.mode.name),
-            "seconds": .number(policy.seconds), "returnAfterSourceHandled": .bool(policy.returnAfterSourceHandled),
+            "seconds": .number(policy.seconds), "distantFuture": .bool(policy.isDistantFuture),
+            "returnAfterSourceHandled": .bool(policy.returnAfterSourceHandled),
         ]
     }
 
@@ -32,13 +33,36 @@ enum Rep {
         return ["selector": .string(call.selector), "args": .object(call.args)]
     }
 
+    /// An action's last result: `{ok, result, error}`, or null before it ran.
+    static func actionResult(_ result: Result<Value, RunLoopError>?) -> Value {
+        switch result {
+        case nil: .null
+        case .success(let value)?: ["ok": true, "result": value, "error": .null]
+        case .failure(let e)?: ["ok": false, "result": .null, "error": error(e)]
+        }
+    }
+
     static func pending(_ perform: PerformSnapshot) -> Value {
         [
             "performId": .string(perform.id), "selector": .string(perform.call.selector),
             "args": .object(perform.call.args), "modes": .array(perform.modes.map(Value.string)),
             "queuedAt": Timestamp.value(perform.queuedAt), "afterDelay": .number(perform.afterDelay),
-            "fireAt": Timestamp.value(perform.fireAt),
+            "fireAt": Timestamp.value(perform.fireAt), "state": .string(perform.delayed ? "delayed" : "pending"),
         ]
+    }
+
+    static func performStatus(_ p: PerformStatus, thread: String) -> Value {
+        var object: [String: Value] = [
+            "performId": .string(p.id), "thread": .string(thread), "selector": .string(p.selector),
+            "state": .string(p.state.rawValue), "result": .null, "error": .null,
+            "queuedMs": round3(p.queuedMs), "ranMs": round3(p.ranMs), "finishedAt": Timestamp.value(p.finishedAt),
+        ]
+        switch p.outcome {
+        case .success(let value)?: object["result"] = value
+        case .failure(let e)?: object["error"] = error(e)
+        case nil: break
+        }
+        return .object(object)
     }
 
     static func thread(_ s: WorkerSnapshot) -> Value {
@@ -48,7 +72,10 @@ enum Rep {
             "id": .string(s.id), "name": .string(s.name), "threadName": .string(s.threadName),
             "threadNameTruncated": .bool(s.threadNameTruncated), "state": .string(s.state.rawValue),
             "currentMode": s.currentMode.map(Value.string) ?? .null, "depth": .number(Double(s.depth)),
-            "keepAlive": .string(s.keepAlive.rawValue), "run": policy(s.policy), "runs": .number(Double(s.runs)),
+            "keepAlive": .string(s.keepAlive.rawValue),
+            "keepAliveSource": s.keepAlive == .port ? s.keepAliveItem.map(Value.string) ?? .null : .null,
+            "keepAliveTimer": s.keepAlive == .timer ? s.keepAliveItem.map(Value.string) ?? .null : .null,
+            "run": policy(s.policy), "runs": .number(Double(s.runs)),
             "exits": .object(exits), "lastExit": exit(s.lastExit), "parked": .bool(s.parked),
             "counts": [
                 "timers": .number(Double(s.timers)), "sources": .number(Double(s.sources)),
@@ -62,7 +89,8 @@ enum Rep {
 
     static func timer(_ t: TimerSnapshot) -> Value {
         [
-            "id": .string(t.id), "interval": .number(t.interval), "repeats": .bool(t.repeats),
+            "id": .string(t.id), "role": .string(t.role.rawValue), "modes": .array(t.modes.map(Value.string)),
+            "interval": .number(t.interval), "repeats": .bool(t.repeats),
             "delay": .number(t.delay), "tolerance": .number(t.tolerance), "mode": .string(t.mode),
             "valid": .bool(t.valid), "fires": .number(Double(t.fires)),
             "maxFires": t.maxFires.map { .number(Double($0)) } ?? .null, "nextFireAt": Timestamp.value(t.nextFireAt),
@@ -77,7 +105,11 @@ enum Rep {
 
     static func source(_ s: SourceSnapshot) -> Value {
         [
-            "id": .string(s.id), "kind": .string(s.kind.rawValue), "mode": .string(s.mode),
+            "id": .string(s.id), "kind": .string(s.kind.rawValue), "role": .string(s.role.rawValue),
+            "mode": .string(s.mode), "modes": .array(s.modes.map(Value.string)),
+            "scheduledIn": .object(s.scheduledIn.mapValues { .number(Double($0)) }),
+            "cancelledIn": .object(s.cancelledIn.mapValues { .number(Double($0)) }),
+            "lastAction": actionResult(s.lastAction),
             "order": .number(Double(s.order)), "valid": .bool(s.valid), "fired": .number(Double(s.fired)),
             "scheduled": .number(Double(s.scheduled)), "cancelled": .number(Double(s.cancelled)),
             "signalled": .bool(s.signalled), "received": .number(Double(s.received)),
@@ -95,6 +127,7 @@ enum Rep {
     static func observer(_ o: ObserverSnapshot) -> Value {
         [
             "id": .string(o.id), "activities": .array(o.activities.map { .string($0.rawValue) }),
+            "action": call(o.action), "lastResult": actionResult(o.lastResult),
             "repeats": .bool(o.repeats), "mode": .string(o.mode), "order": .number(Double(o.order)),
             "valid": .bool(o.valid), "fired": .number(Double(o.fired)),
         ]
@@ -156,7 +189,11 @@ enum Rep {
         var properties: [String: Value] = [:]
         var required: [Value] = []
         for arg in s.arguments {
-            var schema: [String: Value] = ["type": .string(arg.type.rawValue), "description": .string(arg.summary)]
+            var schema: [String: Value] = [
+                "type": .string(arg.type == .stringList ? "array" : arg.type.rawValue),
+                "description": .string(arg.summary),
+            ]
+            if arg.type == .stringList { schema["items"] = ["type": "string"] }
             if arg.type == .string {
                 if let maxLength = arg.maximum { schema["maxLength"] = .number(maxLength) }
             } else {

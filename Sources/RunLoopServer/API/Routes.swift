@@ -32,6 +32,10 @@ struct API: Sendable {
     let events: EventHub
     let limits: APILimits
     let version: Value
+    /// The journal of state-changing requests.
+    let journal: Journal
+    /// The experiment files.
+    let experiments: ExperimentLibrary
     /// The OpenAPI document (built once: it depends only on the configuration).
     let openAPI: Value
 
@@ -54,7 +58,17 @@ struct API: Sendable {
         addSources(&r)
         addModesAndObservers(&r)
         addTasks(&r)
+        addLab(&r)
         return r
+    }
+
+    /// The `{mode}` path parameter as a mode.
+    static func pathMode(_ ctx: RouteContext) throws(RunLoopError) -> RunLoopMode {
+        do throws(RunLoopError) {
+            return try RunLoopMode(ctx.param("mode"))
+        } catch {
+            throw .badValue("mode", error.message)
+        }
     }
 
     func worker(_ ctx: RouteContext) throws(RunLoopError) -> Worker {

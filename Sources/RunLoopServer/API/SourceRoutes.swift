@@ -28,6 +28,15 @@ extension API {
         r.add("DELETE", "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
             .json(200, Rep.source(try worker(ctx).invalidateSource(ctx.param("sid"))))
         }
+        r.add("POST", "/api/threads/{id}/sources/{sid}/modes") { ctx throws(RunLoopError) in
+            let body = try ctx.body(["mode"])
+            guard let mode = try body.mode("mode") else { throw .badValue("mode", "mode is required") }
+            return .json(200, Rep.source(try worker(ctx).addSourceMode(ctx.param("sid"), mode: mode)))
+        }
+        r.add("DELETE", "/api/threads/{id}/sources/{sid}/modes/{mode}") { ctx throws(RunLoopError) in
+            let mode = try API.pathMode(ctx)
+            return .json(200, Rep.source(try worker(ctx).removeSourceMode(ctx.param("sid"), mode: mode)))
+        }
         r.add("POST", "/api/threads/{id}/sources/{sid}/signal") { ctx throws(RunLoopError) in
             let body = try ctx.body(["wakeup"])
             let target = try worker(ctx)

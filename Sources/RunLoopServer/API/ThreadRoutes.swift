@@ -20,7 +20,9 @@ extension API {
                     object: run, prefix: "run.", allowed: ["style", "mode", "seconds", "returnAfterSourceHandled"])
                 if let text = try policy.string("style") {
                     guard let style = RunStyle(rawValue: text) else {
-                        throw .badValue("run.style", "run.style must be one of loop, forever, manual")
+                        throw .badValue(
+                            "run.style",
+                            "run.style must be one of \(RunStyle.allCases.map(\.rawValue).joined(separator: ", "))")
                     }
                     options.policy.style = style
                 }

@@ -30,6 +30,15 @@ extension API {
         r.add("GET", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
             .json(200, Rep.timer(try worker(ctx).timerSnapshot(ctx.param("tid"))))
         }
+        r.add("POST", "/api/threads/{id}/timers/{tid}/modes") { ctx throws(RunLoopError) in
+            let body = try ctx.body(["mode"])
+            guard let mode = try body.mode("mode") else { throw .badValue("mode", "mode is required") }
+            return .json(200, Rep.timer(try worker(ctx).addTimerMode(ctx.param("tid"), mode: mode)))
+        }
+        r.add("DELETE", "/api/threads/{id}/timers/{tid}/modes/{mode}") { ctx throws(RunLoopError) in
+            let mode = try API.pathMode(ctx)
+            return .json(200, Rep.timer(try worker(ctx).removeTimerMode(ctx.param("tid"), mode: mode)))
+        }
         r.add("DELETE", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
             .json(200, Rep.timer(try worker(ctx).invalidateTimer(ctx.param("tid"))))
         }

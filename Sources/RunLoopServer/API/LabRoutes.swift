@@ -1,0 +1,37 @@
+import Foundation
+import Primitives
+import RunLoopCore
+
+/// The lab: experiment files and the journal of answered requests. Run on the control loop.
+extension API {
+    func addLab(_ r: inout Router) {
+        r.add("GET", "/api/experiments") { _ throws(RunLoopError) in
+            .json(200, ["experiments": .array(experiments.experiments.map(\.summary))])
+        }
+        r.add("GET", "/api/experiments/{eid}") { ctx throws(RunLoopError) in
+            let wanted = ctx.param("eid")
+            guard let experiment = experiments.experiments.first(where: { $0.id == wanted }) else {
+                throw .notFound("experiment", wanted)
+            }
+            return .json(200, experiment.document)
+        }
+        r.add("GET", "/api/journal") { ctx throws(RunLoopError) in
+            var since = 0
+            if let text = ctx.request.query["since"] {
+                guard let value = Int(text), value >= 0 else {
+                    throw .badValue("since", "since must be a non-negative whole number (a journal seq)")
+                }
+                since = value
+            }
+            var limit = 1000
+            if let text = ctx.request.query["limit"] {
+                guard let value = Int(text), (1...10_000).contains(value) else {
+                    throw .badValue("limit", "limit must be a whole number in 1...10000")
+                }
+                limit = value
+            }
+            let (entries, _) = journal.entries(since: since, limit: limit)
+            return .json(200, Journal.experiment(entries, version: version.object?["version"]?.string ?? ""))
+        }
+    }
+}

@@ -1,0 +1,266 @@
+import Foundation
+import RunLoopCore
+
+/// One playable experiment: a titled, sourced list of HTTP steps with what to
+/// capture from each answer and what to expect of it. The file format is
+/// documented in `docs/experiments.md`; `GET /api/journal` exports a recorded
+/// session in the same format.
+public struct Experiment: Sendable {
+    /// Where the example comes from.
+    public struct Source: Sendable {
+        /// The article's title, as written at its top.
+        public var article: String
+        /// Its original address ("" when it has none).
+        public var url: String
+        /// The section the example is in.
+        public var section: String
+    }
+
+    /// One request and what its answer must show.
+    public struct Step: Sendable {
+        /// What the step shows, for people.
+        public var say: String
+        /// `GET`, `POST` or `DELETE`.
+        public var method: String
+        /// The path (and query), with `${var}` placeholders.
+        public var path: String
+        /// The JSON body, with `${var}` placeholders in its strings.
+        public var body: Value?
+        /// Variable → JSON path in the answer's body.
+        public var capture: [(name: String, path: String)]
+        /// The status the answer must have (nil: any).
+        public var status: Int?
+        /// JSON path → expected value or operator object.
+        public var json: [(path: String, expected: Value)]
+        /// Repeat the request (GET only) until the expectation holds, for at
+        /// most this many seconds.
+        public var until: Double?
+    }
+
+    /// A short id (the file name without `.json`).
+    public var id: String
+    /// The title.
+    public var title: String
+    /// The source article.
+    public var source: Source
+    /// A short explanation in English.
+    public var explanation: String
+    /// The steps, in order.
+    public var steps: [Step]
+    /// The document as read (served as is by `GET /api/experiments/{id}`).
+    public var document: Value
+
+    /// Reads an experiment from its JSON document; `fallbackId` names it when
+    /// the document has no `id`. Errors say which step and field is wrong.
+    public init(_ document: Value, fallbackId: String) throws(RunLoopError) {
+        guard case .object(let root) = document else { throw Self.bad("the document must be a JSON object") }
+        self.document = document
+        id = root["id"]?.string ?? fallbackId
+        guard let title = root["title"]?.string, !title.isEmpty else { throw Self.bad("title is required") }
+        self.title = title
+        let source = root["source"]?.object ?? [:]
+        self.source = Source(
+            article: source["article"]?.string ?? "", url: source["url"]?.string ?? "",
+            section: source["section"]?.string ?? "")
+        explanation = root["explanation"]?.string ?? ""
+        guard case .array(let items)? = root["steps"], !items.isEmpty else {
+            throw Self.bad("steps must be a non-empty list")
+        }
+        var steps: [Step] = []
+        for (index, item) in items.enumerated() {
+            steps.append(try Self.step(item, number: index + 1))
+        }
+        self.steps = steps
+    }
+
+    private static func step(_ item: Value, number: Int) throws(RunLoopError) -> Step {
+        let at = "step \(number)"
+        guard case .object(let step) = item else { throw bad("\(at) must be an object") }
+        guard case .object(let request)? = step["request"] else { throw bad("\(at): request is required") }
+        let method = (request["method"]?.string ?? "GET").uppercased()
+        guard ["GET", "POST", "DELETE"].contains(method) else {
+            throw bad("\(at): request.method must be GET, POST or DELETE")
+        }
+        guard let path = request["path"]?.string, path.hasPrefix("/") else {
+            throw bad("\(at): request.path must be a path beginning with /")
+        }
+        var capture: [(String, String)] = []
+        if let map = step["capture"] {
+            guard case .object(let pairs) = map else { throw bad("\(at): capture must be an object") }
+            for key in pairs.keys.sorted() {
+                guard let jsonPath = pairs[key]?.string else { throw bad("\(at): capture.\(key) must be a path") }
+                capture.append((key, jsonPath))
+            }
+        }
+        var status: Int?
+        var json: [(String, Value)] = []
+        if let expect = step["expect"] {
+            guard case .object(let e) = expect else { throw bad("\(at): expect must be an object") }
+            if let s = e["status"] {
+                guard let code = s.integer, (100...599).contains(code) else {
+                    throw bad("\(at): expect.status must be an HTTP status")
+                }
+                status = code
+            }
+            if let j = e["json"] {
+                guard case .object(let pairs) = j else { throw bad("\(at): expect.json must be an object") }
+                for key in pairs.keys.sorted() { json.append((key, pairs[key] ?? .null)) }
+            }
+        }
+        var until: Double?
+        if let u = step["until"] {
+            guard let timeout = u.object?["timeout"]?.number, timeout > 0, timeout <= 60 else {
+                throw bad("\(at): until.timeout must be seconds in (0, 60]")
+            }
+            guard method == "GET" else { throw bad("\(at): until repeats GET requests only") }
+            until = timeout
+        }
+        return Step(
+            say: step["say"]?.string ?? "", method: method, path: path, body: request["body"], capture: capture,
+            status: status, json: json, until: until)
+    }
+
+    static func bad(_ message: String) -> RunLoopError { .badValue("experiment", message) }
+
+    /// The summary `GET /api/experiments` lists.
+    public var summary: Value {
+        [
+            "id": .string(id), "title": .string(title),
+            "source": [
+                "article": .string(source.article), "url": .string(source.url), "section": .string(source.section),
+            ],
+            "explanation": .string(explanation), "steps": .number(Double(steps.count)),
+        ]
+    }
+}
+
+/// JSON paths (`a.b.0.c`, `list[key=value].field`), the expectation
+/// operators and `${var}` substitution: the player's and the journal's rules.
+public enum ExperimentPaths {
+    /// The value at `path` in `value`, or nil when there is none.
+    public static func resolve(_ path: String, in value: Value) -> Value? {
+        var current = value
+        for segment in segments(path) {
+            guard let next = step(current, segment) else { return nil }
+            current = next
+        }
+        return current
+    }
+
+    /// Splits `a.b[k=v].c` into `a`, `b`, `[k=v]`, `c` (dots inside brackets kept).
+    static func segments(_ path: String) -> [String] {
+        var result: [String] = []
+        var current = ""
+        var depth = 0
+        for character in path {
+            switch character {
+            case "[" where depth == 0:
+                if !current.isEmpty { result.append(current) }
+                current = "["
+                depth = 1
+            case "]" where depth == 1:
+                current.append("]")
+                result.append(current)
+                current = ""
+                depth = 0
+            case "." where depth == 0:
+                if !current.isEmpty { result.append(current) }
+                current = ""
+            default:
+                current.append(character)
+            }
+        }
+        if !current.isEmpty { result.append(current) }
+        return result
+    }
+
+    private static func step(_ value: Value, _ segment: String) -> Value? {
+        if segment.hasPrefix("[") && segment.hasSuffix("]") {
+            let inner = segment.dropFirst().dropLast()
+            guard case .array(let items) = value else { return nil }
+            if let eq = inner.firstIndex(of: "=") {
+                let key = String(inner[..<eq])
+                let wanted = String(inner[inner.index(after: eq)...])
+                return items.first { item in
+                    guard let field = item.object?[key] else { return false }
+                    return text(field) == wanted
+                }
+            }
+            guard let index = Int(inner), items.indices.contains(index) else { return nil }
+            return items[index]
+        }
+        switch value {
+        case .object(let object): return object[segment]
+        case .array(let items):
+            guard let index = Int(segment), items.indices.contains(index) else { return nil }
+            return items[index]
+        default: return nil
+        }
+    }
+
+    /// A scalar as text (`t1`, `3`, `true`).
+    static func text(_ value: Value) -> String {
+        switch value {
+        case .string(let s): return s
+        case .number(let d): return d.rounded() == d && abs(d) < 1e15 ? String(Int(d)) : String(d)
+        case .bool(let b): return b ? "true" : "false"
+        case .null: return "null"
+        default: return JSON.string(value)
+        }
+    }
+
+    /// Whether `actual` (nil: missing) meets `expected`: a literal (equal, numbers by value) or an
+    /// operator object (`$gte $lte $gt $lt $ne $in $contains $exists`).
+    public static func matches(_ actual: Value?, _ expected: Value) -> Bool {
+        if case .object(let ops) = expected, !ops.isEmpty, ops.keys.allSatisfy({ $0.hasPrefix("$") }) {
+            return ops.allSatisfy { op, operand in check(op, actual, operand) }
+        }
+        guard let actual else { return false }
+        return actual == expected
+    }
+
+    private static func check(_ op: String, _ actual: Value?, _ operand: Value) -> Bool {
+        switch op {
+        case "$exists": return (actual != nil && actual != .null) == (operand.bool ?? true)
+        case "$ne": return actual != operand
+        case "$in":
+            guard case .array(let options) = operand, let actual else { return false }
+            return options.contains(actual)
+        case "$contains":
+            switch actual {
+            case .array(let items)?: return items.contains(operand)
+            case .string(let s)?: return operand.string.map { s.contains($0) } ?? false
+            case .object(let o)?: return operand.string.map { o[$0] != nil } ?? false
+            default: return false
+            }
+        case "$gte", "$lte", "$gt", "$lt":
+            guard let a = actual?.number, let b = operand.number else { return false }
+            switch op {
+            case "$gte": return a >= b
+            case "$lte": return a <= b
+            case "$gt": return a > b
+            default: return a < b
+            }
+        default: return false
+        }
+    }
+
+    /// `${name}` in `text` replaced by the variables' values (unknown names stay).
+    public static func substitute(_ text: String, _ vars: [String: String]) -> String {
+        guard text.contains("${") else { return text }
+        var result = text
+        for (name, value) in vars { result = result.replacingOccurrences(of: "${\(name)}", with: value) }
+        return result
+    }
+
+    /// `substitute` in every string of a JSON value (a string that is exactly
+    /// `${name}` of a number-looking value stays a string: ids are strings).
+    public static func substitute(_ value: Value, _ vars: [String: String]) -> Value {
+        switch value {
+        case .string(let s): return .string(substitute(s, vars))
+        case .array(let items): return .array(items.map { substitute($0, vars) })
+        case .object(let object): return .object(object.mapValues { substitute($0, vars) })
+        default: return value
+        }
+    }
+}
