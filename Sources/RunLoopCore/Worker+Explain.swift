@@ -114,8 +114,30 @@ extension Worker {
                 message:
                     "\(id) was busy \(Int((busy.ratio * 100).rounded())) % of the last \(ExitCause.seconds(options.busyWindow)): it hardly sleeps",
                 details: ["utilization": .number((busy.ratio * 1000).rounded() / 1000)])
+            later(options.busyWindow) { $0.recheckBusy() }
         } else {
             unwarn("busy_loop", subject: id)
+        }
+    }
+
+    /// A busy loop that has since fallen asleep closes no turn until it wakes
+    /// (a run may wait for the distant future): count the sleep under way and
+    /// end `busy_loop` once the window is quiet; look again while it is not.
+    func recheckBusy() {
+        let options = diagnostics.options
+        let now = Monotonic.now()
+        let quiet: Bool? = book.withLock { b in
+            guard b.busyLoop else { return nil }
+            guard let asleep = b.asleepSince else { return false }
+            let (ratio, _) = b.utilization.utilization(now: now, openSleptMs: (now - asleep) * 1000)
+            guard let ratio, ratio <= options.busyThreshold else { return false }
+            b.busyLoop = false
+            return true
+        }
+        switch quiet {
+        case true?: unwarn("busy_loop", subject: id)
+        case false?: later(options.busyWindow) { $0.recheckBusy() }
+        case nil: break
         }
     }
 

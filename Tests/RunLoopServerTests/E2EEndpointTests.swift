@@ -209,6 +209,7 @@ struct E2EEndpointTests {
             let paths = try #require(document["paths"].object)
             let api = API(
                 registry: WorkerRegistry(), events: EventHub(maxClients: 1), limits: APILimits(), version: .null,
+                journal: Journal(capacity: 1), experiments: ExperimentLibrary(experiments: [], problems: []),
                 openAPI: .null)
             let routes = api.makeRouter().routes
             #expect(routes.count > 30)

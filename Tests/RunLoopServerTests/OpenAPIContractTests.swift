@@ -43,7 +43,8 @@ struct OpenAPIContractTests {
     func routesAndPathsMatch() {
         let api = API(
             registry: WorkerRegistry(), events: EventHub(maxClients: 1), limits: APILimits(), version: .null,
-            openAPI: .null)
+            journal: Journal(capacity: 1), experiments: ExperimentLibrary(experiments: [], problems: []), openAPI: .null
+        )
         let router = api.makeRouter()
         var routed = Set(router.table.map { "\($0.method) \($0.template)" })
         for path in RunLoopService.probePaths { routed.insert("GET \(path)") }
@@ -182,7 +183,7 @@ struct OpenAPIContractTests {
         #expect(
             Set(names) == [
                 "hello", "thread", "run-exit", "timer", "perform", "source", "task", "activity", "turn", "warning",
-                "stall", "stall-ended",
+                "stall", "stall-ended", "source-mode", "timer-mode",
             ])
         for alternative in alternatives {
             let ref = alternative["properties", "data", "contentSchema", "$ref"].string ?? ""

@@ -15,16 +15,16 @@ enum OpenAPISpec {
     "description": "runloopd exposes real CoreFoundation run loops over HTTP: worker threads that each own a CFRunLoop, with timers, sources, observers, performs and an idle task queue. This document is the API reference; docs/api.md is the guide and docs/concepts.md explains the run-loop concepts.\n\nConventions: every /api request is posted into the control run loop and answered from there. Bodies are JSON objects (Content-Type: application/json, at most --max-body bytes, else 413; another type is 415). Unknown fields are rejected (400 unknown_field); an optional field set to null counts as absent, and every optional field's default is given here. Durations are seconds as JSON numbers (finite, at most --max-seconds); timestamps are ISO-8601 UTC with milliseconds. Ids (t1, tm1, s1, ob1, p1) are chosen by the server and never reused in one process. A method a path does not support is answered 405 with an Allow header; a path that does not exist, 404. Errors are {\"error\": {\"code\", \"message\", \"field\"}}; input never causes a 500.\n\nLimits: x-runloopd-limits below holds the bounds this server was started with; a schema keyword that depends on one names it in x-runloopd-limit. With --token every /api request needs Authorization: Bearer <token> (401 otherwise); with --read-only every POST and DELETE answers 403.\n\nBrowser-origin safety: every request's Host must be localhost, 127.0.0.1, [::1], the bound address or an --allowed-host (else 421 misdirected_host), and every POST, PUT, PATCH or DELETE that carries an Origin (or a Referer) must come from this server's own origin or an --allowed-origin (else 403 forbidden_origin, nothing changed). Requests without either header (curl, scripts) pass. CORS preflights are answered only for allowed origins.",
     "x-runloopd-limits": {
       "max-body": 65536,
-      "max-seconds": 86400,
-      "max-wait": 300,
-      "min-timer-interval": 0.0001,
-      "max-name-length": 64,
+      "max-event-clients": 32,
       "max-message-bytes": 4096,
+      "max-name-length": 64,
+      "max-queued": 1024,
+      "max-seconds": 86400,
+      "max-tasks": 10,
       "max-threads": 64,
       "max-timers": 256,
-      "max-queued": 1024,
-      "max-tasks": 10,
-      "max-event-clients": 32
+      "max-wait": 300,
+      "min-timer-interval": 0.0001
     }
   },
   "tags": [
@@ -63,6 +63,10 @@ enum OpenAPISpec {
     {
       "name": "explain",
       "description": "Why runs end, what woke each turn, what keeps a loop alive, warnings and stalls."
+    },
+    {
+      "name": "lab",
+      "description": "Experiments (playable examples of the articles) and the journal (record and replay)."
     }
   ],
   "paths": {
@@ -1024,7 +1028,7 @@ enum OpenAPISpec {
           "perform"
         ],
         "summary": "Cancel delayed performs of a selector not yet fired",
-        "description": "cancelPreviousPerformRequests: cancels the afterDelay performs of a selector that have not fired yet.",
+        "description": "cancelPreviousPerformRequestsWithTarget:selector:object: - cancels the afterDelay performs of a selector (and, when args is given, with equal arguments) whose timers have not fired.",
         "parameters": [
           {
             "name": "selector",
@@ -1034,6 +1038,16 @@ enum OpenAPISpec {
             "schema": {
               "type": "string",
               "minLength": 1
+            }
+          },
+          {
+            "name": "args",
+            "in": "query",
+            "required": false,
+            "description": "a JSON object (URL-encoded): only performs with equal arguments (defaults filled in) are cancelled",
+            "schema": {
+              "type": "string",
+              "maxLength": 4096
             }
           }
         ],
@@ -1106,7 +1120,7 @@ enum OpenAPISpec {
           "perform"
         ],
         "summary": "performSelector:onThread:withObject:waitUntilDone:modes:",
-        "description": "performSelector:onThread:withObject:waitUntilDone:modes: - queues a selector call on the thread's loop (a source0 in each of the modes, signalled and woken). It runs only while the loop runs in one of its modes. waitUntilDone answers 200 once it ran or 504 after timeout (the perform stays pending); otherwise 202 at once.",
+        "description": "performSelector:onThread:withObject:waitUntilDone:modes: - queues a selector call on the thread's loop. Without afterDelay it goes through a custom source (signalled and woken) in each of its modes (default: the common modes); with afterDelay (0 included) it is a one-shot CFRunLoopTimer in its modes (default: [default]), as performSelector:withObject:afterDelay: is. It runs only while the loop runs in one of its modes. Without waitUntilDone: 202 at once. With waitUntilDone: 200 once it ran, or 202 with its state and where to follow it (GET /api/threads/{id}/performs/{pid}) when the wait passes: nothing failed, it stays queued.",
         "requestBody": {
           "required": true,
           "content": {
@@ -1129,7 +1143,7 @@ enum OpenAPISpec {
             }
           },
           "202": {
-            "description": "Queued",
+            "description": "Accepted: queued without waiting, or the wait passed and it stays queued",
             "content": {
               "application/json": {
                 "schema": {
@@ -1140,6 +1154,15 @@ enum OpenAPISpec {
             "headers": {
               "Location": {
                 "$ref": "#/components/headers/Location"
+              }
+            },
+            "links": {
+              "getPerform": {
+                "operationId": "getPerform",
+                "parameters": {
+                  "id": "$request.path.id",
+                  "pid": "$response.body#/performId"
+                }
               }
             }
           },
@@ -1172,9 +1195,6 @@ enum OpenAPISpec {
           },
           "503": {
             "$ref": "#/components/responses/ServiceUnavailable"
-          },
-          "504": {
-            "$ref": "#/components/responses/GatewayTimeout"
           }
         }
       }
@@ -1343,6 +1363,21 @@ enum OpenAPISpec {
                 "parameters": {
                   "id": "$request.path.id",
                   "sid": "$response.body#/id"
+                }
+              },
+              "addSourceMode": {
+                "operationId": "addSourceMode",
+                "parameters": {
+                  "id": "$request.path.id",
+                  "sid": "$response.body#/id"
+                }
+              },
+              "removeSourceMode": {
+                "operationId": "removeSourceMode",
+                "parameters": {
+                  "id": "$request.path.id",
+                  "sid": "$response.body#/id",
+                  "mode": "$response.body#/mode"
                 }
               }
             }
@@ -1800,6 +1835,9 @@ enum OpenAPISpec {
           },
           "503": {
             "$ref": "#/components/responses/ServiceUnavailable"
+          },
+          "429": {
+            "$ref": "#/components/responses/TooManyRequests"
           }
         }
       }
@@ -2245,6 +2283,21 @@ enum OpenAPISpec {
                   "id": "$request.path.id",
                   "tid": "$response.body#/id"
                 }
+              },
+              "addTimerMode": {
+                "operationId": "addTimerMode",
+                "parameters": {
+                  "id": "$request.path.id",
+                  "tid": "$response.body#/id"
+                }
+              },
+              "removeTimerMode": {
+                "operationId": "removeTimerMode",
+                "parameters": {
+                  "id": "$request.path.id",
+                  "tid": "$response.body#/id",
+                  "mode": "$response.body#/mode"
+                }
               }
             }
           },
@@ -2602,6 +2655,424 @@ enum OpenAPISpec {
           }
         ]
       }
+    },
+    "/api/threads/{id}/performs/{pid}": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/ThreadId"
+        },
+        {
+          "$ref": "#/components/parameters/PerformId"
+        }
+      ],
+      "get": {
+        "operationId": "getPerform",
+        "tags": [
+          "perform"
+        ],
+        "summary": "One perform's state and answer",
+        "description": "Where a perform is (delayed, pending, running) or how it ended (done, failed, cancelled) with its result; answered performs are remembered up to --perform-history per thread.",
+        "responses": {
+          "200": {
+            "description": "The perform",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/PerformStatus"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/api/threads/{id}/sources/{sid}/modes": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/ThreadId"
+        },
+        {
+          "$ref": "#/components/parameters/SourceId"
+        }
+      ],
+      "post": {
+        "operationId": "addSourceMode",
+        "tags": [
+          "sources"
+        ],
+        "summary": "CFRunLoopAddSource in one more mode",
+        "description": "Adds the source to one more mode (CF keeps one source in any number of modes; its schedule routine runs for the mode). Adding it to a mode it is in changes nothing.",
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/ModeRequest"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The source",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Source"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/api/threads/{id}/sources/{sid}/modes/{mode}": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/ThreadId"
+        },
+        {
+          "$ref": "#/components/parameters/SourceId"
+        },
+        {
+          "$ref": "#/components/parameters/ModeName"
+        }
+      ],
+      "delete": {
+        "operationId": "removeSourceMode",
+        "tags": [
+          "sources"
+        ],
+        "summary": "CFRunLoopRemoveSource from one mode",
+        "description": "Removes the source from one mode (its cancel routine runs for that mode); it stays valid in its other modes. runloopd then wakes the loop, so a run whose mode is now empty returns finished. 409 not_in_mode when it is not in the mode.",
+        "responses": {
+          "200": {
+            "description": "The source",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Source"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/api/threads/{id}/timers/{tid}/modes": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/ThreadId"
+        },
+        {
+          "$ref": "#/components/parameters/TimerId"
+        }
+      ],
+      "post": {
+        "operationId": "addTimerMode",
+        "tags": [
+          "timers"
+        ],
+        "summary": "CFRunLoopAddTimer in one more mode",
+        "description": "Adds the timer to one more mode (CF keeps one timer in any number of modes). Adding it to a mode it is in changes nothing.",
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/ModeRequest"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The timer",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Timer"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/components/responses/PayloadTooLarge"
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/api/threads/{id}/timers/{tid}/modes/{mode}": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/ThreadId"
+        },
+        {
+          "$ref": "#/components/parameters/TimerId"
+        },
+        {
+          "$ref": "#/components/parameters/ModeName"
+        }
+      ],
+      "delete": {
+        "operationId": "removeTimerMode",
+        "tags": [
+          "timers"
+        ],
+        "summary": "CFRunLoopRemoveTimer from one mode",
+        "description": "Removes the timer from one mode; it stays valid in its other modes. runloopd then wakes the loop, so a run whose mode is now empty returns finished. 409 not_in_mode when it is not in the mode.",
+        "responses": {
+          "200": {
+            "description": "The timer",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Timer"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/api/experiments": {
+      "get": {
+        "operationId": "listExperiments",
+        "tags": [
+          "lab"
+        ],
+        "summary": "The playable experiments",
+        "description": "The experiment files of --experiments-dir (read once at start): one per example of the articles.",
+        "responses": {
+          "200": {
+            "description": "The experiments",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/ExperimentList"
+                }
+              }
+            },
+            "links": {
+              "getExperiment": {
+                "operationId": "getExperiment",
+                "parameters": {
+                  "eid": "$response.body#/experiments/0/id"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/api/experiments/{eid}": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/ExperimentId"
+        }
+      ],
+      "get": {
+        "operationId": "getExperiment",
+        "tags": [
+          "lab"
+        ],
+        "summary": "One experiment file",
+        "description": "The whole experiment document, as in its file.",
+        "responses": {
+          "200": {
+            "description": "The experiment",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Experiment"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/api/journal": {
+      "get": {
+        "operationId": "exportJournal",
+        "tags": [
+          "lab"
+        ],
+        "summary": "The journal of answered state-changing requests, as an experiment",
+        "description": "The POST and DELETE requests this runloopd answered (the last --journal-size), with their status and run-loop outcomes, exported in the experiment format: ids the answers created become captured variables, so `runloopd play --diff` replays the session on another server and reports each step whose outcome differs.",
+        "parameters": [
+          {
+            "name": "since",
+            "in": "query",
+            "required": false,
+            "description": "only requests with a seq above this (lastSeq of an earlier export)",
+            "schema": {
+              "type": "string",
+              "pattern": "^[0-9]+$"
+            }
+          },
+          {
+            "name": "limit",
+            "in": "query",
+            "required": false,
+            "description": "at most this many steps (1-10000, default 1000)",
+            "schema": {
+              "type": "string",
+              "pattern": "^[0-9]+$"
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The session as an experiment",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Experiment"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
     }
   },
   "components": {
@@ -2655,6 +3126,37 @@ enum OpenAPISpec {
           "type": "string",
           "minLength": 1
         }
+      },
+      "PerformId": {
+        "name": "pid",
+        "in": "path",
+        "required": true,
+        "description": "A perform id (p1, ...), as POST .../perform answered",
+        "schema": {
+          "type": "string",
+          "minLength": 1
+        }
+      },
+      "ModeName": {
+        "name": "mode",
+        "in": "path",
+        "required": true,
+        "description": "A mode name (default, common, or a custom mode)",
+        "schema": {
+          "type": "string",
+          "minLength": 1,
+          "maxLength": 64
+        }
+      },
+      "ExperimentId": {
+        "name": "eid",
+        "in": "path",
+        "required": true,
+        "description": "An experiment id, as GET /api/experiments lists",
+        "schema": {
+          "type": "string",
+          "minLength": 1
+        }
       }
     },
     "responses": {
@@ -2669,7 +3171,7 @@ enum OpenAPISpec {
         }
       },
       "Conflict": {
-        "description": "409: the request does not fit the current state: not_running (stop with no run under way; CF keeps no stop), already_running, not_manual (run on a thread that is not manual), thread_exited / thread_ended (the thread has ended), wrong_kind (signal on a port source, message to a custom source), source_invalid, task_exists, task_running, queue_full (the task queue is full).",
+        "description": "409: the request does not fit the current state: not_running (stop with no run under way; CF keeps no stop), already_running, not_manual (run on a thread that is not manual), thread_exited / thread_ended (the thread has ended), wrong_kind (signal on a port source, message to a custom source), source_invalid, task_exists, task_running.",
         "content": {
           "application/json": {
             "schema": {
@@ -2929,20 +3431,36 @@ enum OpenAPISpec {
       },
       "CancelResult": {
         "required": [
+          "args",
           "cancelled",
+          "ids",
           "selector"
         ],
         "description": "How many delayed performs were cancelled.",
         "type": "object",
         "properties": {
           "cancelled": {
-            "description": "delayed performs of that selector that had not fired and are now gone (like cancelPreviousPerformRequests)",
+            "description": "delayed performs of that selector (and args, when given) that had not fired and are now gone (cancelPreviousPerformRequestsWithTarget:selector:object:)",
             "type": "integer",
             "minimum": 0
           },
           "selector": {
             "description": "the selector named in the query",
             "type": "string"
+          },
+          "ids": {
+            "description": "the ids of the cancelled performs",
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "args": {
+            "description": "the args given in the query (only performs with equal arguments were cancelled), or null",
+            "type": [
+              "object",
+              "null"
+            ]
           }
         }
       },
@@ -3247,9 +3765,11 @@ enum OpenAPISpec {
       },
       "Observer": {
         "required": [
+          "action",
           "activities",
           "fired",
           "id",
+          "lastResult",
           "mode",
           "order",
           "repeats",
@@ -3289,6 +3809,28 @@ enum OpenAPISpec {
           "valid": {
             "description": "false once invalidated (or after its only callout when not repeating)",
             "type": "boolean"
+          },
+          "action": {
+            "description": "the selector run on the loop's thread at every matching activity, or null",
+            "anyOf": [
+              {
+                "$ref": "#/components/schemas/SelectorCall"
+              },
+              {
+                "type": "null"
+              }
+            ]
+          },
+          "lastResult": {
+            "description": "the action's last result, or null",
+            "anyOf": [
+              {
+                "$ref": "#/components/schemas/ActionResult"
+              },
+              {
+                "type": "null"
+              }
+            ]
           }
         }
       },
@@ -3361,6 +3903,10 @@ enum OpenAPISpec {
               "null"
             ],
             "default": true
+          },
+          "action": {
+            "description": "a selector to run on the loop's thread at every matching activity (the idle task manager's beforeWaiting observer, entry/exit hooks)",
+            "$ref": "#/components/schemas/SelectorCallRequest"
           }
         }
       },
@@ -3388,7 +3934,8 @@ enum OpenAPISpec {
           "modes",
           "performId",
           "queuedAt",
-          "selector"
+          "selector",
+          "state"
         ],
         "description": "A perform queued on a thread and not yet run.",
         "type": "object",
@@ -3429,23 +3976,34 @@ enum OpenAPISpec {
           "selector": {
             "description": "the selector it will call",
             "type": "string"
+          },
+          "state": {
+            "description": "delayed: an afterDelay perform whose one-shot timer has not fired; pending: queued for its modes",
+            "type": "string",
+            "enum": [
+              "delayed",
+              "pending"
+            ]
           }
         }
       },
       "PerformAccepted": {
         "required": [
-          "afterDelay",
-          "modes",
+          "follow",
           "performId",
           "selector",
+          "state",
           "thread"
         ],
-        "description": "A perform queued without waiting (202); follow it on the thread's pending list or the event stream.",
+        "description": "A perform accepted and not (yet) answered (202): queued without waiting, or waited for until the wait passed (it stays queued). Follow it at `follow`.",
         "type": "object",
         "properties": {
           "afterDelay": {
-            "description": "seconds before it is queued (0: at once)",
-            "type": "number",
+            "description": "its delay in seconds (an afterDelay perform is a one-shot timer, even for 0), or null for the source path",
+            "type": [
+              "number",
+              "null"
+            ],
             "minimum": 0
           },
           "modes": {
@@ -3465,6 +4023,26 @@ enum OpenAPISpec {
           },
           "thread": {
             "description": "the target thread",
+            "type": "string"
+          },
+          "state": {
+            "description": "delayed (its afterDelay timer has not fired), pending (queued for its modes), running, done, failed (its selector failed, or its thread ended first), cancelled",
+            "type": "string",
+            "enum": [
+              "delayed",
+              "pending",
+              "running",
+              "done",
+              "failed",
+              "cancelled"
+            ]
+          },
+          "follow": {
+            "description": "where to follow it: GET /api/threads/{id}/performs/{pid}",
+            "type": "string"
+          },
+          "message": {
+            "description": "why the answer came before the result (the wait passed)",
             "type": "string"
           }
         }
@@ -3502,7 +4080,7 @@ enum OpenAPISpec {
         ],
         "properties": {
           "afterDelay": {
-            "description": "seconds before it is queued, through a one-shot timer on the target loop (default 0)",
+            "description": "seconds: present (0 included), the perform is a one-shot CFRunLoopTimer, as Cocoa's performSelector:withObject:afterDelay: (a timer never makes a run return handledSource) and modes default to [default]; absent, it goes through a custom source, modes default to the common modes",
             "type": [
               "number",
               "null"
@@ -3522,7 +4100,7 @@ enum OpenAPISpec {
             ]
           },
           "modes": {
-            "description": "the modes whose runs may perform it (default [\"common\"]); a thread never running in one of them never performs it",
+            "description": "the modes it may run in (default: [default] with afterDelay, the common modes without)",
             "type": [
               "array",
               "null"
@@ -3543,7 +4121,7 @@ enum OpenAPISpec {
             "minLength": 1
           },
           "timeout": {
-            "description": "waitUntilDone: seconds to wait after afterDelay (default 30, capped at --max-wait); the whole wait never exceeds --max-wait, then 504 and the perform stays pending",
+            "description": "waitUntilDone: seconds to wait after afterDelay (default 30, capped at --max-wait); when the wait passes the answer is 202 with the perform's state and where to follow it (it stays queued)",
             "type": [
               "number",
               "null"
@@ -3707,6 +4285,7 @@ enum OpenAPISpec {
       },
       "RunPolicy": {
         "required": [
+          "distantFuture",
           "mode",
           "returnAfterSourceHandled",
           "seconds",
@@ -3716,7 +4295,7 @@ enum OpenAPISpec {
         "type": "object",
         "properties": {
           "mode": {
-            "description": "the mode each run uses (forever: always default)",
+            "description": "the mode runs use (loop, runModeOnce, manual); run, runUntilDate and forever always run the default mode",
             "type": "string"
           },
           "returnAfterSourceHandled": {
@@ -3724,18 +4303,25 @@ enum OpenAPISpec {
             "type": "boolean"
           },
           "seconds": {
-            "description": "the seconds argument of each CFRunLoopRunInMode call (loop style)",
+            "description": "seconds of each CFRunLoopRunInMode call (loop, runModeOnce) or in all (runUntilDate, required there); omitted: distant future, as the articles wait with [NSDate distantFuture]",
             "type": "number",
             "minimum": 0
           },
           "style": {
-            "description": "loop: `while !cancelled { CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled) }`, every exit recorded, a stop ends one run and the loop re-enters; forever: CFRunLoopRun() (default mode until stopped or finished, then the thread ends); manual: the loop runs only when POST /api/threads/{id}/run asks, one run per request",
+            "description": "loop (default): runloopd's own loop, `while !cancelled { CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled) }` with seconds distant future unless given; a stop ends one run and the loop re-enters; an empty mode parks until something is added. run: -[NSRunLoop run], runMode:default beforeDate:distantFuture again and again until a pass returns finished (a stop ends only the current pass); then the thread ends. runUntilDate: -[NSRunLoop runUntilDate:], the same passes until seconds (required) have passed or a pass finishes; then the thread ends. runModeOnce: one -[NSRunLoop runMode:beforeDate:], CFRunLoopRunInMode(mode, seconds, true) once; then the thread ends. forever: CFRunLoopRun() (default mode until stopped or finished, then the thread ends). manual: the loop runs only when POST /api/threads/{id}/run asks, one run per request.",
             "type": "string",
             "enum": [
               "loop",
+              "run",
+              "runUntilDate",
+              "runModeOnce",
               "forever",
               "manual"
             ]
+          },
+          "distantFuture": {
+            "description": "true when seconds is the distant future (1e10 s, what CFRunLoopRun passes)",
+            "type": "boolean"
           }
         }
       },
@@ -3756,7 +4342,7 @@ enum OpenAPISpec {
         },
         "properties": {
           "mode": {
-            "description": "the mode every run uses (default: default); forever always runs default",
+            "description": "the mode runs use (loop, runModeOnce, manual); run, runUntilDate and forever always run the default mode",
             "anyOf": [
               {
                 "$ref": "#/components/schemas/RunModeName"
@@ -3776,7 +4362,7 @@ enum OpenAPISpec {
             "default": false
           },
           "seconds": {
-            "description": "the seconds of each run, 0 to --max-seconds (default 1); 0 polls once",
+            "description": "seconds of each CFRunLoopRunInMode call (loop, runModeOnce) or in all (runUntilDate, required there); omitted: distant future, as the articles wait with [NSDate distantFuture]",
             "type": [
               "number",
               "null"
@@ -3789,16 +4375,18 @@ enum OpenAPISpec {
             }
           },
           "style": {
-            "description": "loop (default): the thread runs CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled) again and again until it ends; forever: CFRunLoopRun(), the thread ends when it returns; manual: the loop runs only when POST .../run asks",
+            "description": "loop (default): runloopd's own loop, `while !cancelled { CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled) }` with seconds distant future unless given; a stop ends one run and the loop re-enters; an empty mode parks until something is added. run: -[NSRunLoop run], runMode:default beforeDate:distantFuture again and again until a pass returns finished (a stop ends only the current pass); then the thread ends. runUntilDate: -[NSRunLoop runUntilDate:], the same passes until seconds (required) have passed or a pass finishes; then the thread ends. runModeOnce: one -[NSRunLoop runMode:beforeDate:], CFRunLoopRunInMode(mode, seconds, true) once; then the thread ends. forever: CFRunLoopRun() (default mode until stopped or finished, then the thread ends). manual: the loop runs only when POST /api/threads/{id}/run asks, one run per request.",
             "type": [
               "string",
               "null"
             ],
             "enum": [
               "loop",
+              "run",
+              "runUntilDate",
+              "runModeOnce",
               "forever",
-              "manual",
-              null
+              "manual"
             ],
             "default": "loop"
           }
@@ -3857,53 +4445,49 @@ enum OpenAPISpec {
         "description": "One alternative per registered selector (built-in and custom): `selector` names it and `args` fits its argument schema. Filled in at start-up from the selector registry, so it always lists what this server can run.",
         "oneOf": [
           {
-            "title": "count",
-            "required": [
-              "selector"
-            ],
             "description": "Adds by (default 1) to the thread's counter name; returns the new value.",
             "properties": {
               "args": {
-                "description": "the selector's arguments",
-                "type": [
-                  "object",
-                  "null"
-                ],
                 "additionalProperties": false,
+                "description": "the selector's arguments",
                 "properties": {
                   "by": {
+                    "default": 1,
                     "description": "increment",
+                    "maximum": 1000000,
+                    "minimum": -1000000,
                     "type": [
                       "integer",
                       "null"
-                    ],
-                    "default": 1,
-                    "maximum": 1000000,
-                    "minimum": -1000000
+                    ]
                   },
                   "name": {
+                    "default": "default",
                     "description": "counter name (at most 64 UTF-8 bytes)",
+                    "maxLength": 64,
                     "type": [
                       "string",
                       "null"
-                    ],
-                    "default": "default",
-                    "maxLength": 64
+                    ]
                   }
-                }
+                },
+                "type": [
+                  "object",
+                  "null"
+                ]
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "count"
+                "const": "count",
+                "description": "the selector's name"
               }
-            }
-          },
-          {
-            "title": "echo",
+            },
             "required": [
               "selector"
             ],
-            "description": "Returns its arguments unchanged.",
+            "title": "count"
+          },
+          {
+            "description": "Returns its arguments unchanged (as a port source's action, with the message it handles: message {msgid, data}).",
             "properties": {
               "args": {
                 "description": "the selector's arguments",
@@ -3913,293 +4497,422 @@ enum OpenAPISpec {
                 ]
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "echo"
+                "const": "echo",
+                "description": "the selector's name"
               }
-            }
-          },
-          {
-            "title": "fail",
+            },
             "required": [
               "selector"
             ],
+            "title": "echo"
+          },
+          {
             "description": "Returns an error (to see how failures are reported).",
             "properties": {
               "args": {
+                "additionalProperties": false,
                 "description": "the selector's arguments",
+                "properties": {
+                  "message": {
+                    "default": "failed on purpose",
+                    "description": "the error text (at most 1024 UTF-8 bytes)",
+                    "maxLength": 1024,
+                    "type": [
+                      "string",
+                      "null"
+                    ]
+                  }
+                },
                 "type": [
                   "object",
                   "null"
-                ],
-                "additionalProperties": false,
-                "properties": {
-                  "message": {
-                    "description": "the error text (at most 1024 UTF-8 bytes)",
-                    "type": [
-                      "string",
-                      "null"
-                    ],
-                    "default": "failed on purpose",
-                    "maxLength": 1024
-                  }
-                }
+                ]
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "fail"
+                "const": "fail",
+                "description": "the selector's name"
               }
-            }
+            },
+            "required": [
+              "selector"
+            ],
+            "title": "fail"
           },
           {
-            "title": "log",
-            "required": [
-              "selector",
-              "args"
-            ],
             "description": "Appends a line to the thread's log.",
             "properties": {
               "args": {
-                "required": [
-                  "message"
-                ],
-                "description": "the selector's arguments",
-                "type": "object",
                 "additionalProperties": false,
+                "description": "the selector's arguments",
                 "properties": {
                   "message": {
                     "description": "the line (at most 1024 UTF-8 bytes)",
-                    "type": "string",
-                    "maxLength": 1024
+                    "maxLength": 1024,
+                    "type": "string"
                   }
-                }
+                },
+                "required": [
+                  "message"
+                ],
+                "type": "object"
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "log"
+                "const": "log",
+                "description": "the selector's name"
               }
-            }
-          },
-          {
-            "title": "runNested",
+            },
             "required": [
               "selector",
               "args"
             ],
+            "title": "log"
+          },
+          {
+            "description": "performSelector:onThread: from a handler: queues selector (with args) on another thread's loop, optionally waiting for it (waitUntilDone, at most timeout seconds) or after a delay.",
+            "properties": {
+              "args": {
+                "additionalProperties": false,
+                "description": "the selector's arguments",
+                "properties": {
+                  "afterDelay": {
+                    "description": "seconds: a one-shot timer on the target (performSelector:withObject:afterDelay:)",
+                    "maximum": 86400,
+                    "minimum": 0,
+                    "type": [
+                      "number",
+                      "null"
+                    ]
+                  },
+                  "args": {
+                    "description": "its arguments",
+                    "type": [
+                      "object",
+                      "null"
+                    ]
+                  },
+                  "modes": {
+                    "description": "modes it may run in (default: common, or default with afterDelay)",
+                    "items": {
+                      "type": "string"
+                    },
+                    "maxItems": 16,
+                    "type": [
+                      "array",
+                      "null"
+                    ]
+                  },
+                  "selector": {
+                    "description": "the selector to perform (at most 64 UTF-8 bytes)",
+                    "maxLength": 64,
+                    "type": "string"
+                  },
+                  "thread": {
+                    "description": "target thread id (at most 32 UTF-8 bytes)",
+                    "maxLength": 32,
+                    "type": "string"
+                  },
+                  "timeout": {
+                    "default": 5,
+                    "description": "longest wait with waitUntilDone, seconds",
+                    "maximum": 60,
+                    "minimum": 0,
+                    "type": [
+                      "number",
+                      "null"
+                    ]
+                  },
+                  "waitUntilDone": {
+                    "default": false,
+                    "description": "block until it ran",
+                    "type": [
+                      "boolean",
+                      "null"
+                    ]
+                  }
+                },
+                "required": [
+                  "thread",
+                  "selector"
+                ],
+                "type": "object"
+              },
+              "selector": {
+                "const": "performOn",
+                "description": "the selector's name"
+              }
+            },
+            "required": [
+              "selector",
+              "args"
+            ],
+            "title": "performOn"
+          },
+          {
             "description": "Runs the loop recursively in mode for seconds and returns that run's own exit reason.",
             "properties": {
               "args": {
-                "required": [
-                  "seconds"
-                ],
-                "description": "the selector's arguments",
-                "type": "object",
                 "additionalProperties": false,
+                "description": "the selector's arguments",
                 "properties": {
                   "mode": {
+                    "default": "default",
                     "description": "mode to run in (at most 64 UTF-8 bytes)",
+                    "maxLength": 64,
                     "type": [
                       "string",
                       "null"
-                    ],
-                    "default": "default",
-                    "maxLength": 64
+                    ]
                   },
                   "returnAfterSourceHandled": {
+                    "default": false,
                     "description": "return after one handled source",
                     "type": [
                       "boolean",
                       "null"
-                    ],
-                    "default": false
+                    ]
                   },
                   "seconds": {
                     "description": "run timeout",
-                    "type": "number",
                     "maximum": 86400,
-                    "minimum": 0
+                    "minimum": 0,
+                    "type": "number"
                   }
-                }
+                },
+                "required": [
+                  "seconds"
+                ],
+                "type": "object"
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "runNested"
+                "const": "runNested",
+                "description": "the selector's name"
               }
-            }
-          },
-          {
-            "title": "send",
+            },
             "required": [
               "selector",
               "args"
             ],
+            "title": "runNested"
+          },
+          {
             "description": "Writes a message to another thread's port source (source1 on an eventfd).",
             "properties": {
               "args": {
+                "additionalProperties": false,
+                "description": "the selector's arguments",
+                "properties": {
+                  "data": {
+                    "default": "",
+                    "description": "payload (at most 4096 UTF-8 bytes)",
+                    "maxLength": 4096,
+                    "type": [
+                      "string",
+                      "null"
+                    ]
+                  },
+                  "msgid": {
+                    "default": 0,
+                    "description": "message id",
+                    "maximum": 2147483647,
+                    "minimum": 0,
+                    "type": [
+                      "integer",
+                      "null"
+                    ]
+                  },
+                  "source": {
+                    "description": "target port source id (at most 32 UTF-8 bytes)",
+                    "maxLength": 32,
+                    "type": "string"
+                  },
+                  "thread": {
+                    "description": "target thread id (at most 32 UTF-8 bytes)",
+                    "maxLength": 32,
+                    "type": "string"
+                  }
+                },
                 "required": [
                   "thread",
                   "source"
                 ],
-                "description": "the selector's arguments",
-                "type": "object",
-                "additionalProperties": false,
-                "properties": {
-                  "data": {
-                    "description": "payload (at most 4096 UTF-8 bytes)",
-                    "type": [
-                      "string",
-                      "null"
-                    ],
-                    "default": "",
-                    "maxLength": 4096
-                  },
-                  "msgid": {
-                    "description": "message id",
-                    "type": [
-                      "integer",
-                      "null"
-                    ],
-                    "default": 0,
-                    "maximum": 2147483647,
-                    "minimum": 0
-                  },
-                  "source": {
-                    "description": "target port source id (at most 32 UTF-8 bytes)",
-                    "type": "string",
-                    "maxLength": 32
-                  },
-                  "thread": {
-                    "description": "target thread id (at most 32 UTF-8 bytes)",
-                    "type": "string",
-                    "maxLength": 32
-                  }
-                }
+                "type": "object"
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "send"
+                "const": "send",
+                "description": "the selector's name"
               }
-            }
-          },
-          {
-            "title": "sleep",
+            },
             "required": [
               "selector",
               "args"
             ],
+            "title": "send"
+          },
+          {
+            "description": "CFRunLoopSourceSignal on a custom source of this or another thread, then CFRunLoopWakeUp unless wakeup is false.",
+            "properties": {
+              "args": {
+                "additionalProperties": false,
+                "description": "the selector's arguments",
+                "properties": {
+                  "source": {
+                    "description": "target custom source id (at most 32 UTF-8 bytes)",
+                    "maxLength": 32,
+                    "type": "string"
+                  },
+                  "thread": {
+                    "description": "target thread id (default: this thread) (at most 32 UTF-8 bytes)",
+                    "maxLength": 32,
+                    "type": [
+                      "string",
+                      "null"
+                    ]
+                  },
+                  "wakeup": {
+                    "default": true,
+                    "description": "also wake the target loop",
+                    "type": [
+                      "boolean",
+                      "null"
+                    ]
+                  }
+                },
+                "required": [
+                  "source"
+                ],
+                "type": "object"
+              },
+              "selector": {
+                "const": "signal",
+                "description": "the selector's name"
+              }
+            },
+            "required": [
+              "selector",
+              "args"
+            ],
+            "title": "signal"
+          },
+          {
             "description": "Blocks the thread for ms milliseconds: shows a busy loop.",
             "properties": {
               "args": {
-                "required": [
-                  "ms"
-                ],
-                "description": "the selector's arguments",
-                "type": "object",
                 "additionalProperties": false,
+                "description": "the selector's arguments",
                 "properties": {
                   "ms": {
                     "description": "milliseconds to block",
-                    "type": "integer",
                     "maximum": 10000,
-                    "minimum": 0
+                    "minimum": 0,
+                    "type": "integer"
                   }
-                }
+                },
+                "required": [
+                  "ms"
+                ],
+                "type": "object"
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "sleep"
+                "const": "sleep",
+                "description": "the selector's name"
               }
-            }
-          },
-          {
-            "title": "spin",
+            },
             "required": [
               "selector",
               "args"
             ],
+            "title": "sleep"
+          },
+          {
             "description": "Burns us microseconds of CPU on the thread.",
             "properties": {
               "args": {
-                "required": [
-                  "us"
-                ],
-                "description": "the selector's arguments",
-                "type": "object",
                 "additionalProperties": false,
+                "description": "the selector's arguments",
                 "properties": {
                   "us": {
                     "description": "microseconds of CPU to burn",
-                    "type": "integer",
                     "maximum": 1000000,
-                    "minimum": 0
+                    "minimum": 0,
+                    "type": "integer"
                   }
-                }
+                },
+                "required": [
+                  "us"
+                ],
+                "type": "object"
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "spin"
+                "const": "spin",
+                "description": "the selector's name"
               }
-            }
-          },
-          {
-            "title": "step",
+            },
             "required": [
               "selector",
               "args"
             ],
+            "title": "spin"
+          },
+          {
             "description": "Adds 1 to counter name and reports finished once it reaches until (an idle task that runs over several turns).",
             "properties": {
               "args": {
-                "required": [
-                  "until"
-                ],
-                "description": "the selector's arguments",
-                "type": "object",
                 "additionalProperties": false,
+                "description": "the selector's arguments",
                 "properties": {
                   "name": {
+                    "default": "steps",
                     "description": "counter name (at most 64 UTF-8 bytes)",
+                    "maxLength": 64,
                     "type": [
                       "string",
                       "null"
-                    ],
-                    "default": "steps",
-                    "maxLength": 64
+                    ]
                   },
                   "until": {
                     "description": "target",
-                    "type": "integer",
                     "maximum": 1000000,
-                    "minimum": 1
+                    "minimum": 1,
+                    "type": "integer"
                   }
-                }
+                },
+                "required": [
+                  "until"
+                ],
+                "type": "object"
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "step"
+                "const": "step",
+                "description": "the selector's name"
               }
-            }
+            },
+            "required": [
+              "selector",
+              "args"
+            ],
+            "title": "step"
           },
           {
-            "title": "stop",
-            "required": [
-              "selector"
-            ],
             "description": "Calls CFRunLoopStop on the thread's own loop from inside a handler.",
             "properties": {
               "args": {
+                "additionalProperties": false,
                 "description": "the selector's arguments",
+                "properties": {},
                 "type": [
                   "object",
                   "null"
-                ],
-                "additionalProperties": false,
-                "properties": {}
+                ]
               },
               "selector": {
-                "description": "the selector's name",
-                "const": "stop"
+                "const": "stop",
+                "description": "the selector's name"
               }
-            }
+            },
+            "required": [
+              "selector"
+            ],
+            "title": "stop"
           }
         ]
       },
@@ -4641,6 +5354,60 @@ enum OpenAPISpec {
                 }
               }
             }
+          },
+          {
+            "title": "source-mode",
+            "required": [
+              "event",
+              "data"
+            ],
+            "type": "object",
+            "properties": {
+              "event": {
+                "description": "the SSE event name",
+                "const": "source-mode"
+              },
+              "id": {
+                "description": "the event's sequence number (absent on hello)",
+                "type": "string",
+                "pattern": "^[0-9]+$"
+              },
+              "data": {
+                "description": "one line of JSON",
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                  "$ref": "#/components/schemas/ItemModeEvent"
+                }
+              }
+            }
+          },
+          {
+            "title": "timer-mode",
+            "required": [
+              "event",
+              "data"
+            ],
+            "type": "object",
+            "properties": {
+              "event": {
+                "description": "the SSE event name",
+                "const": "timer-mode"
+              },
+              "id": {
+                "description": "the event's sequence number (absent on hello)",
+                "type": "string",
+                "pattern": "^[0-9]+$"
+              },
+              "data": {
+                "description": "one line of JSON",
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                  "$ref": "#/components/schemas/ItemModeEvent"
+                }
+              }
+            }
           }
         ]
       },
@@ -4663,15 +5430,20 @@ enum OpenAPISpec {
         "required": [
           "action",
           "cancelled",
+          "cancelledIn",
           "fired",
           "id",
           "kind",
+          "lastAction",
           "mode",
+          "modes",
           "order",
           "queued",
           "received",
           "recentMessages",
+          "role",
           "scheduled",
+          "scheduledIn",
           "signalled",
           "valid",
           "wakeup"
@@ -4753,6 +5525,49 @@ enum OpenAPISpec {
           "wakeup": {
             "description": "whether CFRunLoopWakeUp followed the signal",
             "type": "boolean"
+          },
+          "role": {
+            "description": "who put it in the loop: user (added through the API), keepAlive (the thread's keep-alive port or timer, removable like any other), performDelay (the one-shot timer of an afterDelay perform; its id is the perform's)",
+            "type": "string",
+            "enum": [
+              "user",
+              "keepAlive",
+              "performDelay"
+            ]
+          },
+          "modes": {
+            "description": "every mode it is in now (CFRunLoopAdd... once per mode; common stands for every common mode)",
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "scheduledIn": {
+            "description": "schedule routine calls per mode (custom sources; CF calls none for port sources)",
+            "type": "object",
+            "additionalProperties": {
+              "type": "integer",
+              "minimum": 0
+            }
+          },
+          "cancelledIn": {
+            "description": "cancel routine calls per mode (removal from a mode, or invalidation: once per mode it was in)",
+            "type": "object",
+            "additionalProperties": {
+              "type": "integer",
+              "minimum": 0
+            }
+          },
+          "lastAction": {
+            "description": "the action's last result (a port source's action receives each message: echo returns it as message {msgid, data}), or null",
+            "anyOf": [
+              {
+                "$ref": "#/components/schemas/ActionResult"
+              },
+              {
+                "type": "null"
+              }
+            ]
           }
         }
       },
@@ -4760,15 +5575,20 @@ enum OpenAPISpec {
         "required": [
           "action",
           "cancelled",
+          "cancelledIn",
           "fired",
           "id",
           "kind",
+          "lastAction",
           "mode",
+          "modes",
           "order",
           "queued",
           "received",
           "recentMessages",
+          "role",
           "scheduled",
+          "scheduledIn",
           "signalled",
           "valid"
         ],
@@ -4809,7 +5629,7 @@ enum OpenAPISpec {
             ]
           },
           "mode": {
-            "description": "the mode it was added to (common: every common mode)",
+            "description": "the mode it was added to first (common: every common mode); modes lists all",
             "type": "string"
           },
           "order": {
@@ -4845,6 +5665,49 @@ enum OpenAPISpec {
           "valid": {
             "description": "false once invalidated",
             "type": "boolean"
+          },
+          "role": {
+            "description": "who put it in the loop: user (added through the API), keepAlive (the thread's keep-alive port or timer, removable like any other), performDelay (the one-shot timer of an afterDelay perform; its id is the perform's)",
+            "type": "string",
+            "enum": [
+              "user",
+              "keepAlive",
+              "performDelay"
+            ]
+          },
+          "modes": {
+            "description": "every mode it is in now (CFRunLoopAdd... once per mode; common stands for every common mode)",
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "scheduledIn": {
+            "description": "schedule routine calls per mode (custom sources; CF calls none for port sources)",
+            "type": "object",
+            "additionalProperties": {
+              "type": "integer",
+              "minimum": 0
+            }
+          },
+          "cancelledIn": {
+            "description": "cancel routine calls per mode (removal from a mode, or invalidation: once per mode it was in)",
+            "type": "object",
+            "additionalProperties": {
+              "type": "integer",
+              "minimum": 0
+            }
+          },
+          "lastAction": {
+            "description": "the action's last result (a port source's action receives each message: echo returns it as message {msgid, data}), or null",
+            "anyOf": [
+              {
+                "$ref": "#/components/schemas/ActionResult"
+              },
+              {
+                "type": "null"
+              }
+            ]
           }
         }
       },
@@ -5185,6 +6048,8 @@ enum OpenAPISpec {
           "exits",
           "id",
           "keepAlive",
+          "keepAliveSource",
+          "keepAliveTimer",
           "lastExit",
           "name",
           "parked",
@@ -5373,6 +6238,20 @@ enum OpenAPISpec {
               "$ref": "#/components/schemas/Warning"
             },
             "description": "this thread's warnings (GET answers only)"
+          },
+          "keepAliveSource": {
+            "description": "the id of the keep-alive port source (listed in sources with role keepAlive; DELETE it and the mode may empty), or null",
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "keepAliveTimer": {
+            "description": "the id of the keep-alive timer (listed in timers with role keepAlive), or null",
+            "type": [
+              "string",
+              "null"
+            ]
           }
         }
       },
@@ -5474,8 +6353,10 @@ enum OpenAPISpec {
           "lateness",
           "maxFires",
           "mode",
+          "modes",
           "nextFireAt",
           "repeats",
+          "role",
           "tolerance",
           "valid"
         ],
@@ -5577,7 +6458,7 @@ enum OpenAPISpec {
             "minimum": 1
           },
           "mode": {
-            "description": "the mode it was added to (common: every common mode)",
+            "description": "the mode it was added to first (common: every common mode); modes lists all",
             "type": "string"
           },
           "nextFireAt": {
@@ -5600,6 +6481,22 @@ enum OpenAPISpec {
           "valid": {
             "description": "false once invalidated, fired (one-shot) or at maxFires",
             "type": "boolean"
+          },
+          "role": {
+            "description": "who put it in the loop: user (added through the API), keepAlive (the thread's keep-alive port or timer, removable like any other), performDelay (the one-shot timer of an afterDelay perform; its id is the perform's)",
+            "type": "string",
+            "enum": [
+              "user",
+              "keepAlive",
+              "performDelay"
+            ]
+          },
+          "modes": {
+            "description": "every mode it is in now (CFRunLoopAdd... once per mode; common stands for every common mode)",
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
           }
         }
       },
@@ -6569,6 +7466,359 @@ enum OpenAPISpec {
           }
         },
         "description": "A callout that has run past a stall threshold (stall) or has returned (stall-ended)."
+      },
+      "ActionResult": {
+        "description": "The last result of an action (a source's or an observer's selector).",
+        "type": "object",
+        "required": [
+          "ok",
+          "result",
+          "error"
+        ],
+        "properties": {
+          "ok": {
+            "description": "true when the selector returned a value",
+            "type": "boolean"
+          },
+          "result": {
+            "description": "the selector's value (null when it failed)"
+          },
+          "error": {
+            "description": "why it failed, or null",
+            "anyOf": [
+              {
+                "$ref": "#/components/schemas/ErrorBody"
+              },
+              {
+                "type": "null"
+              }
+            ]
+          }
+        }
+      },
+      "ModeRequest": {
+        "description": "One mode to add an item to.",
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "mode"
+        ],
+        "properties": {
+          "mode": {
+            "description": "the mode (default, common, or a custom mode name)",
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64
+          }
+        }
+      },
+      "PerformStatus": {
+        "description": "One perform followed by id: where it is, and its answer once it has one (the last --perform-history answered performs per thread are remembered).",
+        "type": "object",
+        "required": [
+          "performId",
+          "thread",
+          "selector",
+          "state",
+          "result",
+          "error",
+          "queuedMs",
+          "ranMs",
+          "finishedAt"
+        ],
+        "properties": {
+          "performId": {
+            "description": "the perform's id",
+            "type": "string"
+          },
+          "thread": {
+            "description": "its thread",
+            "type": "string"
+          },
+          "selector": {
+            "description": "the selector",
+            "type": "string"
+          },
+          "state": {
+            "description": "delayed (its afterDelay timer has not fired), pending (queued for its modes), running, done, failed (its selector failed, or its thread ended first), cancelled",
+            "type": "string",
+            "enum": [
+              "delayed",
+              "pending",
+              "running",
+              "done",
+              "failed",
+              "cancelled"
+            ]
+          },
+          "result": {
+            "description": "the selector's value once done, else null"
+          },
+          "error": {
+            "description": "why it failed or was cancelled, else null",
+            "anyOf": [
+              {
+                "$ref": "#/components/schemas/ErrorBody"
+              },
+              {
+                "type": "null"
+              }
+            ]
+          },
+          "queuedMs": {
+            "description": "milliseconds from queueing to the start of its run (after its delay), or null",
+            "type": [
+              "number",
+              "null"
+            ]
+          },
+          "ranMs": {
+            "description": "milliseconds its selector ran, or null",
+            "type": [
+              "number",
+              "null"
+            ]
+          },
+          "finishedAt": {
+            "description": "when it was answered, or null",
+            "type": [
+              "string",
+              "null"
+            ],
+            "format": "date-time"
+          }
+        }
+      },
+      "ExperimentStep": {
+        "description": "One step of an experiment.",
+        "type": "object",
+        "required": [
+          "request"
+        ],
+        "properties": {
+          "say": {
+            "description": "what the step shows, for people",
+            "type": "string"
+          },
+          "request": {
+            "description": "the request: method (GET, POST, DELETE), path (with ${var} placeholders) and an optional JSON body",
+            "type": "object",
+            "required": [
+              "method",
+              "path"
+            ],
+            "properties": {
+              "method": {
+                "description": "GET, POST or DELETE",
+                "type": "string",
+                "enum": [
+                  "GET",
+                  "POST",
+                  "DELETE"
+                ]
+              },
+              "path": {
+                "description": "the path and query",
+                "type": "string"
+              },
+              "body": {
+                "description": "the JSON body (strings may hold ${var})"
+              }
+            }
+          },
+          "capture": {
+            "description": "variable name to JSON path in the answer (dotted keys, indexes, [key=value] filters)",
+            "type": "object",
+            "additionalProperties": {
+              "type": "string"
+            }
+          },
+          "expect": {
+            "description": "what the answer must show: status, and json (JSON path to a literal or an operator object: $gte $lte $gt $lt $ne $in $contains $exists)",
+            "type": "object",
+            "properties": {
+              "status": {
+                "description": "the HTTP status",
+                "type": "integer"
+              },
+              "json": {
+                "description": "JSON path to expected value",
+                "type": "object"
+              }
+            }
+          },
+          "until": {
+            "description": "repeat the request (GET only) until the expectation holds, for at most timeout seconds",
+            "type": "object",
+            "properties": {
+              "timeout": {
+                "description": "seconds (at most 60)",
+                "type": "number"
+              }
+            }
+          }
+        }
+      },
+      "ExperimentSummary": {
+        "description": "An experiment as listed.",
+        "type": "object",
+        "required": [
+          "id",
+          "title",
+          "source",
+          "explanation",
+          "steps"
+        ],
+        "properties": {
+          "id": {
+            "description": "its id (the file name without .json)",
+            "type": "string"
+          },
+          "title": {
+            "description": "its title",
+            "type": "string"
+          },
+          "source": {
+            "description": "where the example comes from",
+            "type": "object",
+            "required": [
+              "article",
+              "url",
+              "section"
+            ],
+            "properties": {
+              "article": {
+                "description": "the article's title, as written at its top",
+                "type": "string"
+              },
+              "url": {
+                "description": "its original address (empty when it has none)",
+                "type": "string"
+              },
+              "section": {
+                "description": "the section the example is in",
+                "type": "string"
+              }
+            }
+          },
+          "explanation": {
+            "description": "a short explanation in English",
+            "type": "string"
+          },
+          "steps": {
+            "description": "how many steps it has",
+            "type": "integer",
+            "minimum": 1
+          }
+        }
+      },
+      "ExperimentList": {
+        "description": "The experiments of --experiments-dir (read once at start).",
+        "type": "object",
+        "required": [
+          "experiments"
+        ],
+        "properties": {
+          "experiments": {
+            "description": "one per file, by file name",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ExperimentSummary"
+            }
+          }
+        }
+      },
+      "Experiment": {
+        "description": "A playable experiment (the file format of docs/experiments.md): runloopd play runs it, the dashboard's Experiments menu plays it step by step.",
+        "type": "object",
+        "required": [
+          "title",
+          "steps"
+        ],
+        "properties": {
+          "id": {
+            "description": "its id",
+            "type": "string"
+          },
+          "title": {
+            "description": "its title",
+            "type": "string"
+          },
+          "source": {
+            "description": "where the example comes from",
+            "type": "object",
+            "required": [
+              "article",
+              "url",
+              "section"
+            ],
+            "properties": {
+              "article": {
+                "description": "the article's title, as written at its top",
+                "type": "string"
+              },
+              "url": {
+                "description": "its original address (empty when it has none)",
+                "type": "string"
+              },
+              "section": {
+                "description": "the section the example is in",
+                "type": "string"
+              }
+            }
+          },
+          "explanation": {
+            "description": "a short explanation in English",
+            "type": "string"
+          },
+          "steps": {
+            "description": "the steps, in order",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ExperimentStep"
+            }
+          },
+          "lastSeq": {
+            "description": "(journal exports) the seq of the last request included: pass it as since= to get only newer ones",
+            "type": "integer",
+            "minimum": 0
+          }
+        }
+      },
+      "ItemModeEvent": {
+        "description": "A source's schedule or cancel routine ran for one mode, or a timer was added to or removed from one mode.",
+        "type": "object",
+        "required": [
+          "thread",
+          "mode",
+          "change"
+        ],
+        "properties": {
+          "thread": {
+            "description": "the thread",
+            "type": "string"
+          },
+          "source": {
+            "description": "the source (source-mode events)",
+            "type": "string"
+          },
+          "timer": {
+            "description": "the timer (timer-mode events)",
+            "type": "string"
+          },
+          "mode": {
+            "description": "the mode",
+            "type": "string"
+          },
+          "change": {
+            "description": "scheduled (added to the mode) or cancelled (removed from it)",
+            "type": "string",
+            "enum": [
+              "scheduled",
+              "cancelled"
+            ]
+          }
+        }
       }
     },
     "securitySchemes": {
