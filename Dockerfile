@@ -34,6 +34,7 @@ RUN apt-get update \
  && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin runloopd
 COPY --from=build /runloopd /usr/local/bin/runloopd
 COPY Public /srv/runloopd/Public
+COPY experiments /srv/runloopd/experiments
 WORKDIR /srv/runloopd
 USER 10001:10001
 EXPOSE 8080

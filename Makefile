@@ -22,11 +22,13 @@ build: deps
 run: release
 	$(BIN_RELEASE) --host $(HOST) --port $(PORT) --public-dir Public
 
-## Every test: Swift unit + end-to-end tests, browser tests, format lint.
+## Every test: Swift unit + end-to-end tests, every experiment played, browser tests, format lint.
 test: deps
 	@bash scripts/install-deps.sh test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	@mkdir -p .build/artifacts
+	$(BIN_DEBUG) play experiments/ --quiet --junit .build/artifacts/experiments-junit.xml
 	bash Tests/browser/run.sh $(BIN_DEBUG)
 	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
 

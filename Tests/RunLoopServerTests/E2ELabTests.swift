@@ -1,0 +1,187 @@
+import Foundation
+import RunLoopCore
+import RunLoopTestSupport
+import Testing
+
+@testable import RunLoopServer
+
+/// The lab over HTTP: experiments served, the journal exported as an
+/// experiment, and a recorded session replayed on a fresh server by the real
+/// `runloopd play`.
+@Suite("E2E lab: experiments, journal, record and replay")
+struct E2ELabTests {
+    /// Runs `runloopd play arguments…`; returns its exit status and output.
+    static func play(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let binary = try #require(E2EPaths.binary)
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["play"] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    static func temporaryFile(_ name: String) -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("runloopd-lab-\(uniqueName())-\(name)")
+    }
+
+    static func uniqueName() -> String { "\(getpid())-\(UInt64.random(in: 0..<UInt64.max))" }
+
+    @Test("GET /api/experiments lists the files of --experiments-dir; one reads whole; unknown is 404")
+    func experimentsServed() async throws {
+        let dir = E2EPaths.packageRoot.appendingPathComponent("experiments").path
+        try await RunLoopd.with(["--experiments-dir", dir]) { server in
+            let c = server.client
+            let list = try await c.get("/api/experiments")
+            #expect(list.status == 200)
+            let items = list["experiments"].items
+            #expect(items.count >= 16)
+            for item in items {
+                #expect(item["title"].string?.isEmpty == false)
+                #expect(item["source", "article"].string?.isEmpty == false, "\(item["id"]) names its article")
+                #expect((item["steps"].number ?? 0) >= 1)
+            }
+            let first = try #require(items.first?["id"].string)
+            let whole = try await c.get("/api/experiments/\(first)")
+            #expect(whole.status == 200)
+            #expect(whole["steps"].items.first?["request", "path"].string?.hasPrefix("/api/") == true)
+            #expect(try await c.get("/api/experiments/no-such-thing").status == 404)
+        }
+    }
+
+    @Test("a recorded session replays on a fresh server with no difference; a changed outcome is reported")
+    func recordAndReplay() async throws {
+        let recording = Self.temporaryFile("session.json")
+        defer { try? FileManager.default.removeItem(at: recording) }
+        try await RunLoopd.with { server in
+            let c = server.client
+            // A session a learner might have: a manual thread, an afterDelay perform
+            // that is a timer (timedOut, not handledSource), a source in two modes,
+            // the keep-alive removed (finished), a cancelled delayed perform.
+            let t = try await c.post("/api/threads", ["name": "lab", "run": ["style": "manual"]])
+            let id = try #require(t["id"].string)
+            let keepAlive = try #require(t["keepAliveSource"].string)
+            _ = try await c.post("/api/threads/\(id)/perform", ["selector": "count", "afterDelay": 0])
+            let run = try await c.post("/api/threads/\(id)/run", ["seconds": 0.2, "returnAfterSourceHandled": true])
+            #expect(run["exitReason"] == "timedOut")
+            let source = try await c.post("/api/threads/\(id)/sources", ["kind": "custom"])
+            let sid = try #require(source["id"].string)
+            #expect(try await c.post("/api/threads/\(id)/sources/\(sid)/modes", ["mode": "tracking"]).status == 200)
+            _ = try await c.post("/api/threads/\(id)/sources/\(sid)/signal", ["wakeup": true])
+            let tracked = try await c.post(
+                "/api/threads/\(id)/run", ["mode": "tracking", "seconds": 5, "returnAfterSourceHandled": true])
+            #expect(tracked["exitReason"] == "handledSource")
+            _ = try await c.delete("/api/threads/\(id)/sources/\(sid)")
+            #expect(try await c.delete("/api/threads/\(id)/sources/\(keepAlive)").status == 200)
+            let finished = try await c.post("/api/threads/\(id)/run", ["seconds": 5])
+            #expect(finished["exitReason"] == "finished")
+            _ = try await c.post("/api/threads/\(id)/perform", ["selector": "log", "args": ["message": "x"], "afterDelay": 9])
+            let cancelled = try await c.delete(
+                "/api/threads/\(id)/perform?selector=log&args=%7B%22message%22%3A%22x%22%7D")
+            #expect(cancelled["cancelled"] == 1)
+            _ = try await c.delete("/api/threads/\(id)")
+            let journal = try await c.get("/api/journal")
+            #expect(journal.status == 200)
+            let steps = journal["steps"].items
+            #expect(steps.count == 13)
+            #expect(steps.first?["capture", id] == "id")
+            #expect(steps[2]["request", "path"] == .string("/api/threads/${\(id)}/run"))
+            #expect(steps[2]["expect", "json", "exitReason"] == "timedOut")
+            // since= skips what an earlier export already had.
+            let lastSeq = try #require(journal["lastSeq"].number)
+            #expect(try await c.get("/api/journal?since=\(Int(lastSeq))")["steps"].items.isEmpty)
+            try Data(journal.body).write(to: recording)
+        }
+        try await RunLoopd.with { fresh in
+            // The fresh server has other ids: create a thread first.
+            _ = try await fresh.client.post("/api/threads", [:])
+            let replay = try Self.play([recording.path, "--url", "http://127.0.0.1:\(fresh.port)", "--diff"])
+            #expect(replay.status == 0, "\(replay.output)")
+            #expect(!replay.output.contains("---"), "\(replay.output)")
+            #expect(replay.output.contains("1 of 1 experiments passed"))
+        }
+        // A different outcome is a difference, reported step by step.
+        var document = try JSON.parse(Array(try Data(contentsOf: recording)))
+        guard case .object(var root) = document, case .array(var steps) = root["steps"],
+            case .object(var step) = steps[2], case .object(var expect) = step["expect"]
+        else { throw E2EError("unexpected journal shape") }
+        expect["json"] = ["exitReason": "handledSource"]
+        step["expect"] = .object(expect)
+        steps[2] = .object(step)
+        root["steps"] = .array(steps)
+        document = .object(root)
+        try Data(JSON.serialize(document)).write(to: recording)
+        let changed = try Self.play([recording.path, "--diff"])
+        #expect(changed.status == 1)
+        #expect(changed.output.contains("step 3"), "\(changed.output)")
+        #expect(changed.output.contains("-   exitReason: \"handledSource\""), "\(changed.output)")
+        #expect(changed.output.contains("+   exitReason: \"timedOut\""), "\(changed.output)")
+    }
+
+    @Test("play reports a malformed experiment clearly and writes JUnit")
+    func malformedAndJUnit() throws {
+        let bad = Self.temporaryFile("bad.json")
+        defer { try? FileManager.default.removeItem(at: bad) }
+        try Data(#"{"title": "x", "steps": [{"request": {"method": "PUT", "path": "/api"}}]}"#.utf8).write(to: bad)
+        let result = try Self.play([bad.path])
+        #expect(result.status == 2)
+        #expect(result.output.contains("step 1: request.method must be GET, POST or DELETE"), "\(result.output)")
+
+        let good = Self.temporaryFile("good.json")
+        let junit = Self.temporaryFile("junit.xml")
+        defer {
+            try? FileManager.default.removeItem(at: good)
+            try? FileManager.default.removeItem(at: junit)
+        }
+        try Data(
+            #"{"title": "version", "steps": [{"request": {"path": "/api/version"}, "expect": {"status": 200, "json": {"version": {"$exists": true}}}}]}"#
+                .utf8
+        ).write(to: good)
+        let played = try Self.play([good.path, "--junit", junit.path])
+        #expect(played.status == 0, "\(played.output)")
+        let xml = String(decoding: try Data(contentsOf: junit), as: UTF8.self)
+        #expect(xml.contains("<testsuite name=\"runloopd-lab-"))
+        #expect(xml.contains("failures=\"0\""))
+    }
+
+    @Test("modes per item, cancel by args, perform status and run-style errors over HTTP")
+    func lessonsOverHTTP() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            let bad = try await c.post("/api/threads", ["run": ["style": "runUntilDate"]])
+            #expect(bad.status == 400)
+            #expect(bad["error", "field"] == "run.seconds")
+            let wrongMode = try await c.post("/api/threads", ["run": ["style": "run", "mode": "tracking"]])
+            #expect(wrongMode["error", "field"] == "run.mode")
+            let t = try await c.post("/api/threads", ["run": ["style": "manual"]])
+            let id = try #require(t["id"].string)
+            #expect(t["run", "distantFuture"] == true)
+            let timer = try await c.post("/api/threads/\(id)/timers", ["interval": 1])
+            let tm = try #require(timer["id"].string)
+            let added = try await c.post("/api/threads/\(id)/timers/\(tm)/modes", ["mode": "tracking"])
+            #expect(added["modes"] == ["default", "tracking"])
+            let removed = try await c.delete("/api/threads/\(id)/timers/\(tm)/modes/default")
+            #expect(removed["modes"] == ["tracking"])
+            #expect(try await c.delete("/api/threads/\(id)/timers/\(tm)/modes/default").status == 409)
+            let listed = try await c.get("/api/threads/\(id)/timers")
+            #expect(listed["timers"].items.count == 1)
+            let delayed = try await c.post("/api/threads/\(id)/perform", ["selector": "echo", "afterDelay": 30])
+            #expect(delayed["modes"] == ["default"])
+            #expect(delayed["state"] == "delayed")
+            let pid = try #require(delayed["performId"].string)
+            let timers = try await c.get("/api/threads/\(id)/timers")["timers"].items
+            #expect(timers.contains { $0["id"] == .string(pid) && $0["role"] == "performDelay" })
+            let badArgs = try await c.delete("/api/threads/\(id)/perform?selector=echo&args=notjson")
+            #expect(badArgs.status == 400)
+            let cancel = try await c.delete("/api/threads/\(id)/perform?selector=echo")
+            #expect(cancel["ids"] == .array([.string(pid)]))
+            let status = try await c.get("/api/threads/\(id)/performs/\(pid)")
+            #expect(status["state"] == "cancelled")
+            #expect(status["error", "code"] == "cancelled")
+        }
+    }
+}
