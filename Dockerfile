@@ -42,4 +42,4 @@ STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
   CMD ["/usr/local/bin/runloopd", "healthcheck", "--port", "8080"]
 ENTRYPOINT ["/usr/local/bin/runloopd"]
-CMD ["serve", "--host", "0.0.0.0", "--port", "8080", "--public-dir", "/srv/runloopd/Public"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080", "--public-dir", "/srv/runloopd/Public", "--experiments-dir", "/srv/runloopd/experiments"]

@@ -39,9 +39,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$packages" ]; then
   echo "$packages" >"$stamp"
 fi
 
-echo "== install binary, Public/, user $uid (as the Dockerfile does)"
+echo "== install binary, Public/, experiments/, user $uid (as the Dockerfile does)"
 install -D -m 0755 .build/release/runloopd "$root/usr/local/bin/runloopd"
-rm -rf "$root/srv/runloopd" && mkdir -p "$root/srv/runloopd" && cp -r Public "$root/srv/runloopd/Public"
+rm -rf "$root/srv/runloopd" && mkdir -p "$root/srv/runloopd" && cp -r Public "$root/srv/runloopd/Public" \
+  && cp -r experiments "$root/srv/runloopd/experiments"
 chroot "$root" getent passwd runloopd >/dev/null \
   || chroot "$root" useradd --system --uid "$uid" --user-group --no-create-home --shell /usr/sbin/nologin runloopd
 
@@ -109,6 +110,8 @@ check test "$(status "${auth[@]}" -X POST -H 'Origin: http://evil.example' "$bas
 count=$(curl -fsS "${auth[@]}" "$base/api/threads" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["threads"]))')
 check test "$count" = 1
 check curl -fsS "$base/" -o /dev/null
+experiments=$(curl -fsS "${auth[@]}" "$base/api/experiments" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["experiments"]))')
+check test "$experiments" -ge 16
 check sh -c "curl -fsSI '$base/' | grep -qi \"^content-security-policy: default-src 'none'; script-src 'self'\""
 check chroot --userspec="$uid:$uid" "$root" /usr/local/bin/runloopd healthcheck --port "$port"
 if chroot --userspec="$uid:$uid" "$root" /usr/local/bin/runloopd healthcheck --port 1 2>/dev/null; then

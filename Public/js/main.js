@@ -16,8 +16,11 @@
 //   pickers.js          selector pickers generated from /api/selectors
 //   forms.js, dom.js, format.js   generic form, DOM and formatting helpers
 //   csp.js              the record of CSP violations (tests, devtools)
+//   lab.js              the Experiments panel: list, explanation, step / play all, results
+//   experiments.js      the experiment rules (JSON paths, expectations, ${var}), as runloopd play
 
 import './csp.js';
+import './lab.js';
 import { state, queueFrame, markDirty } from './state.js';
 import { api, askToken } from './api.js';
 import { setText } from './dom.js';

@@ -1,0 +1,307 @@
+// lab.js — owns the Experiments panel (#lab, opened by the header's
+// Experiments button): the list of experiments (GET /api/experiments), the
+// chosen one's explanation and steps (GET /api/experiments/{id}), and playing
+// them in the page — Step (the next step), Play all (the rest), Reset — with
+// each step's request as sent, ✓/✗ and, for ✗, expected vs actual per
+// difference. The rules of playing live in experiments.js (a mirror of the
+// server's Player). The lanes and cards follow the experiment's threads on
+// their own (the live event stream). Imported by main.js; its state is
+// state.lab (state.js keeps the page's state).
+
+import { state } from './state.js';
+import { api, authHeaders, askToken, ApiError } from './api.js';
+import { h, setText } from './dom.js';
+import { plural } from './format.js';
+import { stepsOf, playStep } from './experiments.js';
+
+const lab = (state.lab = {
+  /** GET /api/experiments summaries */
+  list: [],
+  /** the chosen experiment: {id, doc, steps, reports[], vars{}} */
+  current: null,
+  /** whether a Step or Play all is running */
+  playing: false,
+  /** bumped by Reset and by another choice: a play of an older generation stops */
+  generation: 0,
+});
+
+const $ = (id) => document.getElementById(id);
+
+// ---- requests ---------------------------------------------------------------
+
+/**
+ * One step's request, with the headers api() sends (JSON, the token), the
+ * token dialog on a first 401 like api(), but keeping the status and the body
+ * of any answer (a step may expect a 404 and its error code).
+ * fetch cannot send a body with GET: a GET step's body (never useful) is left out.
+ */
+async function send(method, path, body) {
+  if (method === 'GET') body = undefined;
+  for (let attempt = 0; ; attempt++) {
+    const headers = authHeaders({ Accept: 'application/json', ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) });
+    let res;
+    try {
+      res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+    } catch (e) {
+      throw new ApiError(0, 'network', 'cannot reach the server (' + e.message + ')', null);
+    }
+    const text = await res.text();
+    if (res.status === 401 && attempt === 0 && (await tokenArrived())) continue;
+    let json = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      json = null; // like the server's player: a body that is not JSON reads as null
+    }
+    return { status: res.status, json };
+  }
+}
+
+/** As api.js does: wait for a token dialog already open, or ask once per page. */
+async function tokenArrived() {
+  if (state.auth.asking) return state.auth.asking;
+  if (state.auth.prompted) return false;
+  state.auth.prompted = true;
+  return askToken();
+}
+
+// ---- the panel --------------------------------------------------------------
+
+function wire() {
+  $('lab-button').addEventListener('click', () => ($('lab').hidden ? open() : close()));
+  $('lab-close').addEventListener('click', close);
+  $('lab-step').addEventListener('click', () => play(1));
+  $('lab-play').addEventListener('click', () => play(Infinity));
+  $('lab-reset').addEventListener('click', reset);
+}
+
+async function open() {
+  const panel = $('lab');
+  panel.hidden = false;
+  $('lab-button').setAttribute('aria-expanded', 'true');
+  panel.scrollIntoView({ block: 'nearest' });
+  panel.focus();
+  await loadList();
+}
+
+function close() {
+  $('lab').hidden = true;
+  const button = $('lab-button');
+  button.setAttribute('aria-expanded', 'false');
+  button.focus();
+}
+
+async function loadList() {
+  const list = $('lab-list');
+  setText($('lab-error'), '');
+  list.setAttribute('aria-busy', 'true');
+  try {
+    const data = await api('GET', '/api/experiments');
+    lab.list = (data && data.experiments) || [];
+  } catch (e) {
+    setText($('lab-error'), 'Cannot list the experiments: ' + e.message);
+    lab.list = [];
+  }
+  list.removeAttribute('aria-busy');
+  list.replaceChildren(...lab.list.map(listItem));
+  $('lab-none').hidden = lab.list.length > 0;
+  markChosen();
+}
+
+function listItem(x) {
+  const src = x.source || {};
+  const where = [src.article, src.section].filter(Boolean).join(' · ');
+  return h(
+    'li',
+    { class: 'lab-item' },
+    h('button', { type: 'button', class: 'lab-pick', 'data-experiment': x.id, onclick: () => choose(x.id) }, x.title || x.id),
+    ' ',
+    h('span', { class: 'muted small-text' }, plural(x.steps || 0, 'step')),
+    h('span', { class: 'lab-src small-text muted' }, where ? 'From ' + where : '', src.url ? ' ' : null, sourceLink(src.url)),
+  );
+}
+
+/** A link to the article (http and https addresses only), opened in a new tab. */
+function sourceLink(url) {
+  if (!url || !/^https?:\/\//i.test(url)) return null;
+  return h('a', { href: url, target: '_blank', rel: 'noopener noreferrer' }, 'read it', h('span', { class: 'sr-only' }, ' (opens in a new tab)'));
+}
+
+function markChosen() {
+  $('lab-list').classList.toggle('lab-chosen', !!lab.current);
+  for (const b of document.querySelectorAll('#lab-list [data-experiment]')) {
+    if (lab.current && b.dataset.experiment === lab.current.id) b.setAttribute('aria-current', 'true');
+    else b.removeAttribute('aria-current');
+  }
+}
+
+async function choose(id) {
+  lab.generation++;
+  lab.playing = false;
+  setText($('lab-error'), '');
+  let doc;
+  try {
+    doc = await api('GET', '/api/experiments/' + encodeURIComponent(id));
+  } catch (e) {
+    setText($('lab-error'), `Cannot read experiment ${id}: ${e.message}`);
+    return;
+  }
+  lab.current = { id, doc, steps: stepsOf(doc), reports: [], vars: {} };
+  markChosen();
+  const src = doc.source || {};
+  setText($('lab-title'), doc.title || id);
+  const source = $('lab-source');
+  const where = [src.article && `“${src.article}”`, src.section && `section “${src.section}”`].filter(Boolean).join(', ');
+  const link = sourceLink(src.url);
+  source.replaceChildren(...(where ? ['From ', where] : []), ...(link ? [where ? ' — ' : '', link] : []));
+  setText($('lab-explanation'), doc.explanation || '');
+  $('lab-run').hidden = false;
+  $('lab-run').dataset.experiment = id;
+  renderSteps();
+  $('lab-title').focus();
+}
+
+// ---- playing ----------------------------------------------------------------
+
+/** Plays up to `count` of the remaining steps, one after the other. */
+async function play(count) {
+  const x = lab.current;
+  if (!x || lab.playing || x.reports.length >= x.steps.length) return;
+  const generation = lab.generation;
+  const cancelled = () => lab.generation !== generation;
+  lab.playing = true;
+  renderControls();
+  try {
+    for (let n = 0; n < count && x.reports.length < x.steps.length; n++) {
+      const step = x.steps[x.reports.length];
+      const li = stepItem(step.number);
+      li.dataset.status = 'running';
+      renderStep(li, step, null);
+      setText($('lab-summary'), `Playing step ${step.number} of ${x.steps.length}…`);
+      li.scrollIntoView({ block: 'nearest' });
+      const report = await playStep(step, x.vars, send, cancelled);
+      if (cancelled() || !report) return;
+      x.reports.push(report);
+      renderStep(li, step, report);
+      renderSummary();
+    }
+  } finally {
+    if (!cancelled()) {
+      lab.playing = false;
+      renderControls();
+      renderSummary();
+    }
+  }
+}
+
+function reset() {
+  lab.generation++;
+  lab.playing = false;
+  if (lab.current) {
+    lab.current.reports = [];
+    lab.current.vars = {};
+    renderSteps();
+  }
+}
+
+// ---- rendering --------------------------------------------------------------
+
+const stepItem = (number) => $('lab-steps').querySelector(`[data-step="${number}"]`);
+
+function renderSteps() {
+  const x = lab.current;
+  $('lab-steps').replaceChildren(
+    ...x.steps.map((step) => {
+      const li = h('li', { class: 'lab-step', 'data-step': String(step.number), 'data-status': 'pending' });
+      renderStep(li, step, x.reports[step.number - 1] || null);
+      return li;
+    }),
+  );
+  renderControls();
+  renderSummary();
+}
+
+const MARKS = { pending: ['·', 'not played'], running: ['…', 'playing'], pass: ['✓', 'passed'], fail: ['✗', 'failed'] };
+
+/** One step: its say, the request (as sent once played), ✓/✗, the differences. */
+function renderStep(li, step, report) {
+  const status = report ? (report.differences.length ? 'fail' : 'pass') : li.dataset.status === 'running' ? 'running' : 'pending';
+  li.dataset.status = status;
+  const [mark, label] = MARKS[status];
+  const path = report ? report.path : step.path;
+  const body = report ? report.body : step.body;
+  const parts = [
+    h('div', { class: 'lab-step-head' }, h('span', { class: 'lab-mark', role: 'img', 'aria-label': label, title: label }, mark), h('span', { class: 'lab-say' }, step.say || `step ${step.number}`)),
+    h(
+      'div',
+      { class: 'lab-req' },
+      h('code', { class: 'mono' }, `${step.method} ${path}`),
+      report ? h('span', { class: 'lab-answer muted small-text' }, ` → ${report.status || 'no answer'}${report.tries > 1 ? ` after ${report.tries} tries` : ''} · ${(report.seconds * 1000).toFixed(0)} ms`) : null,
+    ),
+  ];
+  if (body !== undefined) parts.push(h('pre', { class: 'lab-body mono' }, JSON.stringify(body)));
+  if (!report) parts.push(expectLine(step));
+  if (report && Object.keys(report.captured).length) {
+    parts.push(h('p', { class: 'lab-captured small-text muted' }, 'captured ' + Object.entries(report.captured).map(([k, v]) => `${k} = ${v}`).join(', ')));
+  }
+  if (report && report.differences.length) parts.push(diffTable(report.differences));
+  li.replaceChildren(...parts);
+}
+
+/** What a step not played yet expects, in one short line. */
+function expectLine(step) {
+  const bits = [];
+  if (step.status !== null) bits.push(`status ${step.status}`);
+  for (const [path, expected] of step.json) bits.push(`${path} ${JSON.stringify(expected)}`);
+  if (step.until) bits.push(`(waits up to ${step.until} s)`);
+  return bits.length ? h('p', { class: 'lab-expect small-text muted' }, 'expects ' + bits.join(', ')) : null;
+}
+
+function diffTable(differences) {
+  return h(
+    'div',
+    { class: 'table-wrap' },
+    h(
+      'table',
+      { class: 'tbl lab-diffs' },
+      h('caption', { class: 'sr-only' }, 'Differences'),
+      h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'what'), h('th', { scope: 'col' }, 'expected'), h('th', { scope: 'col' }, 'actual'))),
+      h(
+        'tbody',
+        null,
+        ...differences.map((d) =>
+          h('tr', { class: 'lab-diff' }, h('th', { scope: 'row' }, d.what), h('td', { class: 'lab-expected' }, d.expected), h('td', { class: 'lab-actual' }, d.actual)),
+        ),
+      ),
+    ),
+  );
+}
+
+function renderControls() {
+  const x = lab.current;
+  const more = x && x.reports.length < x.steps.length;
+  for (const id of ['lab-step', 'lab-play']) $(id).setAttribute('aria-disabled', lab.playing || !more ? 'true' : 'false');
+  $('lab-reset').setAttribute('aria-disabled', x && (x.reports.length || lab.playing) ? 'false' : 'true');
+  $('lab-run').dataset.state = lab.playing ? 'playing' : !x || !x.reports.length ? 'idle' : more ? 'paused' : 'done';
+}
+
+function renderSummary() {
+  const x = lab.current;
+  if (!x) return;
+  const total = x.steps.length;
+  const played = x.reports.length;
+  const failed = x.reports.filter((r) => r.differences.length).length;
+  const passed = played - failed;
+  const run = $('lab-run');
+  run.dataset.passed = String(passed);
+  run.dataset.failed = String(failed);
+  let text;
+  if (!played) text = `${plural(total, 'step')}, none played yet: Step plays the next one, Play all the rest.`;
+  else if (played < total) text = `${played} of ${total} steps played: ${passed} passed, ${failed} failed.`;
+  else if (!failed) text = `${total} of ${total} steps passed.`;
+  else text = `${passed} of ${total} steps passed, ${failed} failed.`;
+  setText($('lab-summary'), text);
+  run.classList.toggle('lab-failed', failed > 0);
+}
+
+wire();
