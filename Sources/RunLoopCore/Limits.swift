@@ -34,7 +34,7 @@ public struct Limits: Sendable, Hashable {
     /// Retired (exited) workers remembered for `GET` after they end.
     public var retainedExitedWorkers = 64
     /// Answered performs each worker remembers for `GET …/performs/{pid}`.
-    public var performHistory = 256
+    public var performHistory = 64
 
     /// The defaults.
     public init() {}

@@ -120,6 +120,16 @@ extension Worker {
         }
     }
 
+    /// What holds the loop now, in words (nil when no callout runs, or with
+    /// tracing off): why a stop or a run's end has not come back.
+    public func busyDescription() -> String? {
+        guard let slot = watchSlot, let (callout, since) = diagnostics.watchdog.current(slot) else { return nil }
+        let seconds = Monotonic.now() - since
+        return "\(callout.kind.rawValue) \(callout.id)"
+            + (callout.selector.map { " (selector \($0))" } ?? "")
+            + " has been running on \(id) for \(ExitCause.seconds(seconds)); CF returns from the run only after it returns"
+    }
+
     /// A busy loop that has since fallen asleep closes no turn until it wakes
     /// (a run may wait for the distant future): count the sleep under way and
     /// end `busy_loop` once the window is quiet; look again while it is not.

@@ -167,7 +167,8 @@ import Testing
         let tracking = try RunLoopMode("tracking")
         let source = try worker.addSource(SourceSpec(kind: .custom))
         _ = try worker.addSourceMode(source.id, mode: tracking)
-        #expect(probe.waitUntil { (try? worker.sourceSnapshot(source.id).scheduledIn) == ["default": 1, "tracking": 1] })
+        #expect(
+            probe.waitUntil { (try? worker.sourceSnapshot(source.id).scheduledIn) == ["default": 1, "tracking": 1] })
         let removed = try worker.removeSourceMode(source.id, mode: .default)
         #expect(removed.modes == ["tracking"])
         #expect(removed.cancelledIn == ["default": 1])

@@ -79,7 +79,8 @@ struct E2ELabTests {
             #expect(try await c.delete("/api/threads/\(id)/sources/\(keepAlive)").status == 200)
             let finished = try await c.post("/api/threads/\(id)/run", ["seconds": 5])
             #expect(finished["exitReason"] == "finished")
-            _ = try await c.post("/api/threads/\(id)/perform", ["selector": "log", "args": ["message": "x"], "afterDelay": 9])
+            _ = try await c.post(
+                "/api/threads/\(id)/perform", ["selector": "log", "args": ["message": "x"], "afterDelay": 9])
             let cancelled = try await c.delete(
                 "/api/threads/\(id)/perform?selector=log&args=%7B%22message%22%3A%22x%22%7D")
             #expect(cancelled["cancelled"] == 1)

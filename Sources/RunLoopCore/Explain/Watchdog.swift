@@ -129,6 +129,14 @@ final class Watchdog: Sendable {
         }
     }
 
+    /// The callout under way on the worker of `index`, and since when.
+    func current(_ index: Int) -> (callout: CalloutRef, since: Double)? {
+        state.withLock { s in
+            guard index < s.slots.count, let slot = s.slots[index], let callout = slot.callout else { return nil }
+            return (callout, slot.since)
+        }
+    }
+
     func shutdown() {
         state.withLock { $0.stopped = true }
         state.notifyAll()

@@ -45,7 +45,9 @@ extension API {
             let target = try worker(ctx)
             let once = ReplyOnce(ctx.respond)
             once.expire(after: limits.endWaitSeconds) {
-                "thread \(target.id) was told to end but has not returned within \(limits.endWaitSeconds) s (a handler is still running); it ends when that handler returns"
+                "thread \(target.id) was told to end but has not returned within \(limits.endWaitSeconds) s: "
+                    + (target.busyDescription() ?? "a handler is still running")
+                    + "; it ends when that handler returns"
             }
             target.end { final in once.answer(APIResponses.json(200, Rep.thread(final))) }
             return .deferred
@@ -66,7 +68,8 @@ extension API {
             try target.run(mode: mode, seconds: seconds, returnAfterSourceHandled: flag) { once.answer(exit: $0) }
             // A run lasts `seconds` plus whatever its handlers take: bound the wait.
             once.expire(after: seconds + limits.stopWaitSeconds) {
-                "the run has not returned \(limits.stopWaitSeconds) s after its timeout (a handler is busy)"
+                "the run has not returned \(limits.stopWaitSeconds) s after its timeout: "
+                    + (target.busyDescription() ?? "a handler is busy")
             }
             return .deferred
         }
@@ -79,7 +82,8 @@ extension API {
                 once.answer(exit: $0)
             }
             once.expire(after: limits.stopWaitSeconds) {
-                "CFRunLoopStop was called but the run has not returned within \(limits.stopWaitSeconds) s (a handler is busy); it stops when the handler returns"
+                "CFRunLoopStop was called but the run has not returned within \(limits.stopWaitSeconds) s: "
+                    + (target.busyDescription() ?? "a handler is busy") + "; it stops when the handler returns"
             }
             return .deferred
         }
