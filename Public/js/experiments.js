@@ -237,7 +237,7 @@ export async function playStep(step, vars, send, cancelled = () => false) {
     if (differences.length === 0 || step.until === null || performance.now() >= deadline) {
       if (differences.length === 0) {
         for (const [name, jsonPath] of step.capture) {
-          const value = resolve(jsonPath, response.json);
+          const value = resolve(substitute(jsonPath, vars), response.json);
           if (value !== undefined && value !== null) {
             vars[name] = text(value);
             report.captured[name] = vars[name];
@@ -262,7 +262,9 @@ function compare(step, response, vars) {
   if (step.status !== null && step.status !== response.status) {
     differences.push({ what: 'status', expected: String(step.status), actual: String(response.status) });
   }
-  for (const [path, expected] of step.json) {
+  for (const [rawPath, expected] of step.json) {
+    // Paths may hold ${var} too (a filter on a captured id: items[id=${t}]).
+    const path = substitute(rawPath, vars);
     const wanted = substitute(expected, vars);
     const actual = resolve(path, response.json);
     if (!matches(actual, wanted)) {

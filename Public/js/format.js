@@ -34,9 +34,13 @@ export const exitText = (x) =>
 /** What a run style means, in the words of what it mirrors. */
 export function styleText(run, keepAlive) {
   const tail = `keep-alive ${keepAlive}`;
+  const secs = run.distantFuture ? 'distant-future' : `${run.seconds} s`;
   if (run.style === 'forever') return `forever: CFRunLoopRun() (default mode, no timeout) · ${tail}`;
   if (run.style === 'manual') return `manual: runs on request · ${tail}`;
-  return `loop: ${run.seconds} s runs in ${run.mode}${run.returnAfterSourceHandled ? ', returnAfterSourceHandled' : ''} · ${tail}`;
+  if (run.style === 'run') return `run: -[NSRunLoop run] (default-mode passes until finished) · ${tail}`;
+  if (run.style === 'runUntilDate') return `runUntilDate: ${run.seconds} s of default-mode passes · ${tail}`;
+  if (run.style === 'runModeOnce') return `runModeOnce: one runMode:${run.mode} beforeDate: (${secs}) · ${tail}`;
+  return `loop: ${secs} runs in ${run.mode}${run.returnAfterSourceHandled ? ', returnAfterSourceHandled' : ''} · ${tail}`;
 }
 
 /** A utilisation ratio (0…1) as a percentage. */

@@ -87,7 +87,8 @@ public struct Player: Sendable {
                 var missing: [Difference] = []
                 if differences.isEmpty {
                     for (name, jsonPath) in step.capture {
-                        if let value = ExperimentPaths.resolve(jsonPath, in: response.json), value != .null {
+                        let path = ExperimentPaths.substitute(jsonPath, vars)
+                        if let value = ExperimentPaths.resolve(path, in: response.json), value != .null {
                             vars[name] = ExperimentPaths.text(value)
                         } else {
                             missing.append(Difference(what: "capture \(name)", expected: jsonPath, actual: "missing"))
@@ -112,7 +113,9 @@ public struct Player: Sendable {
         if let status = step.status, status != response.status {
             differences.append(Difference(what: "status", expected: String(status), actual: String(response.status)))
         }
-        for (path, expected) in step.json {
+        for (rawPath, expected) in step.json {
+            // Paths may hold ${var} too (a filter on a captured id: items[id=${t}]).
+            let path = ExperimentPaths.substitute(rawPath, vars)
             let wanted = ExperimentPaths.substitute(expected, vars)
             let actual = ExperimentPaths.resolve(path, in: response.json)
             if !ExperimentPaths.matches(actual, wanted) {
