@@ -213,12 +213,12 @@ extension Worker {
     /// (`cancelPreviousPerformRequestsWithTarget:selector:object:`): with
     /// `args`, only those called with equal arguments (defaults filled in
     /// before comparing, as they were when queued). Returns their ids.
-    public func cancelDelayedPerforms(selector: String, args: [String: Value]? = nil) throws(RunLoopError)
-        -> [String]
-    {
+    public func cancelDelayedPerforms(selector: String, args: [String: Value]? = nil) -> [String] {
         var match = args
-        if let args, selectors.selector(named: selector) != nil {
-            match = try selectors.validate(SelectorCall(selector: selector, args: args)).args
+        if let args, let checked = try? selectors.validate(SelectorCall(selector: selector, args: args)) {
+            // Defaults filled in, as they were when queued; arguments the selector
+            // would refuse match nothing queued, so they are compared as given.
+            match = checked.args
         }
         let cancelled = book.withLock { [match] in $0.performs.cancelDelayed(selector: selector, args: match) }
         for entry in cancelled { CFRunLoopTimerInvalidate(entry.timer) }

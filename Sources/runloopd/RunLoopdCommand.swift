@@ -59,7 +59,10 @@ struct Serve: ParsableCommand {
     @Option(help: "Largest seconds / interval / delay accepted.")
     var maxSeconds: Double = Env.double("MAX_SECONDS") ?? Limits().maxSeconds
 
-    @Option(help: "Longest wait one request may ask for (perform timeout, manual run), seconds.")
+    @Option(
+        help:
+            "Longest wait one request may ask for (perform timeout, manual run), seconds; also caps how long a stop (10 s) or an end (15 s) waits for a blocked loop."
+    )
     var maxWait: Double = Env.double("MAX_WAIT") ?? APILimits().maxWaitSeconds
 
     @Option(help: "Concurrent connections.")
@@ -294,6 +297,9 @@ struct Serve: ParsableCommand {
         config.limits.performHistory = performHistory
         config.limits.maxSeconds = maxSeconds
         config.api.maxWaitSeconds = maxWait
+        // No request waits longer than --max-wait, not even for a stop or an end.
+        config.api.stopWaitSeconds = min(config.api.stopWaitSeconds, maxWait)
+        config.api.endWaitSeconds = min(config.api.endWaitSeconds, maxWait)
         config.api.maxEventClients = maxEventClients
         config.maxQueuedRequests = maxQueuedRequests
         config.publicDirectory = publicDir

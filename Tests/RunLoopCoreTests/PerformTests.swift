@@ -119,8 +119,8 @@ import Testing
         #expect(Set(pending.map(\.id)) == [first.id, second.id, later.id])
         #expect(pending.allSatisfy { $0.fireAt != nil && $0.afterDelay > 0 })
 
-        #expect(try worker.cancelDelayedPerforms(selector: "count").count == 2)
-        #expect(try worker.cancelDelayedPerforms(selector: "count").isEmpty)
+        #expect(worker.cancelDelayedPerforms(selector: "count").count == 2)
+        #expect(worker.cancelDelayedPerforms(selector: "count").isEmpty)
         for cancelled in [first, second] {
             let result = try #require(cancelled.result.wait())
             guard case .failure(let error) = result.outcome else {

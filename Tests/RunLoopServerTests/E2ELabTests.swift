@@ -95,6 +95,8 @@ struct E2ELabTests {
             // since= skips what an earlier export already had.
             let lastSeq = try #require(journal["lastSeq"].number)
             #expect(try await c.get("/api/journal?since=\(Int(lastSeq))")["steps"].items.isEmpty)
+            #expect(try await c.get("/api/journal?since=99999999999999999999999")["steps"].items.isEmpty)
+            #expect(try await c.get("/api/journal?since=-1").status == 400)
             try Data(journal.body).write(to: recording)
         }
         try await RunLoopd.with { fresh in

@@ -18,10 +18,11 @@ extension API {
         r.add("GET", "/api/journal") { ctx throws(RunLoopError) in
             var since = 0
             if let text = ctx.request.query["since"] {
-                guard let value = Int(text), value >= 0 else {
+                // Digits only (no sign); a seq beyond Int is past every entry.
+                guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
                     throw .badValue("since", "since must be a non-negative whole number (a journal seq)")
                 }
-                since = value
+                since = Int(text) ?? .max
             }
             var limit = 1000
             if let text = ctx.request.query["limit"] {

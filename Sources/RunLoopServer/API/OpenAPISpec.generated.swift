@@ -1045,9 +1045,13 @@ enum OpenAPISpec {
             "in": "query",
             "required": false,
             "description": "a JSON object (URL-encoded): only performs with equal arguments (defaults filled in) are cancelled",
-            "schema": {
-              "type": "string",
-              "maxLength": 4096
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "maxProperties": 32
+                }
+              }
             }
           }
         ],
@@ -3033,8 +3037,8 @@ enum OpenAPISpec {
             "required": false,
             "description": "only requests with a seq above this (lastSeq of an earlier export)",
             "schema": {
-              "type": "string",
-              "pattern": "^[0-9]+$"
+              "type": "integer",
+              "minimum": 0
             }
           },
           {
@@ -3043,8 +3047,9 @@ enum OpenAPISpec {
             "required": false,
             "description": "at most this many steps (1-10000, default 1000)",
             "schema": {
-              "type": "string",
-              "pattern": "^[0-9]+$"
+              "type": "integer",
+              "minimum": 1,
+              "maximum": 10000
             }
           }
         ],
@@ -3143,9 +3148,7 @@ enum OpenAPISpec {
         "required": true,
         "description": "A mode name (default, common, or a custom mode)",
         "schema": {
-          "type": "string",
-          "minLength": 1,
-          "maxLength": 64
+          "$ref": "#/components/schemas/ModeName"
         }
       },
       "ExperimentId": {
@@ -4326,20 +4329,9 @@ enum OpenAPISpec {
         }
       },
       "RunPolicyRequest": {
-        "description": "A thread's run policy. With style forever the mode must be default (CFRunLoopRun always runs it).",
+        "description": "A thread's run policy. Styles run, runUntilDate and forever always run the default mode; runUntilDate needs seconds.",
         "type": "object",
         "additionalProperties": false,
-        "if": {
-          "required": [
-            "style"
-          ],
-          "description": "forever runs CFRunLoopRun(), which always uses the default mode",
-          "properties": {
-            "style": {
-              "const": "forever"
-            }
-          }
-        },
         "properties": {
           "mode": {
             "description": "the mode runs use (loop, runModeOnce, manual); run, runUntilDate and forever always run the default mode",
@@ -4367,7 +4359,6 @@ enum OpenAPISpec {
               "number",
               "null"
             ],
-            "default": 1,
             "maximum": 86400,
             "minimum": 0,
             "x-runloopd-limit": {
@@ -4391,17 +4382,59 @@ enum OpenAPISpec {
             "default": "loop"
           }
         },
-        "then": {
-          "properties": {
-            "mode": {
-              "enum": [
-                "default",
-                "kCFRunLoopDefaultMode",
-                null
-              ]
+        "allOf": [
+          {
+            "description": "run, runUntilDate and forever mirror calls that always run the default mode",
+            "if": {
+              "required": [
+                "style"
+              ],
+              "properties": {
+                "style": {
+                  "enum": [
+                    "forever",
+                    "run",
+                    "runUntilDate"
+                  ]
+                }
+              }
+            },
+            "then": {
+              "properties": {
+                "mode": {
+                  "enum": [
+                    "default",
+                    "kCFRunLoopDefaultMode",
+                    null
+                  ]
+                }
+              }
+            }
+          },
+          {
+            "description": "runUntilDate runs until its seconds have passed: they are required",
+            "if": {
+              "required": [
+                "style"
+              ],
+              "properties": {
+                "style": {
+                  "const": "runUntilDate"
+                }
+              }
+            },
+            "then": {
+              "required": [
+                "seconds"
+              ],
+              "properties": {
+                "seconds": {
+                  "type": "number"
+                }
+              }
             }
           }
-        }
+        ]
       },
       "RunRequest": {
         "required": [
@@ -7506,9 +7539,7 @@ enum OpenAPISpec {
         "properties": {
           "mode": {
             "description": "the mode (default, common, or a custom mode name)",
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 64
+            "$ref": "#/components/schemas/ModeName"
           }
         }
       },

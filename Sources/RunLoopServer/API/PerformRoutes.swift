@@ -101,7 +101,7 @@ extension API {
                 }
                 args = object
             }
-            let ids = try target.cancelDelayedPerforms(selector: selector, args: args)
+            let ids = target.cancelDelayedPerforms(selector: selector, args: args)
             return .json(
                 200,
                 [

@@ -27,7 +27,11 @@ extension API {
                     options.policy.style = style
                 }
                 if let mode = try policy.mode("mode") { options.policy.mode = mode }
-                if let seconds = try policy.number("seconds") { options.policy.seconds = seconds }
+                if let seconds = try policy.number("seconds") {
+                    // Given, it is a real bound; omitted, the distant future.
+                    try registry.limits.checkSeconds(seconds, field: "run.seconds")
+                    options.policy.seconds = seconds
+                }
                 if let flag = try policy.bool("returnAfterSourceHandled") {
                     options.policy.returnAfterSourceHandled = flag
                 }
