@@ -223,11 +223,8 @@ struct PerformQueue {
         return retired
     }
 
-    /// Whether `request` is still waiting for its delay.
+    /// Whether perform `id` is still waiting for its delay.
     func isDelayed(_ id: String) -> Bool { delayed.contains { $0.request.id == id } }
-
-    /// Whether `request` is queued for its modes.
-    func isPending(_ id: String) -> Bool { pending.contains { $0.request.id == id } }
 
     /// Cancels the delayed performs of `selector` (and, when given, exactly
     /// these arguments): returns them with their timers.

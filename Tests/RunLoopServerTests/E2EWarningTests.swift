@@ -151,7 +151,8 @@ struct E2EWarningTests {
                 ["interval": 0.02, "action": ["selector": "sleep", "args": ["ms": 19]]])
             let tm = try #require(timer["id"].string)
             let raised = try await c.warning(t, "busy_loop", timeout: 60) { $0["active"] == true }
-            #expect((raised["details", "utilization"].number ?? 0) > 0.9)
+            // Raised above the 0.9 threshold; the reported ratio is rounded to 3 decimals.
+            #expect((raised["details", "utilization"].number ?? 0) >= 0.9)
             let thread = try await c.get("/api/threads/\(t)")
             #expect((thread["load", "utilization"].number ?? 0) > 0.5)
             #expect(try await c.delete("/api/threads/\(t)/timers/\(tm)").status == 200)
