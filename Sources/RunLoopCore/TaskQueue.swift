@@ -37,6 +37,9 @@ struct TaskQueue {
         var call: SelectorCall
         var runs = 0
         var addedAt = Date()
+        /// Its `added` event is out: until then the loop leaves it (and those
+        /// after it) alone, so no `started` can precede the `added`.
+        var announced = false
     }
 
     var entries: [Entry] = []
@@ -56,6 +59,11 @@ struct TaskQueue {
             throw .limit("queue_full", "the task queue is full (capacity \(capacity))")
         }
         entries.append(Entry(id: id, call: call))
+    }
+
+    /// The `added` event of `id` is out: the loop may run it.
+    mutating func announce(id: String) {
+        if let index = entries.firstIndex(where: { $0.id == id }) { entries[index].announced = true }
     }
 
     mutating func remove(id: String) throws(RunLoopError) {

@@ -14,8 +14,11 @@ extension Worker {
             try b.tasks.add(id: taskId, call: checked)
             return (b.tasks.snapshot(), b.loop)
         }
-        // Emitted before the wake-up, so "added" always precedes "started".
+        // The loop may be between turns and reach its idle moment on its own:
+        // the task becomes runnable only once "added" is out, so "added"
+        // always precedes "started".
         emit(.task(thread: id, task: taskId, change: .added, runs: 0))
+        book.withLock { $0.tasks.announce(id: taskId) }
         if let loop { CFRunLoopWakeUp(loop) }
         return snap
     }
@@ -81,7 +84,8 @@ extension Worker {
     /// remain so the next turn runs the next one.
     private func runOneTask() {
         let next: TaskQueue.Entry? = book.withLock { b in
-            guard !b.tasks.suspended, b.tasks.running == nil, let first = b.tasks.entries.first else { return nil }
+            guard !b.tasks.suspended, b.tasks.running == nil, let first = b.tasks.entries.first, first.announced
+            else { return nil }
             b.tasks.running = first.id
             return first
         }
