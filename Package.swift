@@ -54,6 +54,7 @@ let package = Package(
             dependencies: [
                 "RunLoopServer",
                 "MicroHTTP",
+                "Primitives",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

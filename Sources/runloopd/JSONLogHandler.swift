@@ -3,17 +3,19 @@ import Logging
 import RunLoopServer
 
 /// A swift-log handler writing one JSON object per line to standard error
-/// (`--log-format json`): `ts`, `level`, `label`, `msg`, `source` and every
-/// metadata key, for log shippers.
+/// (`--log-format json`) through `LogSink`: `ts`, `level`, `label`, `msg`,
+/// `source` and every metadata key, for log shippers.
 struct JSONLogHandler: LogHandler {
     let label: String
     var logLevel: Logger.Level
     var metadata: Logger.Metadata = [:]
     var metadataProvider: Logger.MetadataProvider?
+    let sink: LogSink
 
-    init(label: String, level: Logger.Level) {
+    init(label: String, level: Logger.Level, sink: LogSink = .standardError) {
         self.label = label
         self.logLevel = level
+        self.sink = sink
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -33,16 +35,7 @@ struct JSONLogHandler: LogHandler {
             line += ",\(Self.quote(key)):\(Self.quote(fields[key] ?? ""))"
         }
         line += "}\n"
-        let bytes = Array(line.utf8)
-        bytes.withUnsafeBytes { buffer in
-            guard let base = buffer.baseAddress else { return }
-            var offset = 0
-            while offset < buffer.count {
-                let written = write(2, base + offset, buffer.count - offset)
-                if written <= 0 { break }
-                offset += written
-            }
-        }
+        sink.append(line)
     }
 
     static func timestamp() -> String { Timestamp.string(Date()) }

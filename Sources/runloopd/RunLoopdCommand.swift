@@ -240,12 +240,13 @@ struct Serve: ParsableCommand {
     func run() throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let json = logFormat == "json"
-        LoggingSystem.bootstrap { label in
+        LoggingSystem.bootstrap { label -> any LogHandler in
             if json { return JSONLogHandler(label: label, level: level) }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            return TextLogHandler(label: label, level: level)
         }
+        // Lines still queued for the log writer are written on every way out.
+        atexit { LogSink.standardError.flush() }
+        defer { LogSink.standardError.flush() }
         let logger = Logger(label: "runloopd")
         let secret: String?
         do {

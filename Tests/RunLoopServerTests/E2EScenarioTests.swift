@@ -50,7 +50,9 @@ struct E2EScenarioTests {
             #expect(stop["code"] == 2)
             let ran = try await run
             #expect(ran["exitReason"] == "stopped")
-            #expect((ran["durationMs"].number ?? 1e9) < 10_000)
+            // Ended by the stop, before its 20 s (reaching "waiting" can take
+            // seconds under ThreadSanitizer with the whole suite in parallel).
+            #expect((ran["durationMs"].number ?? 1e9) < 19_000)
         }
     }
 
