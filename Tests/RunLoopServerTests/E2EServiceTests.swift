@@ -124,4 +124,30 @@ struct E2EServiceTests {
         #expect(statuses.allSatisfy { $0 > 0 }, "every suspended request got an HTTP answer: \(statuses)")
         #expect(server.log.contains("runloopd stopped"))
     }
+
+    @Test("the access log loses no line on a clean stop (lines are written by the log writer in batches)")
+    func accessLogIsComplete() async throws {
+        // Default flags: the access log at info, text format.
+        let server = try RunLoopd.start()
+        defer { server.stop() }
+        let c = server.client
+        let count = 300
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    for i in stride(from: worker, to: count, by: 4) {
+                        _ = try? await c.send("GET", "/api/version", headers: [("X-Request-Id", "log-\(i)")])
+                    }
+                }
+            }
+        }
+        server.send(signal: SIGTERM)
+        #expect(server.waitForExit(timeout: 10) == 0, "\(server.log)")
+        let lines = server.log.split(separator: "\n").filter { $0.contains("GET /api/version 200") }
+        #expect(lines.count == count, "\(lines.count) access-log lines for \(count) requests")
+        for i in [0, count / 2, count - 1] {
+            #expect(lines.contains { $0.contains("requestId=log-\(i) ") }, "log-\(i) is logged")
+        }
+        #expect(server.log.hasSuffix("runloopd stopped\n"), "the last line is the stop")
+    }
 }

@@ -2,8 +2,9 @@
 
 `no_undocumented_server_error` replaces the built-in `not_a_server_error`:
 runloopd documents two 5xx answers, 503 (starting, stopping, overloaded) and
-504 (a wait that passed its deadline: the fuzzer asks for short perform
-timeouts and short manual runs on purpose). Any other 5xx is a bug, and a
+504 (runloopd could not answer in time: a stop, a manual run or an end
+whose loop a handler holds; the fuzzer makes handlers sleep on purpose; a
+perform whose own wait passes answers 202, not 504). Any other 5xx is a bug, and a
 documented one must still carry the JSON error body (and Retry-After for 503);
 `status_code_conformance` separately checks that the operation lists it.
 """

@@ -1048,8 +1048,7 @@ enum OpenAPISpec {
             "content": {
               "application/json": {
                 "schema": {
-                  "type": "object",
-                  "maxProperties": 32
+                  "type": "object"
                 }
               }
             }
@@ -4377,7 +4376,8 @@ enum OpenAPISpec {
               "runUntilDate",
               "runModeOnce",
               "forever",
-              "manual"
+              "manual",
+              null
             ],
             "default": "loop"
           }

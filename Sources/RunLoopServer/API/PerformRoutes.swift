@@ -95,9 +95,9 @@ extension API {
             }
             var args: [String: Value]?
             if let text = ctx.request.query["args"] {
-                guard text.utf8.count <= 4096, case .object(let object)? = try? JSONReader.parse(Array(text.utf8))
-                else {
-                    throw .badValue("args", "args must be a JSON object (URL-encoded), at most 4096 bytes")
+                // Bounded by the request line libmicrohttpd accepts (its connection memory).
+                guard case .object(let object)? = try? JSONReader.parse(Array(text.utf8)) else {
+                    throw .badValue("args", "args must be a JSON object (URL-encoded)")
                 }
                 args = object
             }

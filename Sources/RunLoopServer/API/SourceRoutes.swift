@@ -34,8 +34,9 @@ extension API {
             return .json(200, Rep.source(try worker(ctx).addSourceMode(ctx.param("sid"), mode: mode)))
         }
         r.add("DELETE", "/api/threads/{id}/sources/{sid}/modes/{mode}") { ctx throws(RunLoopError) in
+            let target = try worker(ctx)
             let mode = try API.pathMode(ctx)
-            return .json(200, Rep.source(try worker(ctx).removeSourceMode(ctx.param("sid"), mode: mode)))
+            return .json(200, Rep.source(try target.removeSourceMode(ctx.param("sid"), mode: mode)))
         }
         r.add("POST", "/api/threads/{id}/sources/{sid}/signal") { ctx throws(RunLoopError) in
             let body = try ctx.body(["wakeup"])

@@ -36,8 +36,9 @@ extension API {
             return .json(200, Rep.timer(try worker(ctx).addTimerMode(ctx.param("tid"), mode: mode)))
         }
         r.add("DELETE", "/api/threads/{id}/timers/{tid}/modes/{mode}") { ctx throws(RunLoopError) in
+            let target = try worker(ctx)
             let mode = try API.pathMode(ctx)
-            return .json(200, Rep.timer(try worker(ctx).removeTimerMode(ctx.param("tid"), mode: mode)))
+            return .json(200, Rep.timer(try target.removeTimerMode(ctx.param("tid"), mode: mode)))
         }
         r.add("DELETE", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
             .json(200, Rep.timer(try worker(ctx).invalidateTimer(ctx.param("tid"))))

@@ -163,6 +163,28 @@ enum ScaleBenchmark {
             + "\nTimers on one worker (interval 3600 s; steal \(fmt(timerSteal, 1)) %):\n\n" + table("timers", timerPoints)
 
         if !engineNote.isEmpty { section.notes.append(engineNote) }
+        // The curves as pictures (log-log: flat or logarithmic shows as it is).
+        func series(_ name: String, _ points: [Point], _ value: (Point) -> Double) -> SVGChart.Series {
+            SVGChart.Series(name: name, points: points.map { (Double($0.size), value($0) * 1e6) })
+        }
+        SVGChart.write(
+            SVGChart.line(
+                title: "Scale: workers 1 → \(maxWorkers)", xLabel: "workers", yLabel: "µs",
+                series: [
+                    series("GET p50", workerPoints) { $0.getP50 }, series("GET p99", workerPoints) { $0.getP99 },
+                    series("create, HTTP", workerPoints) { $0.httpCreate },
+                    series("create, engine", workerPoints) { $0.engineCreate },
+                ], logX: true, logY: true), to: "benchmarks/charts/scale-workers.svg")
+        SVGChart.write(
+            SVGChart.line(
+                title: "Scale: timers on one worker 1 → \(maxTimers)", xLabel: "timers", yLabel: "µs",
+                series: [
+                    series("GET p50", timerPoints) { $0.getP50 }, series("GET p99", timerPoints) { $0.getP99 },
+                    series("add, HTTP", timerPoints) { $0.httpCreate },
+                    series("add, engine", timerPoints) { $0.engineCreate },
+                ], logX: true, logY: true), to: "benchmarks/charts/scale-timers.svg")
+        section.details +=
+            "\n![Scale with workers](benchmarks/charts/scale-workers.svg)\n![Scale with timers](benchmarks/charts/scale-timers.svg)\n"
         // Figures: growth from the smallest to the largest size.
         if let first = workerPoints.first, let last = workerPoints.last {
             section.figures.append(

@@ -4,7 +4,7 @@ import Foundation
 // every subcommand and then `report`; each prints its figures and saves them
 // under --out for the report.
 //
-//   rlbench hop     --runloopd PATH --hello PATH [--rounds 5] [--seconds 3]
+//   rlbench hop     --runloopd PATH --hello PATH --minimal-hop PATH [--rounds 5] [--seconds 3]
 //   rlbench wakeup  [--round-trips 10000] [--rounds 5]
 //   rlbench trace   --runloopd PATH [--round-trips 10000] [--rounds 5] [--seconds 3]
 //   rlbench timers  [--timers 10000] [--workers 16] [--seconds 10]
@@ -35,7 +35,8 @@ switch command {
 case "hop":
     HopBenchmark.run(
         runloopd: option("runloopd", ".build/release/runloopd"), hello: option("hello", "benchmarks/.build/hello"),
-        publicDir: publicDir, rounds: Int(number("rounds", 5)), seconds: Int(number("seconds", 3)), out: out)
+        minimalHop: option("minimal-hop", "benchmarks/.build/minimal-hop"), publicDir: publicDir,
+        rounds: Int(number("rounds", 5)), seconds: Int(number("seconds", 3)), out: out)
 case "wakeup":
     WakeUpBenchmark.run(roundTrips: Int(number("round-trips", 10_000)), rounds: Int(number("rounds", 5)), out: out)
 case "timers":
