@@ -256,8 +256,10 @@ import Testing
                 action: SelectorCall(selector: "count", args: ["name": "beforeWaiting"])))
         try worker.wakeUp()
         #expect(probe.waitUntil { (worker.counterValues["beforeWaiting"] ?? 0) >= 1 })
+        // The result is recorded just after the selector returns: wait for it too.
+        #expect(probe.waitUntil { worker.observerSnapshots().first { $0.id == observer.id }?.lastResult != nil })
         let snapshot = try #require(worker.observerSnapshots().first { $0.id == observer.id })
-        #expect(snapshot.lastResult != nil)
+        #expect(try snapshot.lastResult?.get().object?["name"] == "beforeWaiting")
     }
 
     /// Every limit answers the same way: a full idle task queue is a limit (429).

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Instructions per request under valgrind's callgrind, for the hop's four
+servers side by side: bare libmicrohttpd (hello.c), the minimal hop
+(minimal-hop.c, 1 and 2 hops), runloopd GET /api/version and runloopd
+perform echo + waitUntilDone. Instruction counts are repeatable on a noisy
+shared VM where wall-clock ratios are not.
+
+    python3 benchmarks/callgrind/per-request.py BIN_DIR [--top N] [--out FILE]
+
+BIN_DIR holds `hello`, `minimal-hop` and `runloopd` (benchmarks/.build: run
+`benchmarks/run.sh hop` once to build them; runloopd is taken from the
+release bin path next to it). Each server runs under callgrind twice (400 and
+2,000 requests on one keep-alive connection); the slope is instructions per
+request with start-up and shutdown cancelled out, counted over every thread.
+For runloopd the functions with the most *self* instructions per request
+(large run minus small run, over the extra requests; `--top N`, default 15)
+are listed, from callgrind_annotate. Swift release
+binaries carry DWARF 5 that valgrind 3.19 cannot read: a copy with its debug
+info stripped (symbols kept) is measured.
+"""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SMALL, LARGE = 400, 2000
+
+
+def free_port():
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return port
+
+
+def wait_up(port, server, path):
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.request("GET", path)
+            conn.getresponse().read()
+            return conn
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit(f"server did not start under valgrind (port {port})")
+            time.sleep(0.2)
+
+
+def measure(argv_for_port, kind, count, workdir, tag):
+    port = free_port()
+    out = os.path.join(workdir, f"callgrind.{tag}.{count}")
+    server = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv_for_port(port),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conn = wait_up(port, server, "/healthz" if kind.startswith("runloopd") else "/")
+    headers = {"Content-Type": "application/json"}
+    if kind == "runloopd-perform":
+        conn.request("POST", "/api/threads", body="{}", headers=headers)
+        thread = json.loads(conn.getresponse().read())["id"]
+        path, body = f"/api/threads/{thread}/perform", json.dumps(
+            {"selector": "echo", "args": {"n": 1}, "waitUntilDone": True})
+    elif kind == "post":
+        path, body = "/api/threads/t1/perform", json.dumps({"selector": "echo", "args": {"n": 1}, "waitUntilDone": True})
+    else:
+        path, body = "/api/version", None
+    for _ in range(count):
+        if body is None:
+            conn.request("GET", path)
+        else:
+            conn.request("POST", path, body=body, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200, response.status
+    conn.close()
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    for line in open(out):
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1]), out
+    raise SystemExit("no totals in " + out)
+
+
+def self_costs(path):
+    """function -> self instructions, from callgrind_annotate (all threads)."""
+    text = subprocess.run(["callgrind_annotate", "--threshold=100", path], capture_output=True, text=True).stdout
+    costs = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$", line) or re.match(r"\s*([\d,]+)\s+(\S.*)$", line)
+        if not m:
+            continue
+        name = m.group(2).strip()
+        if name.startswith(("PROGRAM TOTALS", "file:function", "Ir")):
+            continue
+        name = re.sub(r"^.*?:", "", name, count=1) if ":" in name.split(" ")[0] else name
+        costs[name] = costs.get(name, 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or not shutil.which("valgrind"):
+        raise SystemExit(__doc__)
+    bindir = args[0]
+    top = int(args[args.index("--top") + 1]) if "--top" in args else 15
+    report = args[args.index("--out") + 1] if "--out" in args else None
+    public = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Public")
+    rows, tops = [], []
+    with tempfile.TemporaryDirectory() as workdir:
+        runloopd = os.path.join(workdir, "runloopd")
+        release = subprocess.run(["find", bindir, "-name", "runloopd", "-type", "f", "-path", "*release*"],
+                                 capture_output=True, text=True).stdout.split()
+        shutil.copy(release[0] if release else os.path.join(bindir, "runloopd"), runloopd)
+        subprocess.run(["strip", "-g", runloopd], check=True)
+        hello = os.path.join(bindir, "hello")
+        minimal = os.path.join(bindir, "minimal-hop")
+        version_bytes = 0
+        servers = [
+            ("bare libmicrohttpd (hello.c), GET", lambda p: [hello, str(p), "1", "120"], "get"),
+            ("minimal hop (1 loop), GET", lambda p: [minimal, str(p), "1", "120"], "get"),
+            ("runloopd GET /api/version (--log-level error)",
+             lambda p: [runloopd, "--port", str(p), "--log-level", "error", "--public-dir", public], "runloopd-get"),
+            ("runloopd GET /api/version (default flags)",
+             lambda p: [runloopd, "--port", str(p), "--public-dir", public], "runloopd-get"),
+            ("minimal hop (2 loops), POST", lambda p: [minimal, str(p), "2", "200"], "post"),
+            ("runloopd POST perform echo, waitUntilDone",
+             lambda p: [runloopd, "--port", str(p), "--log-level", "error", "--public-dir", public], "runloopd-perform"),
+        ]
+        for index, (name, argv, kind) in enumerate(servers):
+            small, small_out = measure(argv, kind, SMALL, workdir, f"s{index}")
+            large, large_out = measure(argv, kind, LARGE, workdir, f"l{index}")
+            per = (large - small) / (LARGE - SMALL)
+            rows.append((name, per))
+            print(f"{per:12,.0f}  {name}", flush=True)
+            if kind.startswith("runloopd") and "default" not in name:
+                a, b = self_costs(small_out), self_costs(large_out)
+                delta = sorted(((b.get(k, 0) - a.get(k, 0)) / (LARGE - SMALL), k) for k in b)
+                tops.append((name, [d for d in reversed(delta[-top:])]))
+    lines = ["| server | instructions per request | vs minimal hop |", "|---|---|---|"]
+    base = {r[0]: r[1] for r in rows}
+    one = base.get("minimal hop (1 loop), GET")
+    two = base.get("minimal hop (2 loops), POST")
+    for name, per in rows:
+        ref = two if "POST" in name else one
+        lines.append(f"| {name} | {per:,.0f} | {per / ref:.2f}× |" if ref else f"| {name} | {per:,.0f} | |")
+    for name, items in tops:
+        lines += ["", f"Top functions by self instructions per request, {name}:", "",
+                  "| instructions / request | function |", "|---|---|"]
+        for per, fn in items:
+            lines.append(f"| {per:,.0f} | `{fn[:110]}` |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if report:
+        with open(report, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
