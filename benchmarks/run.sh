@@ -24,11 +24,16 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-echo "== building (release): rlbench, runloopd, bare-mhd/hello.c"
+echo "== building (release): rlbench, runloopd, bare-mhd/hello.c, bare-mhd/minimal-hop.c"
 $SWIFT build -c release --package-path benchmarks --scratch-path "$SCRATCH" --product rlbench
 $SWIFT build -c release --package-path benchmarks --scratch-path "$SCRATCH" --product runloopd
 BIN=$($SWIFT build -c release --package-path benchmarks --scratch-path "$SCRATCH" --show-bin-path)
 cc -O2 -Wall -o "$SCRATCH/hello" benchmarks/bare-mhd/hello.c $(pkg-config --cflags --libs libmicrohttpd)
+# The run-loop baseline: CoreFoundation from the Swift toolchain (its headers;
+# the CF symbols are exported by libFoundation.so).
+SWIFT_LIB=${SWIFT_LIB:-$(dirname "$(readlink -f "$(command -v "$SWIFT")")")/../lib/swift}
+cc -O2 -Wall -o "$SCRATCH/minimal-hop" benchmarks/bare-mhd/minimal-hop.c -I"$SWIFT_LIB" \
+  $(pkg-config --cflags --libs libmicrohttpd) "$SWIFT_LIB/linux/libFoundation.so" -Wl,-rpath,"$SWIFT_LIB/linux" -lpthread
 mkdir -p "$OUT"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg) (figures are cleanest below 1.0)"
 
@@ -36,7 +41,7 @@ for bench in "${benches[@]}"; do
   echo
   case "$bench" in
     trace)  "$BIN/rlbench" trace --runloopd "$BIN/runloopd" --out "$OUT" ;;
-    hop)    "$BIN/rlbench" hop --runloopd "$BIN/runloopd" --hello "$SCRATCH/hello" --out "$OUT" ;;
+    hop)    "$BIN/rlbench" hop --runloopd "$BIN/runloopd" --hello "$SCRATCH/hello" --minimal-hop "$SCRATCH/minimal-hop" --out "$OUT" ;;
     scale)  "$BIN/rlbench" scale --runloopd "$BIN/runloopd" --out "$OUT" ;;
     wakeup|timers|idle) "$BIN/rlbench" "$bench" --out "$OUT" ;;
     *) echo "unknown benchmark: $bench" >&2; exit 2 ;;

@@ -84,9 +84,10 @@ struct E2EScenarioTests {
             let t = try await c.manualThread()
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
             let s = try #require(source["id"].string)
-            // 3 s: room to see the loop asleep before the run times out, even on a
-            // loaded machine or under ThreadSanitizer.
-            async let run = c.post("/api/threads/\(t)/run", ["seconds": 3, "returnAfterSourceHandled": true])
+            // 6 s: room to see the loop asleep before the run times out, even on a
+            // loaded machine or under ThreadSanitizer with the whole suite in
+            // parallel (3 s was once not enough there).
+            async let run = c.post("/api/threads/\(t)/run", ["seconds": 6, "returnAfterSourceHandled": true])
             try await c.waitUntilWaiting(t)
             let signal = try await c.post("/api/threads/\(t)/sources/\(s)/signal", ["wakeup": false])
             #expect(signal["signalled"] == true)
