@@ -54,11 +54,11 @@ enum SVGChart {
             svg += "<line x1=\"\(left)\" y1=\"\(r(y))\" x2=\"\(left + plotW)\" y2=\"\(r(y))\" stroke=\"#e5e5e5\"/>\n"
             svg += "<text x=\"\(left - 6)\" y=\"\(r(y + 4))\" text-anchor=\"end\">\(label(value))</text>\n"
         }
-        let xs: [Double] =
-            xTicks
-            ?? (logX
-                ? stride(from: xMin, through: xMax, by: 1).map { pow(10, $0) }
-                : (0...5).map { xMin + (xMax - xMin) * Double($0) / 5 })
+        let defaultXs: [Double] =
+            logX
+            ? stride(from: xMin, through: xMax, by: 1).map { pow(10, $0) }
+            : (0...5).map { xMin + (xMax - xMin) * Double($0) / 5 }
+        let xs: [Double] = xTicks ?? defaultXs
         for value in xs {
             let x = px(value)
             svg += "<line x1=\"\(r(x))\" y1=\"\(top)\" x2=\"\(r(x))\" y2=\"\(top + plotH)\" stroke=\"#f0f0f0\"/>\n"

@@ -96,7 +96,8 @@ enum HopBenchmark {
     ) {
         let started = nowMono()
         var section = Section(
-            id: "hop", title: "HTTP hop: runloopd vs bare libmicrohttpd and a minimal CF hop (wrk -t1)", command: "rlbench hop")
+            id: "hop", title: "HTTP hop: runloopd vs bare libmicrohttpd and a minimal CF hop (wrk -t1)",
+            command: "rlbench hop")
         let scriptPath = NSTemporaryDirectory() + "rlbench-perform.lua"
         let performBody = #"{"selector":"echo","args":{"n":1},"waitUntilDone":true}"#
         let lua = """
@@ -314,7 +315,8 @@ enum HopBenchmark {
             + "The default-flags case runs a second runloopd without `--log-level error` (access log to a file) "
             + "against the first. wrk -t1 runs on the same 2 vCPUs as the server.\n\n" + table
         section.notes.append(
-            "Reference (docs/benchmarking.md): bare libmicrohttpd `GET /ping`, wrk -t1 -c16: 124.6k req/s, p50 115 µs, p99 237 µs; Hummingbird 2.28: 0.21× bare.")
+            "Reference (docs/benchmarking.md): bare libmicrohttpd `GET /ping`, wrk -t1 -c16: 124.6k req/s, p50 115 µs, p99 237 µs; Hummingbird 2.28: 0.21× bare."
+        )
         section.emit(started: started, outputDirectory: out)
     }
 
