@@ -21,6 +21,8 @@ extension RunLoopService {
         let route = isAPI ? "unmatched" : Self.route(path)
         let trace = RequestTrace(requestId: Self.requestId(for: request), route: route)
         let logger = self.logger
+        let accessLog = self.accessLog
+        let logsAccess = logger.logLevel <= .info
         let metrics = self.metrics
         // One look at the running state per request: the guard, the port, the control loop.
         let (requestGuard, boundPort, control) = running.withLock {
@@ -49,12 +51,18 @@ extension RunLoopService {
                     method: request.method, path: request.path + Self.queryString(request.query), body: request.body,
                     status: response.status, answer: response.body)
             }
-            logger.info(
-                "\(request.method) \(request.path) \(response.status)",
-                metadata: [
-                    "requestId": "\(trace.requestId)", "route": "\(route)", "status": "\(response.status)",
-                    "durationMs": "\((seconds * 1e6).rounded() / 1000)", "remote": "\(request.remoteAddress ?? "-")",
-                ])
+            guard accessLog != nil || logsAccess else { return }
+            let entry = AccessLogEntry(
+                method: request.method, path: request.path, status: response.status, requestId: trace.requestId,
+                route: route, seconds: seconds, remote: request.remoteAddress, at: Date())
+            if let accessLog {
+                // Queued as data; the writer thread formats it.
+                accessLog.record(entry)
+            } else {
+                logger.info(
+                    "\(entry.message)",
+                    metadata: Logger.Metadata(uniqueKeysWithValues: entry.metadata.map { ($0, .string($1)) }))
+            }
         }
         // Before anything else: a foreign Host or Origin changes nothing.
         guard let requestGuard else {

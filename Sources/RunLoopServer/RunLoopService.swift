@@ -25,6 +25,9 @@ public final class RunLoopService: Sendable {
     /// The workers.
     public let registry: WorkerRegistry
     let logger: Logger
+    /// The access log's own writer (formats off the request path); nil: each
+    /// line goes through `logger` at `info`.
+    let accessLog: (any AccessLogWriter)?
     let hub: EventHub
     let metrics = ServiceMetrics()
     let staticFiles: StaticFiles
@@ -87,9 +90,11 @@ public final class RunLoopService: Sendable {
     }
 
     /// Creates the service (nothing runs until `start`).
-    public init(configuration: ServiceConfiguration, logger: Logger) {
+    public init(configuration: ServiceConfiguration, logger: Logger, accessLog: (any AccessLogWriter)? = nil) {
         self.configuration = configuration
         self.logger = logger
+        // The access log is at info: below that level nothing is queued at all.
+        self.accessLog = logger.logLevel <= .info ? accessLog : nil
         let hub = EventHub(maxClients: configuration.api.maxEventClients)
         let metrics = self.metrics
         self.registry = WorkerRegistry(limits: configuration.limits, diagnostics: configuration.diagnostics) { event in

@@ -28,14 +28,30 @@ struct JSONLogHandler: LogHandler {
         for (key, value) in metadata { fields[key] = "\(value)" }
         if let provided = metadataProvider?.get() { for (key, value) in provided { fields[key] = "\(value)" } }
         if let extra = event.metadata { for (key, value) in extra { fields[key] = "\(value)" } }
-        var line = "{\"ts\":\(Self.quote(Self.timestamp())),\"level\":\(Self.quote(event.level.rawValue))"
-        line += ",\"label\":\(Self.quote(label)),\"msg\":\(Self.quote("\(event.message)"))"
-        line += ",\"source\":\(Self.quote(event.source))"
-        for key in fields.keys.sorted() where !["ts", "level", "label", "msg", "source"].contains(key) {
-            line += ",\(Self.quote(key)):\(Self.quote(fields[key] ?? ""))"
+        sink.append(
+            Self.line(
+                at: Date(), level: event.level, label: label, message: "\(event.message)", source: event.source,
+                fields: fields.keys.sorted().map { ($0, fields[$0] ?? "") }))
+    }
+
+    /// One JSON line: `ts`, `level`, `label`, `msg`, `source`, then the fields in order.
+    static func line(
+        at date: Date, level: Logger.Level, label: String, message: String, source: String, fields: [(String, String)]
+    ) -> String {
+        var line = "{\"ts\":\(quote(Timestamp.string(date))),\"level\":\(quote(level.rawValue))"
+        line += ",\"label\":\(quote(label)),\"msg\":\(quote(message))"
+        line += ",\"source\":\(quote(source))"
+        for (key, value) in fields where !["ts", "level", "label", "msg", "source"].contains(key) {
+            line += ",\(quote(key)):\(quote(value))"
         }
-        line += "}\n"
-        sink.append(line)
+        return line + "}\n"
+    }
+
+    /// An access entry in the same format.
+    static func accessLine(_ entry: AccessLogEntry) -> String {
+        line(
+            at: entry.at, level: .info, label: "runloopd", message: entry.message, source: "RunLoopServer",
+            fields: entry.metadata)
     }
 
     static func timestamp() -> String { Timestamp.string(Date()) }

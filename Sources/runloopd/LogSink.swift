@@ -5,64 +5,102 @@ import RunLoopServer
 
 /// Where log lines go: standard error, written by one writer thread in
 /// batches, so a request's access-log line never costs its HTTP or control
-/// thread a `write` (into a pipe, that is a wake-up of the reader per line).
-/// A caller appends the formatted bytes under a lock and goes on; the writer
-/// takes everything pending and writes it at once. Idle, the writer sleeps on
+/// thread a `write` (into a pipe, that is a wake-up of the reader per line)
+/// nor its formatting: an access entry is queued as data and the writer
+/// formats it (other lines arrive formatted). A caller appends under a lock
+/// and goes on; the writer takes everything pending and writes it at once. Idle, the writer sleeps on
 /// a condition (no polling). Bounded: past `limit` pending bytes new lines
 /// are dropped and counted, and the count is reported once there is room.
 /// `flush()` (every exit path, and `atexit`) writes what is pending before
 /// the process ends, so a clean stop loses no line.
-final class LogSink: Sendable {
+final class LogSink: AccessLogWriter {
     /// Standard error, for the whole process.
     static let standardError = LogSink(fd: 2)
 
+    /// One queued line: bytes already formatted, or an access-log entry the
+    /// writer formats (the request's thread only copies it in).
+    private enum Item {
+        case bytes([UInt8])
+        case access(AccessLogEntry)
+    }
+
     private struct State {
-        var pending: [UInt8] = []
-        var spare: [UInt8] = []
+        var pending: [Item] = []
+        var pendingBytes = 0
         var writing = false
         var started = false
         var dropped = 0
         var reportedDropped = 0
+        var formatAccess: @Sendable (AccessLogEntry) -> String = { "\($0.message)\n" }
     }
 
     private let fd: Int32
     private let limit: Int
     private let state = Locked(State())
 
+    /// An access entry is counted at this size against `limit` until formatted.
+    private static let accessEstimate = 160
+
     init(fd: Int32, limit: Int = 8 << 20) {
         self.fd = fd
         self.limit = limit
     }
 
+    /// How access entries become lines (the text or JSON handler's format).
+    func formatAccessLines(_ format: @escaping @Sendable (AccessLogEntry) -> String) {
+        state.withLock { $0.formatAccess = format }
+    }
+
+    /// Queues an access-log entry, formatted later by the writer thread.
+    func record(_ entry: AccessLogEntry) {
+        enqueue(.access(entry), bytes: Self.accessEstimate)
+    }
+
     /// Queues one line (already formatted, newline included).
     func append(_ line: String) {
-        var line = line
-        let (start, wake) = line.withUTF8 { bytes in
-            state.withLock { s -> (Bool, Bool) in
-                guard s.pending.count + bytes.count <= limit else {
-                    s.dropped += 1
-                    return (false, false)
-                }
-                // The writer waits only for an empty queue to fill (a flush
-                // only for it to finish): one wake-up per batch, not per line.
-                let wasEmpty = s.pending.isEmpty
-                s.pending.append(contentsOf: bytes)
-                defer { s.started = true }
-                return (!s.started, wasEmpty)
+        enqueue(.bytes(Array(line.utf8)), bytes: line.utf8.count)
+    }
+
+    private func enqueue(_ item: Item, bytes: Int) {
+        let (start, wake) = state.withLock { s -> (Bool, Bool) in
+            guard s.pendingBytes + bytes <= limit else {
+                s.dropped += 1
+                return (false, false)
             }
+            // The writer waits only for an empty queue to fill (a flush only
+            // for it to finish): one wake-up per batch, not per line.
+            let wasEmpty = s.pending.isEmpty
+            s.pending.append(item)
+            s.pendingBytes += bytes
+            defer { s.started = true }
+            return (!s.started, wasEmpty)
         }
         if start { startWriter() }
         if wake { state.notifyAll() }
     }
 
-    /// Writes everything pending now (on the caller's thread when the writer
-    /// is busy elsewhere, it waits for it).
+    /// Writes everything pending now (waiting for the writer if it is busy).
     func flush() {
-        let bytes: [UInt8] = state.withLock(when: { !$0.writing }) { s in
-            defer { s.pending.removeAll(keepingCapacity: true) }
-            return s.pending
+        let (items, format) = state.withLock(when: { !$0.writing }) { s in
+            defer {
+                s.pending.removeAll(keepingCapacity: true)
+                s.pendingBytes = 0
+            }
+            return (s.pending, s.formatAccess)
         }
-        write(bytes)
+        write(Self.render(items, format))
+    }
+
+    private static func render(_ items: [Item], _ format: (AccessLogEntry) -> String) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(items.count * accessEstimate)
+        for item in items {
+            switch item {
+            case .bytes(let bytes): out.append(contentsOf: bytes)
+            case .access(let entry): out.append(contentsOf: format(entry).utf8)
+            }
+        }
+        return out
     }
 
     private func startWriter() {
@@ -84,10 +122,13 @@ final class LogSink: Sendable {
     }
 
     private func writerLoop() {
+        var spare: [Item] = []
         while true {
-            let (batch, droppedNote) = state.withLock(when: { !$0.pending.isEmpty }) { s -> ([UInt8], String?) in
-                var batch = s.spare
-                swap(&batch, &s.pending)
+            let (items, format, droppedNote) = state.withLock(when: { !$0.pending.isEmpty }) {
+                s -> ([Item], @Sendable (AccessLogEntry) -> String, String?) in
+                var items = spare
+                swap(&items, &s.pending)
+                s.pendingBytes = 0
                 s.writing = true
                 var note: String?
                 if s.dropped > s.reportedDropped {
@@ -95,16 +136,14 @@ final class LogSink: Sendable {
                         "runloopd: \(s.dropped - s.reportedDropped) log line(s) dropped: the log writer fell more than \(limit >> 20) MiB behind\n"
                     s.reportedDropped = s.dropped
                 }
-                return (batch, note)
+                return (items, s.formatAccess, note)
             }
-            write(batch)
+            // Formatting happens here, on the writer's thread.
+            write(Self.render(items, format))
             if let droppedNote { write(Array(droppedNote.utf8)) }
-            state.withLock { s in
-                s.writing = false
-                var emptied = batch
-                emptied.removeAll(keepingCapacity: true)
-                s.spare = emptied
-            }
+            spare = items
+            spare.removeAll(keepingCapacity: true)
+            state.withLock { $0.writing = false }
             state.notifyAll()
         }
     }
@@ -147,10 +186,29 @@ struct TextLogHandler: LogHandler {
         var fields = metadata
         if let provided = metadataProvider?.get() { fields.merge(provided) { $1 } }
         if let extra = event.metadata { fields.merge(extra) { $1 } }
-        var line = Timestamp.string(Date())
-        line += " \(event.level) \(label) :"
-        for key in fields.keys.sorted() { line += " \(key)=\(fields[key].map { "\($0)" } ?? "")" }
-        line += " [\(event.source)] \(event.message)\n"
-        sink.append(line)
+        let pairs = fields.keys.sorted().map { ($0, fields[$0].map { "\($0)" } ?? "") }
+        sink.append(
+            Self.line(
+                at: Date(), level: event.level, label: label, fields: pairs, source: event.source,
+                message: "\(event.message)"))
+    }
+
+    /// One text line: `timestamp level label : k=v … [source] message`.
+    static func line(
+        at date: Date, level: Logger.Level, label: String, fields: [(String, String)], source: String,
+        message: String
+    ) -> String {
+        var line = Timestamp.string(date)
+        line += " \(level) \(label) :"
+        for (key, value) in fields { line += " \(key)=\(value)" }
+        line += " [\(source)] \(message)\n"
+        return line
+    }
+
+    /// An access entry in the same format (fields sorted, as `log` sorts them).
+    static func accessLine(_ entry: AccessLogEntry) -> String {
+        line(
+            at: entry.at, level: .info, label: "runloopd", fields: entry.metadata, source: "RunLoopServer",
+            message: entry.message)
     }
 }

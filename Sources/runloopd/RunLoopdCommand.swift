@@ -244,6 +244,7 @@ struct Serve: ParsableCommand {
             if json { return JSONLogHandler(label: label, level: level) }
             return TextLogHandler(label: label, level: level)
         }
+        LogSink.standardError.formatAccessLines(json ? JSONLogHandler.accessLine : TextLogHandler.accessLine)
         // Lines still queued for the log writer are written on every way out.
         atexit { LogSink.standardError.flush() }
         defer { LogSink.standardError.flush() }
@@ -321,7 +322,7 @@ struct Serve: ParsableCommand {
         config.diagnostics.busyThreshold = busyThreshold
         config.diagnostics.maxWarnings = maxWarnings
 
-        let service = RunLoopService(configuration: config, logger: logger)
+        let service = RunLoopService(configuration: config, logger: logger, accessLog: LogSink.standardError)
         do {
             try service.start()
         } catch {

@@ -1,0 +1,41 @@
+import Foundation
+import Logging
+
+/// One answered request, as the access log records it.
+public struct AccessLogEntry: Sendable {
+    /// The request's method.
+    public var method: String
+    /// Its path (no query).
+    public var path: String
+    /// The answer's status.
+    public var status: Int
+    /// Its `X-Request-Id`.
+    public var requestId: String
+    /// The metrics route label.
+    public var route: String
+    /// Seconds from arrival to answer.
+    public var seconds: Double
+    /// The client's address.
+    public var remote: String?
+    /// When it was answered.
+    public var at: Date
+
+    /// The message of the line: `METHOD /path STATUS`.
+    public var message: String { "\(method) \(path) \(status)" }
+
+    /// The line's fields, as a log handler's metadata.
+    public var metadata: [(String, String)] {
+        [
+            ("durationMs", "\((seconds * 1e6).rounded() / 1000)"), ("remote", remote ?? "-"),
+            ("requestId", requestId), ("route", route), ("status", String(status)),
+        ]
+    }
+}
+
+/// Where access-log entries go when not through swift-log: a writer that
+/// formats them off the request path (`runloopd`'s log writer thread). It
+/// must only queue: it runs on the HTTP and run-loop threads.
+public protocol AccessLogWriter: Sendable {
+    /// Queues one entry.
+    func record(_ entry: AccessLogEntry)
+}
