@@ -48,10 +48,12 @@ struct JSONLogHandler: LogHandler {
     }
 
     /// An access entry in the same format.
-    static func accessLine(_ entry: AccessLogEntry) -> String {
-        line(
-            at: entry.at, level: .info, label: "runloopd", message: entry.message, source: "RunLoopServer",
-            fields: entry.metadata)
+    static func appendAccessLine(_ entry: AccessLogEntry, to out: inout [UInt8], clock: inout ClockCache) {
+        out.append(
+            contentsOf: line(
+                at: entry.at, level: .info, label: "runloopd", message: entry.message, source: "RunLoopServer",
+                fields: entry.metadata
+            ).utf8)
     }
 
     static func timestamp() -> String { Timestamp.string(Date()) }

@@ -31,7 +31,7 @@ final class LogSink: AccessLogWriter {
         var started = false
         var dropped = 0
         var reportedDropped = 0
-        var formatAccess: @Sendable (AccessLogEntry) -> String = { "\($0.message)\n" }
+        var formatAccess: AccessFormat = { entry, out, _ in out.append(contentsOf: "\(entry.message)\n".utf8) }
     }
 
     private let fd: Int32
@@ -46,8 +46,12 @@ final class LogSink: AccessLogWriter {
         self.limit = limit
     }
 
+    /// Appends an access entry's line to `out`; the clock cache lets a batch
+    /// format its timestamps' date and time once per second.
+    typealias AccessFormat = @Sendable (AccessLogEntry, inout [UInt8], inout ClockCache) -> Void
+
     /// How access entries become lines (the text or JSON handler's format).
-    func formatAccessLines(_ format: @escaping @Sendable (AccessLogEntry) -> String) {
+    func formatAccessLines(_ format: @escaping AccessFormat) {
         state.withLock { $0.formatAccess = format }
     }
 
@@ -91,13 +95,14 @@ final class LogSink: AccessLogWriter {
         write(Self.render(items, format))
     }
 
-    private static func render(_ items: [Item], _ format: (AccessLogEntry) -> String) -> [UInt8] {
+    private static func render(_ items: [Item], _ format: AccessFormat) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(items.count * accessEstimate)
+        var clock = ClockCache()
         for item in items {
             switch item {
             case .bytes(let bytes): out.append(contentsOf: bytes)
-            case .access(let entry): out.append(contentsOf: format(entry).utf8)
+            case .access(let entry): format(entry, &out, &clock)
             }
         }
         return out
@@ -125,7 +130,7 @@ final class LogSink: AccessLogWriter {
         var spare: [Item] = []
         while true {
             let (items, format, droppedNote) = state.withLock(when: { !$0.pending.isEmpty }) {
-                s -> ([Item], @Sendable (AccessLogEntry) -> String, String?) in
+                s -> ([Item], AccessFormat, String?) in
                 var items = spare
                 swap(&items, &s.pending)
                 s.pendingBytes = 0
@@ -205,10 +210,82 @@ struct TextLogHandler: LogHandler {
         return line
     }
 
-    /// An access entry in the same format (fields sorted, as `log` sorts them).
-    static func accessLine(_ entry: AccessLogEntry) -> String {
-        line(
-            at: entry.at, level: .info, label: "runloopd", fields: entry.metadata, source: "RunLoopServer",
-            message: entry.message)
+    /// An access entry in the same format as `log` writes it (fields sorted),
+    /// appended as bytes: no intermediate strings, so the writer spends well
+    /// under a microsecond per line.
+    static func appendAccessLine(_ e: AccessLogEntry, to out: inout [UInt8], clock: inout ClockCache) {
+        clock.appendTimestamp(e.at, to: &out)
+        out.append(contentsOf: " info runloopd : durationMs=".utf8)
+        ClockCache.appendMillis(e.seconds, to: &out)
+        out.append(contentsOf: " remote=".utf8)
+        out.append(contentsOf: (e.remote ?? "-").utf8)
+        out.append(contentsOf: " requestId=".utf8)
+        out.append(contentsOf: e.requestId.utf8)
+        out.append(contentsOf: " route=".utf8)
+        out.append(contentsOf: e.route.utf8)
+        out.append(contentsOf: " status=".utf8)
+        ClockCache.appendInt(e.status, to: &out)
+        out.append(contentsOf: " [RunLoopServer] ".utf8)
+        out.append(contentsOf: e.method.utf8)
+        out.append(32)
+        out.append(contentsOf: e.path.utf8)
+        out.append(32)
+        ClockCache.appendInt(e.status, to: &out)
+        out.append(10)
+    }
+}
+
+/// Timestamps as bytes (`2026-11-25T13:12:49.806Z`): the date and time are
+/// formatted once per second, the milliseconds per line.
+struct ClockCache {
+    private var second = Int.min
+    private var prefix: [UInt8] = []
+
+    mutating func appendTimestamp(_ date: Date, to out: inout [UInt8]) {
+        let interval = date.timeIntervalSince1970
+        let whole = Int(interval.rounded(.down))
+        if whole != second {
+            second = whole
+            let text = Timestamp.string(Date(timeIntervalSince1970: Double(whole)))
+            prefix = Array(text.utf8.dropLast(4))  // "…:SS." without "mmmZ"
+        }
+        out.append(contentsOf: prefix)
+        let millis = min(999, max(0, Int((interval - Double(whole)) * 1000)))
+        out.append(UInt8(48 + millis / 100))
+        out.append(UInt8(48 + millis / 10 % 10))
+        out.append(UInt8(48 + millis % 10))
+        out.append(90)  // Z
+    }
+
+    /// A non-negative integer in decimal.
+    static func appendInt(_ value: Int, to out: inout [UInt8]) {
+        var digits: [UInt8] = []
+        var v = max(0, value)
+        repeat {
+            digits.append(UInt8(48 + v % 10))
+            v /= 10
+        } while v > 0
+        out.append(contentsOf: digits.reversed())
+    }
+
+    /// Seconds as milliseconds with up to three decimals, as Swift prints
+    /// `(seconds * 1e6).rounded() / 1000` (`0.329`, `12.5`, `3.0`).
+    static func appendMillis(_ seconds: Double, to out: inout [UInt8]) {
+        let micros = Int((seconds * 1e6).rounded())
+        appendInt(micros / 1000, to: &out)
+        out.append(46)  // .
+        var fraction = micros % 1000
+        if fraction == 0 {
+            out.append(48)
+            return
+        }
+        var width = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            width -= 1
+        }
+        let text = String(fraction)
+        for _ in 0..<(width - text.utf8.count) { out.append(48) }
+        out.append(contentsOf: text.utf8)
     }
 }

@@ -244,7 +244,8 @@ struct Serve: ParsableCommand {
             if json { return JSONLogHandler(label: label, level: level) }
             return TextLogHandler(label: label, level: level)
         }
-        LogSink.standardError.formatAccessLines(json ? JSONLogHandler.accessLine : TextLogHandler.accessLine)
+        LogSink.standardError.formatAccessLines(
+            json ? JSONLogHandler.appendAccessLine : TextLogHandler.appendAccessLine)
         // Lines still queued for the log writer are written on every way out.
         atexit { LogSink.standardError.flush() }
         defer { LogSink.standardError.flush() }
