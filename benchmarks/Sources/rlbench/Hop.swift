@@ -17,6 +17,8 @@ enum HopBenchmark {
     struct WrkResult {
         var rps: Double
         var p50: Double
+        var p75: Double = .nan
+        var p90: Double = .nan
         var p99: Double
         var errors: Int
         var requests: Int
@@ -45,6 +47,8 @@ enum HopBenchmark {
             let parts = line.split(separator: " ", omittingEmptySubsequences: true)
             if line.hasPrefix("Requests/sec:"), parts.count > 1 { result.rps = Double(parts[1]) ?? .nan }
             if line.hasPrefix("50%"), parts.count > 1 { result.p50 = seconds(String(parts[1])) }
+            if line.hasPrefix("75%"), parts.count > 1 { result.p75 = seconds(String(parts[1])) }
+            if line.hasPrefix("90%"), parts.count > 1 { result.p90 = seconds(String(parts[1])) }
             if line.hasPrefix("99%"), parts.count > 1 { result.p99 = seconds(String(parts[1])) }
             if line.hasPrefix("Non-2xx"), let last = parts.last { result.errors += Int(last) ?? 0 }
             if line.hasPrefix("Socket errors") { result.errors += 1 }
@@ -229,6 +233,7 @@ enum HopBenchmark {
                         port: m1.port, goal: 1.15, baselineName: "minimal hop, wrk -c1", goalOf: "minimal hop")
                 ], metric: .p50, connections: 1, rounds: rounds, seconds: shortSeconds),
         ]
+        var charts: [String] = []
         var table =
             "| case | round | runloopd req/s | p50 / p99 | baseline req/s | p50 / p99 | ratio | steal |\n|---|---|---|---|---|---|---|---|\n"
         for item in cases {
@@ -271,6 +276,30 @@ enum HopBenchmark {
                         "| \(name) | \(round) | \(fmt(a.rps, 0)) | \(fmtDuration(a.p50)) / \(fmtDuration(a.p99)) | \(fmt(b.rps, 0)) | \(fmtDuration(b.p50)) / \(fmtDuration(b.p99)) | \(fmt(ratio, 2))\(item.metric == .p50 ? " (p50)" : "")\(errors) | \(fmt(result.steal, 1)) %\(result.clean ? "" : " (contaminated)") |\n"
                 }
             }
+            // The latency distribution (wrk's percentiles, medians over the rounds)
+            // as a picture: runloopd against every baseline of the case.
+            func distribution(_ name: String, _ results: [WrkResult]) -> SVGChart.Series {
+                let points: [(x: Double, y: Double)] = [
+                    (50, median(results.map(\.p50)) * 1e6), (75, median(results.map(\.p75)) * 1e6),
+                    (90, median(results.map(\.p90)) * 1e6), (99, median(results.map(\.p99)) * 1e6),
+                ]
+                return SVGChart.Series(name: name, points: points)
+            }
+            let slug = item.name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" }
+                .reduce(into: "") { out, c in if !(c == "-" && out.hasSuffix("-")) { out.append(c) } }
+            let chartPath = "benchmarks/charts/hop-\(slug.trimmingCharacters(in: CharacterSet(charactersIn: "-"))).svg"
+            SVGChart.write(
+                SVGChart.line(
+                    title: "Latency, \(item.name) (wrk -t1 -c\(item.connections))", xLabel: "percentile",
+                    yLabel: "latency, µs",
+                    series: [distribution("runloopd", candidates)]
+                        + item.baselines.enumerated().map { index, b in
+                            distribution(
+                                b.baselineName.split(whereSeparator: { $0 == "(" || $0 == ":" }).first.map {
+                                    $0.trimmingCharacters(in: .whitespaces)
+                                } ?? "baseline", baselines[index])
+                        }, xTicks: [50, 75, 90, 99]), to: chartPath)
+            charts.append("![\(item.name)](\(chartPath))")
             let aRps = median(candidates.map(\.rps))
             let aP50 = median(candidates.map(\.p50))
             let aP99 = median(candidates.map(\.p99))
@@ -314,6 +343,8 @@ enum HopBenchmark {
             + "which answers); same daemon flags as runloopd, bodies padded to runloopd's answer sizes. "
             + "The default-flags case runs a second runloopd without `--log-level error` (access log to a file) "
             + "against the first. wrk -t1 runs on the same 2 vCPUs as the server.\n\n" + table
+            + "\nLatency distributions (wrk's 50/75/90/99th percentiles, medians over the rounds):\n\n"
+            + charts.joined(separator: "\n") + "\n"
         section.notes.append(
             "Reference (docs/benchmarking.md): bare libmicrohttpd `GET /ping`, wrk -t1 -c16: 124.6k req/s, p50 115 µs, p99 237 µs; Hummingbird 2.28: 0.21× bare."
         )
