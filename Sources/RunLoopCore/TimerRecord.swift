@@ -89,7 +89,7 @@ public struct TimerSnapshot: Sendable {
 ///
 /// Threads: fires on the worker's thread; read and invalidated from any
 /// thread. Its statistics sit behind one `Locked`; the CF timer is set once.
-final class TimerRecord: @unchecked Sendable {
+final class TimerRecord: @unchecked Sendable, ModeScheduled {
     let id: String
     let spec: TimerSpec
     let createdAt = Date()
@@ -100,9 +100,10 @@ final class TimerRecord: @unchecked Sendable {
         var window: SampleWindow
         var lastActionError: String?
         var invalidated = false
-        var modes: [String] = []
     }
     private let stats: Locked<Stats>
+    /// The modes it is in.
+    let modeSet: ItemModes
     private let onFire: @Sendable (TimerRecord, Int, Double, Double) -> Void
     private let onInvalid: @Sendable (String) -> Void
 
@@ -120,7 +121,8 @@ final class TimerRecord: @unchecked Sendable {
     ) {
         self.id = id
         self.spec = spec
-        self.stats = Locked(Stats(window: SampleWindow(capacity: window), modes: [spec.mode.name]))
+        self.stats = Locked(Stats(window: SampleWindow(capacity: window)))
+        self.modeSet = ItemModes(spec.mode.name)
         self.onFire = onFire
         self.onInvalid = onInvalid
         let delay = spec.delay ?? spec.interval
@@ -183,39 +185,13 @@ final class TimerRecord: @unchecked Sendable {
 
     var isValid: Bool { CFRunLoopTimerIsValid(timer) }
 
-    /// The modes it is in.
-    var modes: [String] { stats.withLock { $0.modes } }
-
-    /// Whether it is in `mode` (directly, or through `common`).
-    func isIn(_ mode: String, common: [String]) -> Bool {
-        stats.withLock { s in s.modes.contains { $0 == mode || ($0 == "common" && common.contains(mode)) } }
-    }
-
-    /// Records one more mode; false if it was already in it.
-    func addMode(_ mode: String) -> Bool {
-        stats.withLock { s in
-            guard !s.modes.contains(mode) else { return false }
-            s.modes.append(mode)
-            return true
-        }
-    }
-
-    /// Records leaving a mode; false if it was not in it.
-    func removeMode(_ mode: String) -> Bool {
-        stats.withLock { s in
-            guard let index = s.modes.firstIndex(of: mode) else { return false }
-            s.modes.remove(at: index)
-            return true
-        }
-    }
-
     var snapshot: TimerSnapshot {
         let valid = CFRunLoopTimerIsValid(timer)
         let next = valid ? Date(timeIntervalSinceReferenceDate: CFRunLoopTimerGetNextFireDate(timer)) : nil
         // Built under the lock, like every snapshot: no copy of the window escapes it.
         return stats.withLock { s in
             TimerSnapshot(
-                id: id, role: spec.role, modes: s.modes, interval: spec.interval, repeats: spec.repeats,
+                id: id, role: spec.role, modes: modeSet.all, interval: spec.interval, repeats: spec.repeats,
                 delay: spec.delay ?? spec.interval,
                 tolerance: spec.tolerance, mode: spec.mode.name, valid: valid, fires: s.fires, maxFires: spec.maxFires,
                 nextFireAt: next,

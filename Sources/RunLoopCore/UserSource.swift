@@ -109,7 +109,7 @@ public struct SourceSnapshot: Sendable {
 /// come from any thread. Counters and the message queue sit behind one
 /// `Locked` (the eventfd write happens under it, so the descriptor cannot be
 /// closed and reused in between); the CF source is set once in `init`.
-final class UserSource: @unchecked Sendable, SourceCallbacks {
+final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
     let id: String
     let spec: SourceSpec
     private(set) var source: CFRunLoopSource! = nil
@@ -118,7 +118,6 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
         var fired = 0
         var scheduled = 0
         var cancelled = 0
-        var modes: [String]
         var scheduledIn: [String: Int] = [:]
         var cancelledIn: [String: Int] = [:]
         var lastAction: Result<Value, RunLoopError>?
@@ -129,6 +128,8 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
         var signalled = false
     }
     private let state: Locked<State>
+    /// The modes it is in.
+    let modeSet: ItemModes
     private let queueLimit: Int
     private let onFire: @Sendable (UserSource, [PortMessage]) -> Void
     /// The schedule (true) or cancel (false) routine ran for a mode.
@@ -145,7 +146,8 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
         self.queueLimit = queueLimit
         self.onFire = onFire
         self.onModeChange = onModeChange
-        self.state = Locked(State(modes: [spec.mode.name]))
+        self.modeSet = ItemModes(spec.mode.name)
+        self.state = Locked(State())
         if spec.kind == .port {
             let fd = clinux_eventfd()
             guard fd >= 0 else {
@@ -197,32 +199,6 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
 
     var isValid: Bool { CFRunLoopSourceIsValid(source) }
 
-    /// The modes it is in.
-    var modes: [String] { state.withLock { $0.modes } }
-
-    /// Whether it is in `mode` (directly, or through `common`).
-    func isIn(_ mode: String, common: [String]) -> Bool {
-        state.withLock { s in s.modes.contains { $0 == mode || ($0 == "common" && common.contains(mode)) } }
-    }
-
-    /// Records one more mode; false if it was already in it.
-    func addMode(_ mode: String) -> Bool {
-        state.withLock { s in
-            guard !s.modes.contains(mode) else { return false }
-            s.modes.append(mode)
-            return true
-        }
-    }
-
-    /// Records leaving a mode; false if it was not in it.
-    func removeMode(_ mode: String) -> Bool {
-        state.withLock { s in
-            guard let index = s.modes.firstIndex(of: mode) else { return false }
-            s.modes.remove(at: index)
-            return true
-        }
-    }
-
     /// Records the action's result.
     func recordAction(_ result: Result<Value, RunLoopError>) {
         state.withLock { $0.lastAction = result }
@@ -235,7 +211,7 @@ final class UserSource: @unchecked Sendable, SourceCallbacks {
         // race ThreadSanitizer rightly reports).
         return state.withLock { s in
             SourceSnapshot(
-                id: id, kind: spec.kind, role: spec.role, mode: spec.mode.name, modes: s.modes, order: spec.order,
+                id: id, kind: spec.kind, role: spec.role, mode: spec.mode.name, modes: modeSet.all, order: spec.order,
                 valid: valid, fired: s.fired, scheduled: s.scheduled, cancelled: s.cancelled,
                 scheduledIn: s.scheduledIn, cancelledIn: s.cancelledIn, lastAction: s.lastAction,
                 signalled: valid && s.signalled, received: s.received, queued: s.queue.count,

@@ -126,14 +126,9 @@ extension Worker {
     /// number of modes; its schedule routine runs per mode).
     public func addSourceMode(_ sourceId: String, mode: RunLoopMode) throws(RunLoopError) -> SourceSnapshot {
         let record = try userSource(sourceId)
-        guard record.isValid else { throw .conflict("source_invalid", "source \(sourceId) was invalidated") }
-        let loop = try book.withLock { b throws(RunLoopError) in
-            try b.checkAlive(id)
-            b.filled(mode.name)
-            return b.loop
+        _ = try addToMode(record, kind: "source", itemId: sourceId, mode: mode) {
+            CFRunLoopAddSource($0, record.source, mode.cfMode)
         }
-        if record.addMode(mode.name), let loop { CFRunLoopAddSource(loop, record.source, mode.cfMode) }
-        touch()
         return record.snapshot
     }
 
@@ -141,26 +136,15 @@ extension Worker {
     /// mode); the source stays valid in its other modes.
     public func removeSourceMode(_ sourceId: String, mode: RunLoopMode) throws(RunLoopError) -> SourceSnapshot {
         let record = try userSource(sourceId)
-        guard record.isValid else { throw .conflict("source_invalid", "source \(sourceId) was invalidated") }
-        guard record.modes.contains(mode.name) else {
-            throw .conflict(
-                "not_in_mode",
-                "source \(sourceId) is not in mode \(mode.name) (it is in \(record.modes.joined(separator: ", ")))",
-                field: "mode")
+        try removeFromMode(record, kind: "source", itemId: sourceId, mode: mode) {
+            CFRunLoopRemoveSource($0, record.source, mode.cfMode)
         }
-        let loop = book.withLock { b in
-            b.removed("source", sourceId, how: "was removed from the mode", from: mode.name)
-            return b.loop
-        }
-        if let loop { CFRunLoopRemoveSource(loop, record.source, mode.cfMode) }
-        _ = record.removeMode(mode.name)
-        wakeAfterRemoval()
         return record.snapshot
     }
 
     /// After something left the loop: CF notices an emptied mode only when the
     /// loop next turns, so runloopd wakes it and a run whose mode is now empty
-    /// returns `finished` at once (documented in docs/run-loops.md).
+    /// returns `finished` at once (documented in docs/api.md).
     func wakeAfterRemoval() {
         if let loop = book.withLock({ $0.exited ? nil : $0.loop }) { CFRunLoopWakeUp(loop) }
     }

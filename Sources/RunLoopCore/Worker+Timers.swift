@@ -95,38 +95,24 @@ extension Worker {
     /// `CFRunLoopAddTimer` in one more mode (one timer may be in any number of modes).
     public func addTimerMode(_ timerId: String, mode: RunLoopMode) throws(RunLoopError) -> TimerSnapshot {
         let record = try timerRecord(timerId)
-        guard record.isValid else { throw .conflict("timer_invalid", "timer \(timerId) was invalidated") }
-        let loop = try book.withLock { b throws(RunLoopError) in
-            try b.checkAlive(id)
-            b.filled(mode.name)
-            return b.loop
-        }
-        if record.addMode(mode.name) {
-            if let loop { CFRunLoopAddTimer(loop, record.timer, mode.cfMode) }
+        if try addToMode(
+            record, kind: "timer", itemId: timerId, mode: mode,
+            add: {
+                CFRunLoopAddTimer($0, record.timer, mode.cfMode)
+            })
+        {
             emit(.itemMode(thread: id, kind: "timer", item: timerId, mode: mode.name, change: "scheduled"))
         }
-        touch()
         return record.snapshot
     }
 
     /// `CFRunLoopRemoveTimer` from one mode; the timer stays valid in its others.
     public func removeTimerMode(_ timerId: String, mode: RunLoopMode) throws(RunLoopError) -> TimerSnapshot {
         let record = try timerRecord(timerId)
-        guard record.isValid else { throw .conflict("timer_invalid", "timer \(timerId) was invalidated") }
-        guard record.modes.contains(mode.name) else {
-            throw .conflict(
-                "not_in_mode",
-                "timer \(timerId) is not in mode \(mode.name) (it is in \(record.modes.joined(separator: ", ")))",
-                field: "mode")
+        try removeFromMode(record, kind: "timer", itemId: timerId, mode: mode) {
+            CFRunLoopRemoveTimer($0, record.timer, mode.cfMode)
         }
-        let loop = book.withLock { b in
-            b.removed("timer", timerId, how: "was removed from the mode", from: mode.name)
-            return b.loop
-        }
-        if let loop { CFRunLoopRemoveTimer(loop, record.timer, mode.cfMode) }
-        _ = record.removeMode(mode.name)
         emit(.itemMode(thread: id, kind: "timer", item: timerId, mode: mode.name, change: "cancelled"))
-        wakeAfterRemoval()
         return record.snapshot
     }
 
