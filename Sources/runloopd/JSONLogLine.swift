@@ -2,38 +2,10 @@ import Foundation
 import Logging
 import RunLoopServer
 
-/// A swift-log handler writing one JSON object per line to standard error
-/// (`--log-format json`) through `LogSink`: `ts`, `level`, `label`, `msg`,
-/// `source` and every metadata key, for log shippers.
-struct JSONLogHandler: LogHandler {
-    let label: String
-    var logLevel: Logger.Level
-    var metadata: Logger.Metadata = [:]
-    var metadataProvider: Logger.MetadataProvider?
-    let sink: LogSink
-
-    init(label: String, level: Logger.Level, sink: LogSink = .standardError) {
-        self.label = label
-        self.logLevel = level
-        self.sink = sink
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        var fields: [String: String] = [:]
-        for (key, value) in metadata { fields[key] = "\(value)" }
-        if let provided = metadataProvider?.get() { for (key, value) in provided { fields[key] = "\(value)" } }
-        if let extra = event.metadata { for (key, value) in extra { fields[key] = "\(value)" } }
-        sink.append(
-            Self.line(
-                at: Date(), level: event.level, label: label, message: "\(event.message)", source: event.source,
-                fields: fields.keys.sorted().map { ($0, fields[$0] ?? "") }))
-    }
-
+/// The JSON log format (`--log-format json`): one object per line with
+/// `ts`, `level`, `label`, `msg`, `source` and every metadata key, for log
+/// shippers. `SinkLogHandler` writes it through `LogSink`.
+enum JSONLogLine {
     /// One JSON line: `ts`, `level`, `label`, `msg`, `source`, then the fields in order.
     static func line(
         at date: Date, level: Logger.Level, label: String, message: String, source: String, fields: [(String, String)]
@@ -55,8 +27,6 @@ struct JSONLogHandler: LogHandler {
                 fields: entry.metadata
             ).utf8)
     }
-
-    static func timestamp() -> String { Timestamp.string(Date()) }
 
     static func quote(_ text: String) -> String { JSON.quoted(text) }
 }

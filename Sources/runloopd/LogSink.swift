@@ -167,18 +167,28 @@ final class LogSink: AccessLogWriter {
     }
 }
 
-/// A swift-log handler writing `timestamp level label : key=value … message`
-/// lines (`--log-format text`, the default) through `LogSink`.
-struct TextLogHandler: LogHandler {
+/// How `SinkLogHandler` writes a line.
+enum LogFormat: Sendable {
+    /// `timestamp level label : key=value … [source] message` (`TextLogLine`).
+    case text
+    /// One JSON object per line (`JSONLogLine`).
+    case json
+}
+
+/// The swift-log handler of `runloopd`: every line, in the chosen format,
+/// through `LogSink` (standard error, written by the log writer thread).
+struct SinkLogHandler: LogHandler {
     let label: String
     var logLevel: Logger.Level
     var metadata: Logger.Metadata = [:]
     var metadataProvider: Logger.MetadataProvider?
+    let format: LogFormat
     let sink: LogSink
 
-    init(label: String, level: Logger.Level, sink: LogSink = .standardError) {
+    init(label: String, level: Logger.Level, format: LogFormat, sink: LogSink = .standardError) {
         self.label = label
         self.logLevel = level
+        self.format = format
         self.sink = sink
     }
 
@@ -192,12 +202,32 @@ struct TextLogHandler: LogHandler {
         if let provided = metadataProvider?.get() { fields.merge(provided) { $1 } }
         if let extra = event.metadata { fields.merge(extra) { $1 } }
         let pairs = fields.keys.sorted().map { ($0, fields[$0].map { "\($0)" } ?? "") }
-        sink.append(
-            Self.line(
-                at: Date(), level: event.level, label: label, fields: pairs, source: event.source,
-                message: "\(event.message)"))
+        let message = "\(event.message)"
+        switch format {
+        case .text:
+            sink.append(
+                TextLogLine.line(
+                    at: Date(), level: event.level, label: label, fields: pairs, source: event.source, message: message)
+            )
+        case .json:
+            sink.append(
+                JSONLogLine.line(
+                    at: Date(), level: event.level, label: label, message: message, source: event.source, fields: pairs)
+            )
+        }
     }
 
+    /// How the log writer turns access entries into lines of this format.
+    static func accessLines(_ format: LogFormat) -> LogSink.AccessFormat {
+        switch format {
+        case .text: TextLogLine.appendAccessLine
+        case .json: JSONLogLine.appendAccessLine
+        }
+    }
+}
+
+/// The text log format: `timestamp level label : key=value … [source] message`.
+enum TextLogLine {
     /// One text line: `timestamp level label : k=v … [source] message`.
     static func line(
         at date: Date, level: Logger.Level, label: String, fields: [(String, String)], source: String,
@@ -210,7 +240,7 @@ struct TextLogHandler: LogHandler {
         return line
     }
 
-    /// An access entry in the same format as `log` writes it (fields sorted),
+    /// An access entry in the same format as `SinkLogHandler` writes it (fields sorted),
     /// appended as bytes: no intermediate strings, so the writer spends well
     /// under a microsecond per line.
     static func appendAccessLine(_ e: AccessLogEntry, to out: inout [UInt8], clock: inout ClockCache) {

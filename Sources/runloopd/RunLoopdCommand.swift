@@ -240,12 +240,9 @@ struct Serve: ParsableCommand {
     func run() throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let json = logFormat == "json"
-        LoggingSystem.bootstrap { label -> any LogHandler in
-            if json { return JSONLogHandler(label: label, level: level) }
-            return TextLogHandler(label: label, level: level)
-        }
-        LogSink.standardError.formatAccessLines(
-            json ? JSONLogHandler.appendAccessLine : TextLogHandler.appendAccessLine)
+        let format: LogFormat = json ? .json : .text
+        LoggingSystem.bootstrap { label in SinkLogHandler(label: label, level: level, format: format) }
+        LogSink.standardError.formatAccessLines(SinkLogHandler.accessLines(format))
         // Lines still queued for the log writer are written on every way out.
         atexit { LogSink.standardError.flush() }
         defer { LogSink.standardError.flush() }
