@@ -24,7 +24,8 @@ public struct LabClient: Sendable {
     let token: String?
     let timeout: Double
 
-    /// A client for `http://host:port` (`url` is parsed by `init?(url:)`).
+    /// A client for `http://host:port` (`url` is parsed by `init?(url:)`);
+    /// `timeout` bounds each send and receive (also `runloopd healthcheck`'s probe).
     public init(host: String, port: UInt16, token: String? = nil, timeout: Double = 70) {
         self.host = host
         self.port = port
@@ -68,13 +69,15 @@ public struct LabClient: Sendable {
         let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
         guard fd >= 0 else { throw Failure(description: "socket failed") }
         defer { close(fd) }
-        var wait = timeval(tv_sec: Int(timeout), tv_usec: 0)
+        var wait = timeval(
+            tv_sec: Int(timeout.rounded(.down)), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         guard connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
             throw Failure(description: "cannot connect to \(host):\(port)")
         }
         let payload = body.map(JSON.serialize) ?? []
+        // Connection: close, so the answer ends where the connection does.
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
         head += "Accept: application/json\r\nUser-Agent: runloopd-play\r\n"
         if let token, !token.isEmpty { head += "Authorization: Bearer \(token)\r\n" }
