@@ -67,7 +67,13 @@ async function tokenArrived() {
   return askToken();
 }
 
-export async function api(method, path, body) {
+/**
+ * One exchange with the API, whatever its status: the JSON headers and the
+ * token, the token dialog on a first 401 (then once more), and the answer as
+ * {res, json} (json null when the body is empty or not JSON). Throws only
+ * when the server cannot be reached. api() and the Experiments panel use it.
+ */
+export async function request(method, path, body) {
   for (let attempt = 0; ; attempt++) {
     const headers = authHeaders({ Accept: 'application/json', ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) });
     let res;
@@ -76,11 +82,16 @@ export async function api(method, path, body) {
     } catch (e) {
       throw new ApiError(0, 'network', 'cannot reach the server (' + e.message + ')', null);
     }
-    const data = parseJSON(await res.text());
+    const json = parseJSON(await res.text());
     if (res.status === 401 && attempt === 0 && (await tokenArrived())) continue;
-    if (!res.ok) throw errorOf(res, data);
-    return data;
+    return { res, json };
   }
+}
+
+export async function api(method, path, body) {
+  const { res, json } = await request(method, path, body);
+  if (!res.ok) throw errorOf(res, json);
+  return json;
 }
 
 function parseJSON(text) {

@@ -9,7 +9,7 @@
 // state.lab (state.js keeps the page's state).
 
 import { state } from './state.js';
-import { api, authHeaders, askToken, ApiError } from './api.js';
+import { api, request } from './api.js';
 import { h, setText } from './dom.js';
 import { plural } from './format.js';
 import { stepsOf, playStep } from './experiments.js';
@@ -30,39 +30,14 @@ const $ = (id) => document.getElementById(id);
 // ---- requests ---------------------------------------------------------------
 
 /**
- * One step's request, with the headers api() sends (JSON, the token), the
- * token dialog on a first 401 like api(), but keeping the status and the body
- * of any answer (a step may expect a 404 and its error code).
- * fetch cannot send a body with GET: a GET step's body (never useful) is left out.
+ * One step's request through api.js's request() (the JSON headers, the
+ * token, the token dialog on a first 401), keeping the status and the body of
+ * any answer (a step may expect a 404 and its error code). fetch cannot send
+ * a body with GET: a GET step's body (never useful) is left out.
  */
 async function send(method, path, body) {
-  if (method === 'GET') body = undefined;
-  for (let attempt = 0; ; attempt++) {
-    const headers = authHeaders({ Accept: 'application/json', ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) });
-    let res;
-    try {
-      res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
-    } catch (e) {
-      throw new ApiError(0, 'network', 'cannot reach the server (' + e.message + ')', null);
-    }
-    const text = await res.text();
-    if (res.status === 401 && attempt === 0 && (await tokenArrived())) continue;
-    let json = null;
-    try {
-      json = text ? JSON.parse(text) : null;
-    } catch {
-      json = null; // like the server's player: a body that is not JSON reads as null
-    }
-    return { status: res.status, json };
-  }
-}
-
-/** As api.js does: wait for a token dialog already open, or ask once per page. */
-async function tokenArrived() {
-  if (state.auth.asking) return state.auth.asking;
-  if (state.auth.prompted) return false;
-  state.auth.prompted = true;
-  return askToken();
+  const { res, json } = await request(method, path, method === 'GET' ? undefined : body);
+  return { status: res.status, json };
 }
 
 // ---- the panel --------------------------------------------------------------
