@@ -59,7 +59,9 @@ struct Play: ParsableCommand {
             var config = ServiceConfiguration()
             config.http.host = "127.0.0.1"
             config.http.port = 0
+            // It plays the files given; it serves no dashboard and reads no experiments folder.
             config.publicDirectory = "/nonexistent"
+            config.experimentsDirectory = ""
             var logger = Logger(label: "runloopd.play")
             logger.logLevel = .error
             let service = RunLoopService(configuration: config, logger: logger)

@@ -16,14 +16,7 @@ extension API {
             return .json(200, experiment.document)
         }
         r.add("GET", "/api/journal") { ctx throws(RunLoopError) in
-            var since = 0
-            if let text = ctx.request.query["since"] {
-                // Digits only (no sign); a seq beyond Int is past every entry.
-                guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-                    throw .badValue("since", "since must be a non-negative whole number (a journal seq)")
-                }
-                since = Int(text) ?? .max
-            }
+            let since = Int(clamping: try API.sinceParameter(ctx, what: "a journal seq") ?? 0)
             var limit = 1000
             if let text = ctx.request.query["limit"] {
                 guard let value = Int(text), (1...10_000).contains(value) else {
@@ -31,7 +24,7 @@ extension API {
                 }
                 limit = value
             }
-            let (entries, _) = journal.entries(since: since, limit: limit)
+            let entries = journal.entries(since: since, limit: limit)
             return .json(200, Journal.experiment(entries, version: version.object?["version"]?.string ?? ""))
         }
     }

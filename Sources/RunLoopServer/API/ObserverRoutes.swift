@@ -48,14 +48,7 @@ extension API {
         }
         r.add("GET", "/api/threads/{id}/activity") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
-            var since: UInt64 = 0
-            if let text = ctx.request.query["since"] {
-                // Digits only (no sign); a seq beyond UInt64 is past every record.
-                guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-                    throw .badValue("since", "since must be a non-negative whole number (a seq)")
-                }
-                since = UInt64(text) ?? .max
-            }
+            let since = try API.sinceParameter(ctx, what: "a seq") ?? 0
             let records = target.activities(since: since)
             return .json(
                 200,

@@ -36,18 +36,17 @@ extension API {
                 throw .badValue("timeout", "timeout must be <= \(limits.maxWaitSeconds) (--max-wait)")
             }
             let spec = PerformSpec(call: call, modes: modes, afterDelay: afterDelay)
-            let follow: @Sendable (String) -> String = { [id = target.id] in "/api/threads/\(id)/performs/\($0)" }
             guard wait else {
                 let performId = try target.perform(spec)
                 return .json(
                     202,
-                    [
-                        "performId": .string(performId), "thread": .string(target.id),
-                        "selector": .string(call.selector), "modes": .array(spec.modes.map { .string($0.name) }),
-                        "afterDelay": afterDelay.map(Value.number) ?? .null,
-                        "state": .string((afterDelay == nil ? PerformState.pending : .delayed).rawValue),
-                        "follow": .string(follow(performId)),
-                    ], headers: [("Location", follow(performId))])
+                    Rep.performAccepted(
+                        performId, thread: target.id, selector: call.selector,
+                        state: afterDelay == nil ? .pending : .delayed,
+                        extra: [
+                            "modes": .array(spec.modes.map { .string($0.name) }),
+                            "afterDelay": afterDelay.map(Value.number) ?? .null,
+                        ]), headers: [("Location", Rep.performPath(thread: target.id, performId))])
             }
             // The caller waits afterDelay + timeout, but never past --max-wait. A
             // wait that passes is not a failure: the perform was accepted and stays
@@ -72,11 +71,10 @@ extension API {
                 let state = (try? target.performStatus(result.performId).state) ?? .pending
                 ctx.reply(
                     202,
-                    [
-                        "performId": .string(result.performId), "thread": .string(target.id),
-                        "selector": .string(call.selector), "state": .string(state.rawValue),
-                        "follow": .string(follow(result.performId)), "message": .string(error.message),
-                    ], headers: [("Location", follow(result.performId))])
+                    Rep.performAccepted(
+                        result.performId, thread: target.id, selector: call.selector, state: state,
+                        extra: ["message": .string(error.message)]),
+                    headers: [("Location", Rep.performPath(thread: target.id, result.performId))])
             }
             return .deferred
         }

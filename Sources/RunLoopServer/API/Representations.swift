@@ -51,6 +51,23 @@ enum Rep {
         ]
     }
 
+    /// Where a perform is followed: `GET /api/threads/{id}/performs/{pid}`.
+    static func performPath(thread: String, _ performId: String) -> String {
+        "/api/threads/\(thread)/performs/\(performId)"
+    }
+
+    /// A 202 for a perform accepted and not answered (yet): its id, state and where to follow it.
+    static func performAccepted(
+        _ performId: String, thread: String, selector: String, state: PerformState, extra: [String: Value]
+    ) -> Value {
+        var object: [String: Value] = [
+            "performId": .string(performId), "thread": .string(thread), "selector": .string(selector),
+            "state": .string(state.rawValue), "follow": .string(performPath(thread: thread, performId)),
+        ]
+        object.merge(extra) { $1 }
+        return .object(object)
+    }
+
     static func performStatus(_ p: PerformStatus, thread: String) -> Value {
         var object: [String: Value] = [
             "performId": .string(p.id), "thread": .string(thread), "selector": .string(p.selector),
@@ -172,16 +189,8 @@ enum Rep {
             "queuedMs": .number((r.queuedMs * 1000).rounded() / 1000),
             "ranMs": .number((r.ranMs * 1000).rounded() / 1000),
         ]
-        switch r.outcome {
-        case .success(let value):
-            object["ok"] = true
-            object["result"] = value
-            object["error"] = .null
-        case .failure(let e):
-            object["ok"] = false
-            object["result"] = .null
-            object["error"] = error(e)
-        }
+        // ok, result, error: the same shape as an action's last result.
+        object.merge(actionResult(r.outcome).object ?? [:]) { $1 }
         return .object(object)
     }
 

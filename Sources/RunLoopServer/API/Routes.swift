@@ -62,6 +62,16 @@ struct API: Sendable {
         return r
     }
 
+    /// A `since` query parameter (a sequence number): digits only, no sign; a
+    /// number beyond `UInt64` is past every record. Nil when absent.
+    static func sinceParameter(_ ctx: RouteContext, what: String) throws(RunLoopError) -> UInt64? {
+        guard let text = ctx.request.query["since"] else { return nil }
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            throw .badValue("since", "since must be a non-negative whole number (\(what))")
+        }
+        return UInt64(text) ?? .max
+    }
+
     /// The `{mode}` path parameter as a mode.
     static func pathMode(_ ctx: RouteContext) throws(RunLoopError) -> RunLoopMode {
         do throws(RunLoopError) {

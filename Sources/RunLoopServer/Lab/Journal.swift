@@ -46,10 +46,9 @@ final class Journal: Sendable {
     }
 
     /// Entries with `seq > since`, oldest first, at most `limit`.
-    func entries(since: Int, limit: Int) -> (entries: [Entry], lastSeq: Int) {
+    func entries(since: Int, limit: Int) -> [Entry] {
         state.withLock { s in
-            let ordered = Array(s.entries[s.head...] + s.entries[..<s.head])
-            return (Array(ordered.filter { $0.seq > since }.prefix(limit)), s.seq)
+            Array((s.entries[s.head...] + s.entries[..<s.head]).filter { $0.seq > since }.prefix(limit))
         }
     }
 
