@@ -17,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         .target(name: "CLinux"),
@@ -35,6 +37,17 @@ let package = Package(
             name: "MicroHTTP",
             dependencies: ["CMicroHTTPD", "Primitives", .product(name: "Logging", package: "swift-log")]
         ),
+        // The history store (issue 15): SQLite through GRDB, PostgreSQL through
+        // postgres-nio, behind one protocol; only RunLoopServer links it.
+        .target(
+            name: "RunLoopStore",
+            dependencies: [
+                "Primitives",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "RunLoopServer",
             // openapi.json is compiled in as OpenAPISpec.generated.swift (scripts/embed-openapi.sh).
@@ -43,6 +56,7 @@ let package = Package(
                 "RunLoopCore",
                 "MicroHTTP",
                 "CMicroHTTPD",
+                "RunLoopStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -53,6 +67,7 @@ let package = Package(
             name: "runloopd",
             dependencies: [
                 "RunLoopServer",
+                "RunLoopStore",
                 "MicroHTTP",
                 "Primitives",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -65,6 +80,7 @@ let package = Package(
             name: "RunLoopServerTests",
             dependencies: [
                 "RunLoopServer", "RunLoopCore", "Primitives", "MicroHTTP", "RunLoopTestSupport", "CLinux",
+                "RunLoopStore",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

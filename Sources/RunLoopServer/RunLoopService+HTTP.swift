@@ -29,7 +29,10 @@ extension RunLoopService {
             ($0.requestGuard, $0.boundPort, $0.accepting ? $0.control : nil)
         }
         let isDashboard = route == "static"
-        let journal = request.method == "POST" || request.method == "DELETE" ? self.journal : nil
+        let changes = request.method == "POST" || request.method == "DELETE"
+        let journal = changes ? self.journal : nil
+        let history = changes ? self.history : nil
+        let sequence = self.sequence
         let origin = request.headers["origin"]
         let cors =
             isAPI && origin != nil && request.method != "OPTIONS"
@@ -46,10 +49,15 @@ extension RunLoopService {
                 metrics.recordRefusal(response.errorCode ?? "status_\(response.status)")
             }
             respond(response)
-            if isAPI, let journal, response.status != 401, response.status != 403, response.status != 503 {
-                journal.record(
-                    method: request.method, path: request.path + Self.queryString(request.query), body: request.body,
-                    status: response.status, answer: response.body)
+            if isAPI, changes, response.status != 401, response.status != 403, response.status != 503 {
+                let path = request.path + Self.queryString(request.query)
+                journal?.record(
+                    method: request.method, path: path, body: request.body, status: response.status,
+                    answer: response.body)
+                history?.record(
+                    .request(
+                        method: request.method, path: path, status: response.status, requestId: trace.requestId,
+                        body: request.body, answer: response.body), seq: sequence.next())
             }
             guard accessLog != nil || logsAccess else { return }
             let entry = AccessLogEntry(

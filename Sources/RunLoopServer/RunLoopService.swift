@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Primitives
 import RunLoopCore
+import RunLoopStore
 
 /// runloopd: a libmicrohttpd server whose `/api` requests are posted, as
 /// commands, into the control loop (custom source signal + `CFRunLoopWakeUp`),
@@ -35,6 +36,14 @@ public final class RunLoopService: Sendable {
     let journal: Journal
     /// The experiment files, read once.
     let experiments: ExperimentLibrary
+    /// When this process started (seconds since 1970).
+    let startedAt = Date().timeIntervalSince1970
+    /// Event ids shared by the event stream and the store.
+    let sequence = EventSequence()
+    /// The history store's recorder (nil: `--no-store`, or the store named cannot be made).
+    let history: HistoryRecorder?
+    /// Why the store named cannot be made (`start` refuses then).
+    let storeProblem: String?
 
     struct Running {
         var control: ControlLoop<Job>?
@@ -97,10 +106,33 @@ public final class RunLoopService: Sendable {
         self.accessLog = logger.logLevel <= .info ? accessLog : nil
         let hub = EventHub(maxClients: configuration.api.maxEventClients)
         let metrics = self.metrics
+        let sequence = self.sequence
+        let recorder = Locked<HistoryRecorder?>(nil)
         self.registry = WorkerRegistry(limits: configuration.limits, diagnostics: configuration.diagnostics) { event in
             metrics.record(event)
-            hub.publish(event)
+            let id = sequence.next()
+            // Kept before it is published: a stream resumed by Last-Event-ID
+            // finds every event it missed either in the store or on the air.
+            if HistoryRecorder.keeps(event), let history = recorder.withLock({ $0 }) {
+                history.record(.event(event), seq: id)
+            }
+            hub.publish(event, id: id)
         }
+        var history: HistoryRecorder?
+        var storeProblem: String?
+        if configuration.store.enabled {
+            do {
+                history = HistoryRecorder(
+                    store: try configuration.store.makeStore(logger: logger), options: configuration.store,
+                    sequence: sequence, warnings: registry.diagnostics.warnings, logger: logger)
+            } catch {
+                storeProblem = "\(error)"
+            }
+        }
+        recorder.withLock { $0 = history }
+        self.history = history
+        self.storeProblem = storeProblem
+        hub.history = history
         self.hub = hub
         self.staticFiles = StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
         self.journal = Journal(capacity: configuration.journalSize)
@@ -113,6 +145,7 @@ public final class RunLoopService: Sendable {
 
     /// Starts the control loop, then the HTTP server.
     public func start() throws {
+        if let storeProblem { throw StoreError(storeProblem) }
         // libdispatch's timer machinery (three descriptors for the process's life)
         // is set up here, not by the first request that waits.
         Deadlines.prepare()
@@ -122,7 +155,7 @@ public final class RunLoopService: Sendable {
         }
         let api = API(
             registry: registry, events: hub, limits: configuration.api, version: versionValue(), journal: journal,
-            experiments: experiments,
+            experiments: experiments, history: history, instance: { [weak self] in self?.instanceRecord() },
             openAPI: OpenAPIDocument.document(limits: configuration, selectors: registry.selectors.all))
         let requestGuard = try RequestGuard(
             boundHost: configuration.http.host, allowedHosts: configuration.allowedHosts,
@@ -140,6 +173,8 @@ public final class RunLoopService: Sendable {
             control.stop()
             throw error
         }
+        // The store learns who we are once the port is bound (the default id and URL name it).
+        history?.start(instance: instanceRecord(port: server.port))
         running.withLock {
             $0.boundPort = server.port
             $0.accepting = true
@@ -190,7 +225,24 @@ public final class RunLoopService: Sendable {
         for job in control?.stop(timeout: 1) ?? [] {
             job.respond(APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"))
         }
+        // Last: the threads' final exits are queued by now; write them.
+        history?.stop(timeout: max(1, timeout * 0.4))
         logger.info("runloopd stopped")
+    }
+
+    /// This process for the store and `/api/fleet`: `--instance-id` (default
+    /// host name and port) and `--advertise-url` (default from host and port).
+    func instanceRecord(port: UInt16? = nil) -> InstanceRecord {
+        if let history, history.instance.pid != 0 { return history.instance }
+        let port = port ?? self.port
+        let host = ProcessInfo.processInfo.hostName
+        let bound = configuration.http.host
+        let reachable = ["0.0.0.0", "::", ""].contains(bound) ? host : (bound.contains(":") ? "[\(bound)]" : bound)
+        let now = Date().timeIntervalSince1970
+        return InstanceRecord(
+            id: configuration.store.instanceId ?? "\(host)-\(port)",
+            url: configuration.store.advertiseURL ?? "http://\(reachable):\(port)/", version: Self.version, host: host,
+            pid: Int64(getpid()), startedAt: startedAt, heartbeatAt: now)
     }
 
     /// Whether the service takes requests (for `/readyz`).

@@ -31,5 +31,8 @@ public struct ServiceConfiguration: Sendable {
     public var experimentsDirectory = "experiments"
 
     /// The defaults.
+    /// The history store (off unless enabled: the `runloopd` command enables it).
+    public var store = StoreOptions()
+
     public init() {}
 }

@@ -39,7 +39,8 @@ public final class ServerProcess: @unchecked Sendable {
     }
 
     /// Starts `binary --port 0 --port-file <temporary> arguments` (with no
-    /// `RUNLOOPD_*` variable inherited, `environment` added) and waits up to `timeout` seconds for it
+    /// `RUNLOOPD_*` variable inherited, `XDG_STATE_HOME` set to its own
+    /// temporary folder, `environment` added) and waits up to `timeout` seconds for it
     /// to write the port it listens on (which it does once it accepts
     /// connections).
     public static func runloopd(
@@ -49,7 +50,9 @@ public final class ServerProcess: @unchecked Sendable {
             "runloopd-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let portFile = directory.appendingPathComponent("port")
+        // Its history store (SQLite by default) lives in its own folder, removed with it.
         let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
+            .merging(["XDG_STATE_HOME": directory.path]) { _, own in own }
             .merging(extra) { _, given in given }
         let (process, output) = try launch(
             binary, ["--port", "0", "--port-file", portFile.path] + arguments, environment: environment)

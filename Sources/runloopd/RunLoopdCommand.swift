@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import RunLoopCore
 import RunLoopServer
+import RunLoopStore
 
 /// `runloopd`: serve real CoreFoundation run loops over HTTP (`serve`, the
 /// default), or probe a running server (`healthcheck`).
@@ -157,6 +158,43 @@ struct Serve: ParsableCommand {
     @Option(help: "Folder of experiment files served by GET /api/experiments.")
     var experimentsDir: String = Env.string("EXPERIMENTS_DIR") ?? ServiceConfiguration().experimentsDirectory
 
+    @Flag(help: "Keep nothing on disk: no history store (history, fleet and Last-Event-ID resume are off).")
+    var noStore: Bool = Env.bool("NO_STORE") ?? false
+
+    @Option(
+        help: ArgumentHelp(
+            "Where history is kept: sqlite (history.sqlite in --data-dir), sqlite:PATH, or postgres://user:password@host:port/database for a fleet.",
+            valueName: "url"))
+    var store: String = Env.string("STORE") ?? "sqlite"
+
+    @Option(help: "Folder of the SQLite history store (default: $XDG_STATE_HOME/runloopd or ~/.local/state/runloopd).")
+    var dataDir: String = Env.string("DATA_DIR") ?? StoreOptions.defaultDataDirectory()
+
+    @Option(help: "Keep history this long (e.g. 7d, 12h, 30m; 0: no age limit).")
+    var retention: String = Env.string("RETENTION") ?? "7d"
+
+    @Option(help: "Keep at most this much history (e.g. 256MB, 1GB; 0: no size limit); the oldest goes first.")
+    var retentionSize: String = Env.string("RETENTION_SIZE") ?? "256MB"
+
+    @Option(
+        help: "Events waiting for the store's writer; a full queue drops the oldest (runloopd_store_dropped_total).")
+    var storeQueue: Int = Env.integer("STORE_QUEUE") ?? StoreOptions().queueCapacity
+
+    @Option(help: "Seconds between the store writer's commits, at least (batches).")
+    var storeFlushInterval: Double = Env.double("STORE_FLUSH_INTERVAL") ?? StoreOptions().flushInterval
+
+    @Option(help: "Seconds between heartbeats to the store (an instance is lost after 3 missed).")
+    var heartbeatInterval: Double = Env.double("HEARTBEAT_INTERVAL") ?? StoreOptions().heartbeatInterval
+
+    @Option(help: "Most kept events one history page or one resumed event stream (Last-Event-ID) returns.")
+    var replayLimit: Int = Env.integer("REPLAY_LIMIT") ?? StoreOptions().replayLimit
+
+    @Option(help: "This instance's id in the store (default: host name and port).")
+    var instanceId: String = Env.string("INSTANCE_ID") ?? ""
+
+    @Option(help: "The URL other instances link to for this one's dashboard (default: from host and port).")
+    var advertiseUrl: String = Env.string("ADVERTISE_URL") ?? ""
+
     @Option(help: "Write the bound port to this file once listening (for scripts and tests with --port 0).")
     var portFile: String = Env.string("PORT_FILE") ?? ""
 
@@ -205,11 +243,55 @@ struct Serve: ParsableCommand {
         guard busyThreshold.isFinite, busyThreshold > 0, busyThreshold <= 1 else {
             throw ValidationError("--busy-threshold must be in (0, 1]")
         }
+        _ = try storeOptions()
         do {
             _ = try RequestGuard(boundHost: host, allowedHosts: allowedHost, allowedOrigins: allowedOrigin)
         } catch {
             throw ValidationError(error.description)
         }
+    }
+
+    /// The history store flags, checked.
+    func storeOptions() throws(ValidationError) -> StoreOptions {
+        var options = StoreOptions()
+        options.enabled = !noStore
+        options.url = store
+        options.dataDirectory = dataDir
+        guard let age = parseDuration(retention) else {
+            throw ValidationError("--retention takes a duration such as 7d, 12h or 30m (0: no age limit)")
+        }
+        guard let size = parseByteSize(retentionSize) else {
+            throw ValidationError("--retention-size takes a size such as 256MB or 1GB (0: no size limit)")
+        }
+        options.retention = Retention(maxAge: age > 0 ? age : nil, maxBytes: size > 0 ? size : nil)
+        guard (1...10_000_000).contains(storeQueue), (1...1_000_000).contains(replayLimit) else {
+            throw ValidationError("--store-queue must be 1...10000000 and --replay-limit 1...1000000")
+        }
+        options.queueCapacity = storeQueue
+        options.replayLimit = replayLimit
+        guard storeFlushInterval.isFinite, (0.001...60).contains(storeFlushInterval), heartbeatInterval.isFinite,
+            (0.1...3600).contains(heartbeatInterval)
+        else {
+            throw ValidationError(
+                "--store-flush-interval must be 0.001...60 seconds and --heartbeat-interval 0.1...3600")
+        }
+        options.flushInterval = storeFlushInterval
+        options.heartbeatInterval = heartbeatInterval
+        options.instanceId = instanceId.isEmpty ? nil : instanceId
+        options.advertiseURL = advertiseUrl.isEmpty ? nil : advertiseUrl
+        if let id = options.instanceId {
+            guard id.utf8.count <= 128, id.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
+                throw ValidationError("--instance-id must be 1 to 128 printable ASCII characters without spaces")
+            }
+        }
+        if options.enabled {
+            do {
+                _ = try options.makeStore(logger: Logger(label: "runloopd"))
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+        return options
     }
 
     /// `--stall-thresholds` in seconds: one to three increasing positive numbers of milliseconds.
@@ -319,6 +401,7 @@ struct Serve: ParsableCommand {
         config.diagnostics.busyWindow = busyWindow
         config.diagnostics.busyThreshold = busyThreshold
         config.diagnostics.maxWarnings = maxWarnings
+        config.store = (try? storeOptions()) ?? config.store
 
         let service = RunLoopService(configuration: config, logger: logger, accessLog: LogSink.standardError)
         do {

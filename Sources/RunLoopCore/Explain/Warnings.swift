@@ -54,7 +54,7 @@ public final class WarningTable: Sendable {
     /// Raises (or sees again) a warning. An event goes out when it becomes
     /// active or changes severity; seeing an active one again only counts.
     /// `counts` false: the same occurrence seen again (a stall escalating), not a new one.
-    func raise(
+    public func raise(
         _ code: String, severity: String, thread: String, subjects: [String], message: String,
         details: [String: Value] = [:], counts: Bool = true
     ) {
@@ -90,7 +90,7 @@ public final class WarningTable: Sendable {
     /// Marks matching active warnings inactive (`subject` nil: any subject;
     /// `where` filters on the warning).
     @discardableResult
-    func resolve(
+    public func resolve(
         _ code: String? = nil, thread: String, subject: String? = nil,
         where matches: (LoopWarning) -> Bool = { _ in true }
     ) -> [LoopWarning] {
@@ -134,6 +134,6 @@ public final class WarningTable: Sendable {
     /// Every warning code runloopd raises.
     public static let codes = [
         "lost_wakeup", "mode_never_runs", "perform_on_idle_loop", "loop_cannot_wake", "timer_behind", "stall",
-        "busy_loop",
+        "busy_loop", "store_unavailable",
     ]
 }

@@ -2,6 +2,7 @@ import MicroHTTP
 import Foundation
 import Primitives
 import RunLoopCore
+import RunLoopStore
 
 /// Fans engine events out to Server-Sent-Event clients (`GET /api/events`).
 ///
@@ -13,15 +14,31 @@ import RunLoopCore
 /// control loop's); `open` on the control loop. The table of streams is one
 /// `Locked`; streams are written outside it.
 final class EventHub: Sendable {
+    private struct Client {
+        var stream: EventStream
+        var thread: String?
+        /// While a resumed stream is replayed from the store, live events wait here.
+        var held: [(name: String, text: String, id: Int64)]?
+    }
+
     private struct Clients {
-        var streams: [UInt64: (stream: EventStream, thread: String?)] = [:]
+        var streams: [UInt64: Client] = [:]
         var nextClient: UInt64 = 0
-        var sequence: UInt64 = 0
         var dropped = 0
     }
 
     private let clients = Locked(Clients())
     private let maxClients: Int
+    private let recorder = Locked<HistoryRecorder?>(nil)
+
+    /// The store's recorder (set once by the service): `Last-Event-ID` replays from it.
+    var history: HistoryRecorder? {
+        get { recorder.withLock { $0 } }
+        set { recorder.withLock { $0 = newValue } }
+    }
+
+    /// Live events a resumed stream may hold while its replay is read.
+    static let maxHeld = 10_000
 
     init(maxClients: Int) {
         self.maxClients = maxClients
@@ -34,18 +51,24 @@ final class EventHub: Sendable {
     var droppedClients: Int { clients.withLock { $0.dropped } }
 
     /// `GET /api/events[?thread=ID]`: a new stream, starting with a `hello`
-    /// event that lists `threads` (every thread now).
+    /// event that lists `threads` (every thread now). With a store and a
+    /// `Last-Event-ID` header (what a browser's EventSource sends when it
+    /// reconnects), the kept events after that id follow first, then a
+    /// `resumed` event, then the live ones.
     func open(_ ctx: RouteContext, threads: [Value]) throws(RunLoopError) -> Reply {
         let filter = ctx.request.query["thread"].flatMap { $0.isEmpty ? nil : $0 }
         let stream = EventStream()
         let maxClients = self.maxClients
+        let history = self.history
+        let resumeFrom = ctx.request.headers["last-event-id"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        let replays = history != nil && resumeFrom != nil
         let client = try clients.withLock { c throws(RunLoopError) in
             guard c.streams.count < maxClients else {
                 throw .limit(
                     "too_many_clients", "\(maxClients) event-stream clients are connected (--max-event-clients)")
             }
             c.nextClient += 1
-            c.streams[c.nextClient] = (stream, filter)
+            c.streams[c.nextClient] = Client(stream: stream, thread: filter, held: replays ? [] : nil)
             return c.nextClient
         }
         stream.onClose { [weak self] reason in
@@ -56,6 +79,9 @@ final class EventHub: Sendable {
         }
         stream.send(
             event: "hello", data: JSON.string(["threads": .array(threads), "client": .number(Double(client))]))
+        if let history, let resumeFrom {
+            history.readers.async { [self] in replay(client, stream, after: resumeFrom, thread: filter, from: history) }
+        }
         return .response(
             HTTPResponse(
                 status: 200,
@@ -64,20 +90,81 @@ final class EventHub: Sendable {
                 ], stream: stream))
     }
 
-    /// Publishes one engine event to every interested client.
-    func publish(_ event: RunLoopEvent) {
-        let batch: (id: UInt64, targets: [(stream: EventStream, thread: String?)])? = clients.withLock { c in
-            if c.streams.isEmpty { return nil }
-            c.sequence += 1
-            return (c.sequence, Array(c.streams.values))
+    /// Sends a resumed stream what it missed: the kept events after `after`
+    /// (queued ones first looked up, then the store), then what was held
+    /// meanwhile (without repeats), then a `resumed` event; runs on the
+    /// recorder's reader queue.
+    private func replay(
+        _ client: UInt64, _ stream: EventStream, after: Int64, thread: String?, from history: HistoryRecorder
+    ) {
+        // Queued first: an event leaves the queue only once it is stored.
+        let pending = history.pending(after: after)
+        let limit = history.options.replayLimit
+        var replayed: [StoredEvent] = []
+        var failure: String?
+        do {
+            replayed = try history.store.events(
+                HistoryQuery(instance: history.instance.id, thread: thread, afterSeq: after, limit: limit))
+        } catch {
+            failure = "\(error)"
         }
-        guard let (id, targets) = batch else { return }
+        var seen = Set(replayed.map(\.seq))
+        for event in pending where !seen.contains(event.seq) && (thread == nil || event.thread == thread) {
+            replayed.append(event)
+            seen.insert(event.seq)
+        }
+        replayed.sort { $0.seq < $1.seq }
+        let truncated = replayed.count > limit
+        if truncated { replayed = Array(replayed.prefix(limit)) }
+        for event in replayed where event.type != "request" && event.type != "instance" {
+            stream.send(event: event.type, data: event.data, id: UInt64(event.seq))
+        }
+        var summary: [String: Value] = [
+            "lastEventId": .number(Double(after)), "replayed": .number(Double(replayed.count)),
+            "truncated": .bool(truncated),
+        ]
+        if let failure { summary["error"] = .string(failure) }
+        // The held events go out under the lock, so nothing live overtakes them.
+        clients.withLock { c in
+            guard let held = c.streams[client]?.held else { return }
+            c.streams[client]?.held = nil
+            stream.send(event: "resumed", data: JSON.string(.object(summary)))
+            for event in held where !seen.contains(event.id) {
+                stream.send(event: event.name, data: event.text, id: UInt64(event.id))
+            }
+        }
+    }
+
+    /// Publishes one engine event (its id from the service's sequence) to
+    /// every interested client.
+    func publish(_ event: RunLoopEvent, id: Int64) {
+        guard clients.withLock({ !$0.streams.isEmpty }) else { return }
         let (name, thread, data) = Self.describe(event)
         var stamped = data.object ?? [:]
         if stamped["at"] == nil { stamped["at"] = Timestamp.value(Date()) }
         let text = JSON.string(.object(stamped))
-        for target in targets where target.thread == nil || target.thread == thread {
-            target.stream.send(event: name, data: text, id: id)
+        let targets: [EventStream] = clients.withLock { c in
+            var live: [EventStream] = []
+            var overflow: [UInt64] = []
+            for (key, client) in c.streams where client.thread == nil || client.thread == thread {
+                if let held = client.held {
+                    if held.count >= Self.maxHeld {
+                        overflow.append(key)
+                    } else {
+                        c.streams[key]?.held?.append((name, text, id))
+                    }
+                } else {
+                    live.append(client.stream)
+                }
+            }
+            for key in overflow {
+                // Its replay takes too long for the events arriving: it reconnects and resumes again.
+                c.streams[key]?.stream.close()
+            }
+            return live
+        }
+        for stream in targets {
+            stream.send(event: name, data: text, id: UInt64(id))
         }
     }
 

@@ -2,6 +2,7 @@ import MicroHTTP
 import Foundation
 import Primitives
 import RunLoopCore
+import RunLoopStore
 
 /// Bounds of the HTTP control plane (beyond the engine's `Limits`).
 public struct APILimits: Sendable, Hashable {
@@ -36,6 +37,10 @@ struct API: Sendable {
     let journal: Journal
     /// The experiment files.
     let experiments: ExperimentLibrary
+    /// The history store's recorder (nil without a store).
+    let history: HistoryRecorder?
+    /// This process as `/api/fleet` shows it.
+    let instance: @Sendable () -> InstanceRecord?
     /// The OpenAPI document (built once: it depends only on the configuration).
     let openAPI: Value
 
@@ -59,6 +64,7 @@ struct API: Sendable {
         addModesAndObservers(&r)
         addTasks(&r)
         addLab(&r)
+        addHistory(&r)
         return r
     }
 

@@ -1,0 +1,234 @@
+import Foundation
+import Primitives
+import RunLoopCore
+import RunLoopStore
+
+/// The history store read back: `/api/history`, `/api/history/threads`,
+/// `/api/fleet`, `/api/store`. Every read runs on the recorder's reader
+/// queue and answers later: the control loop never waits for the disk or the
+/// network.
+extension API {
+    func addHistory(_ r: inout Router) {
+        r.add("GET", "/api/history") { ctx throws(RunLoopError) in
+            let history = try requireStore()
+            let query = try Self.historyQuery(ctx, limit: history.options.replayLimit)
+            read(ctx, history) { store in
+                var events = try store.events(query)
+                let more = events.count > query.limit - 1 && query.limit > 1
+                if more { events.removeLast() }
+                var page: [String: Value] = [
+                    "events": .array(events.map(Rep.storedEvent)), "count": .number(Double(events.count)),
+                    "next": more ? .string(String(events.last?.id ?? 0)) : .null,
+                ]
+                page["order"] = .string(query.ascending ? "asc" : "desc")
+                return page
+            }
+            return .deferred
+        }
+        r.add("GET", "/api/history/threads") { ctx throws(RunLoopError) in
+            let history = try requireStore()
+            let instanceId = ctx.request.query["instance"].flatMap { $0.isEmpty ? nil : $0 }
+            var boot: Int64?
+            if let text = ctx.request.query["boot"] {
+                guard let value = Int64(text), value >= 1 else {
+                    throw .badValue("boot", "boot must be a whole number >= 1")
+                }
+                boot = value
+            }
+            let limit = try Self.limitParameter(ctx, max: history.options.replayLimit, default: 200)
+            let bootFilter = boot
+            let current = (history.instance.id, history.status.boot)
+            let live = Set(registry.allWorkers.filter { !$0.hasExited }.map(\.id))
+            read(ctx, history) { store in
+                let threads = try store.threads(instance: instanceId, boot: bootFilter, limit: limit)
+                return [
+                    "threads": .array(
+                        threads.map { t in
+                            Rep.storedThread(
+                                t,
+                                live: t.instance == current.0 && t.boot == current.1 && t.endedAt == nil
+                                    && live.contains(t.thread))
+                        })
+                ]
+            }
+            return .deferred
+        }
+        r.add("GET", "/api/fleet") { ctx throws(RunLoopError) in
+            let me = instance()
+            guard let history else {
+                // No store: a fleet of one.
+                let only = me.map { [Rep.instance($0, selfId: $0.id, now: Date().timeIntervalSince1970, beat: 5)] }
+                return .json(
+                    200,
+                    ["self": .string(me?.id ?? ""), "store": "none", "instances": .array(only ?? [])])
+            }
+            let beat = history.options.heartbeatInterval
+            read(ctx, history) { store in
+                let now = Date().timeIntervalSince1970
+                let instances = try store.instances()
+                return [
+                    "self": .string(me?.id ?? ""), "store": .string(store.kind),
+                    "instances": .array(instances.map { Rep.instance($0, selfId: me?.id ?? "", now: now, beat: beat) }),
+                ]
+            }
+            return .deferred
+        }
+        r.add("GET", "/api/store") { _ throws(RunLoopError) in
+            guard let history else {
+                return .json(200, ["enabled": false, "kind": "none"])
+            }
+            let status = history.status
+            let options = history.options
+            return .json(
+                200,
+                [
+                    "enabled": true, "kind": .string(history.store.kind), "location": .string(history.store.location),
+                    "up": .bool(status.up), "lastError": status.lastError.map(Value.string) ?? .null,
+                    "instance": .string(history.instance.id), "boot": .number(Double(status.boot)),
+                    "queued": .number(Double(status.queued)), "queueCapacity": .number(Double(options.queueCapacity)),
+                    "dropped": .number(Double(status.dropped)), "written": .number(Double(status.written)),
+                    "batches": .number(Double(status.batches)), "pruned": .number(Double(status.pruned)),
+                    "lastCommitAt": status.lastCommitAt.map { Timestamp.value(Date(timeIntervalSince1970: $0)) }
+                        ?? .null,
+                    "lastCommitMs": Rep.round3(status.lastCommitSeconds * 1000),
+                    "flushIntervalMs": Rep.round3(options.flushInterval * 1000),
+                    "retention": [
+                        "maxAgeSeconds": options.retention.maxAge.map { .number($0) } ?? .null,
+                        "maxBytes": options.retention.maxBytes.map { .number(Double($0)) } ?? .null,
+                    ],
+                ])
+        }
+    }
+
+    private func requireStore() throws(RunLoopError) -> HistoryRecorder {
+        guard let history else {
+            throw RunLoopError(
+                kind: .notFound, code: "store_disabled",
+                message: "runloopd runs without a history store (--no-store); nothing is kept")
+        }
+        return history
+    }
+
+    /// Runs `body` on the reader queue and answers with its object, or 503
+    /// `store_unavailable` when the store fails.
+    private func read(
+        _ ctx: RouteContext, _ history: HistoryRecorder,
+        _ body: @escaping @Sendable (any HistoryStore) throws -> [String: Value]
+    ) {
+        history.readers.async {
+            do {
+                ctx.reply(200, .object(try body(history.store)))
+            } catch {
+                ctx.respond(
+                    APIResponses.error(
+                        status: 503, code: "store_unavailable", message: "the history store does not answer: \(error)",
+                        headers: [("Retry-After", "1")]))
+            }
+        }
+    }
+
+    /// `limit` in 1...max.
+    static func limitParameter(_ ctx: RouteContext, max: Int, default value: Int) throws(RunLoopError) -> Int {
+        guard let text = ctx.request.query["limit"] else { return min(value, max) }
+        guard let limit = Int(text), (1...max).contains(limit) else {
+            throw .badValue("limit", "limit must be a whole number in 1...\(max)")
+        }
+        return limit
+    }
+
+    /// The filters of `/api/history`; a page asks for one more event than
+    /// `limit` to know whether another page follows.
+    static func historyQuery(_ ctx: RouteContext, limit maxLimit: Int) throws(RunLoopError) -> HistoryQuery {
+        let q = ctx.request.query
+        var query = HistoryQuery()
+        query.instance = q["instance"].flatMap { $0.isEmpty ? nil : $0 }
+        query.thread = q["thread"].flatMap { $0.isEmpty ? nil : $0 }
+        if let types = q["type"] {
+            query.types = types.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+                !$0.isEmpty
+            }
+            for type in query.types where !Self.historyTypes.contains(type) {
+                throw .badValue(
+                    "type", "unknown event type \(type); kept types: \(Self.historyTypes.joined(separator: ", "))")
+            }
+        }
+        query.since = try q["since"].map { text throws(RunLoopError) in try timeParameter("since", text) }
+        query.until = try q["until"].map { text throws(RunLoopError) in try timeParameter("until", text) }
+        if let text = q["cursor"] {
+            guard let cursor = Int64(text), cursor >= 0 else {
+                throw .badValue("cursor", "cursor must be the `next` value of a previous page")
+            }
+            query.cursor = cursor
+        }
+        switch q["order"] ?? "desc" {
+        case "desc": query.ascending = false
+        case "asc": query.ascending = true
+        default: throw .badValue("order", "order must be asc (oldest first) or desc (newest first)")
+        }
+        query.limit = try limitParameter(ctx, max: min(1000, maxLimit), default: 100) + 1
+        return query
+    }
+
+    /// The event types the store keeps.
+    static let historyTypes = [
+        "thread", "run-exit", "perform", "source-mode", "timer-mode", "task", "warning", "stall", "stall-ended",
+        "request", "instance",
+    ]
+
+    /// A time: ISO 8601 (`2026-11-25T14:00:00Z`), seconds since 1970, or a
+    /// duration ago (`90s`, `15m`, `2h`, `7d`).
+    static func timeParameter(_ name: String, _ text: String) throws(RunLoopError) -> Double {
+        if let seconds = Double(text), seconds.isFinite, seconds >= 0 { return seconds }
+        if let last = text.last, last.isLetter, let ago = parseDuration(text) {
+            return Date().timeIntervalSince1970 - ago
+        }
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = iso.date(from: text) { return date.timeIntervalSince1970 }
+        iso.formatOptions = [.withInternetDateTime]
+        if let date = iso.date(from: text) { return date.timeIntervalSince1970 }
+        throw .badValue(name, "\(name) must be an ISO 8601 time, seconds since 1970, or a duration ago such as 15m")
+    }
+}
+
+extension Rep {
+    /// A kept event, as `/api/history` lists it: the stream's event with its
+    /// store cursor, instance and start.
+    static func storedEvent(_ e: StoredEvent) -> Value {
+        [
+            "cursor": .string(String(e.id)), "id": .number(Double(e.seq)), "instance": .string(e.instance),
+            "boot": .number(Double(e.boot)), "event": .string(e.type), "thread": e.thread.map(Value.string) ?? .null,
+            "at": Timestamp.value(Date(timeIntervalSince1970: e.at)),
+            "data": (try? JSON.parse(Array(e.data.utf8))) ?? .string(e.data),
+        ]
+    }
+
+    static func storedThread(_ t: StoredThread, live: Bool) -> Value {
+        func json(_ text: String?) -> Value { text.flatMap { try? JSON.parse(Array($0.utf8)) } ?? .null }
+        func time(_ seconds: Double?) -> Value {
+            seconds.map { Timestamp.value(Date(timeIntervalSince1970: $0)) } ?? .null
+        }
+        return [
+            "instance": .string(t.instance), "boot": .number(Double(t.boot)), "thread": .string(t.thread),
+            "name": t.name.map(Value.string) ?? .null, "style": t.style.map(Value.string) ?? .null,
+            "createdAt": time(t.createdAt), "endedAt": time(t.endedAt),
+            "endedHow": t.endedHow.map(Value.string) ?? .null, "live": .bool(live), "lastExit": json(t.lastExit),
+            "final": json(t.final),
+        ]
+    }
+
+    /// An instance of the fleet: `up` while its heartbeat is fresh (3
+    /// intervals), `stopped` after a clean stop, else `lost`.
+    static func instance(_ i: InstanceRecord, selfId: String, now: Double, beat: Double) -> Value {
+        let health =
+            i.id == selfId ? "up" : i.stoppedAt != nil ? "stopped" : now - i.heartbeatAt <= beat * 3 ? "up" : "lost"
+        return [
+            "id": .string(i.id), "url": .string(i.url), "dashboard": .string(i.url), "version": .string(i.version),
+            "host": .string(i.host), "pid": .number(Double(i.pid)), "boot": .number(Double(i.boot)),
+            "startedAt": Timestamp.value(Date(timeIntervalSince1970: i.startedAt)),
+            "heartbeatAt": Timestamp.value(Date(timeIntervalSince1970: i.heartbeatAt)),
+            "stoppedAt": i.stoppedAt.map { Timestamp.value(Date(timeIntervalSince1970: $0)) } ?? .null,
+            "health": .string(health), "self": .bool(i.id == selfId),
+        ]
+    }
+}

@@ -1,0 +1,485 @@
+import DequeModule
+import Foundation
+import Logging
+import Primitives
+import RunLoopCore
+import RunLoopStore
+import Synchronization
+
+/// Event ids: one counter for the event stream and the store, so an SSE
+/// client's `Last-Event-ID` names a stored event. With a store, the first id
+/// of a start is above every id an earlier start could have sent.
+final class EventSequence: Sendable {
+    private let last = Atomic<Int64>(0)
+
+    /// The next id.
+    func next() -> Int64 { last.wrappingAdd(1, ordering: .relaxed).newValue }
+
+    /// The last id handed out.
+    var current: Int64 { last.load(ordering: .relaxed) }
+
+    /// Starts counting above `first - 1` (never goes back).
+    func start(at first: Int64) {
+        var seen = last.load(ordering: .relaxed)
+        while seen < first - 1 {
+            let (exchanged, original) = last.compareExchange(
+                expected: seen, desired: first - 1, ordering: .relaxed)
+            if exchanged { return }
+            seen = original
+        }
+    }
+}
+
+/// How the history store is used (`--store`, `--data-dir`, `--retention`, …).
+public struct StoreOptions: Sendable {
+    /// Whether events are kept at all. The library default is off (tests and
+    /// embedders opt in); the `runloopd` command turns it on unless `--no-store`.
+    public var enabled = false
+    /// `sqlite` (a file in `dataDirectory`), `sqlite:PATH`, or `postgres://…`.
+    public var url = "sqlite"
+    /// Where the SQLite file lives.
+    public var dataDirectory = StoreOptions.defaultDataDirectory()
+    /// What is kept.
+    public var retention = Retention(maxAge: 7 * 86_400, maxBytes: 256_000_000)
+    /// Events waiting for the writer; a full queue drops the oldest.
+    public var queueCapacity = 65_536
+    /// The writer commits at most this often (seconds).
+    public var flushInterval = 0.1
+    /// How often this instance says it is alive (seconds).
+    public var heartbeatInterval = 5.0
+    /// How often the retention runs (seconds).
+    public var retentionInterval = 60.0
+    /// Most events a resumed stream (`Last-Event-ID`) or one history page returns.
+    public var replayLimit = 10_000
+    /// This instance's id (nil: host name and port).
+    public var instanceId: String?
+    /// Where other instances reach this one's dashboard (nil: from host and port).
+    public var advertiseURL: String?
+    /// How long a PostgreSQL connection attempt may take (seconds).
+    public var connectTimeout = 2.0
+
+    public init() {}
+
+    /// `$XDG_STATE_HOME/runloopd`, else `~/.local/state/runloopd`, else `/var/lib/runloopd`.
+    public static func defaultDataDirectory() -> String {
+        let environment = ProcessInfo.processInfo.environment
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/runloopd" }
+        if let home = environment["HOME"], home.hasPrefix("/"), home != "/" {
+            return home + "/.local/state/runloopd"
+        }
+        return "/var/lib/runloopd"
+    }
+
+    /// The store these options name.
+    public func makeStore(logger: Logger) throws -> any HistoryStore {
+        if url == "sqlite" { return SQLiteStore(path: dataDirectory + "/history.sqlite") }
+        if url.hasPrefix("sqlite:") { return SQLiteStore(path: String(url.dropFirst("sqlite:".count))) }
+        if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
+            return try PostgresStore(url: url, connectTimeout: connectTimeout, logger: logger)
+        }
+        throw StoreError("--store must be sqlite, sqlite:PATH or postgres://user:password@host:port/database")
+    }
+}
+
+/// Keeps events in the store without making anyone wait: `record` appends to
+/// a bounded queue (one lock, no I/O); one writer thread turns the queue into
+/// rows and commits them in batches, at most every `flushInterval`. A full
+/// queue drops the oldest event and counts it. A failing store raises the
+/// `store_unavailable` warning; the writer keeps the batch and tries again
+/// (with back-off) until the store answers, then resolves the warning.
+final class HistoryRecorder: Sendable {
+    /// Something to keep, as it was when it happened.
+    enum Item: Sendable {
+        case event(RunLoopEvent)
+        /// An answered state-changing request (the journal).
+        case request(method: String, path: String, status: Int, requestId: String, body: [UInt8], answer: [UInt8])
+        /// This instance started or stopped.
+        case instance(change: String, details: [String: Value])
+    }
+
+    struct Queued: Sendable {
+        var seq: Int64
+        var at: Double
+        var item: Item
+    }
+
+    /// What `/api/store` and the metrics show.
+    struct Status: Sendable {
+        var up = false
+        var lastError: String?
+        var queued = 0
+        var dropped = 0
+        var written = 0
+        var batches = 0
+        var lastCommitAt: Double?
+        var lastCommitSeconds = 0.0
+        var pruned = 0
+        var boot: Int64 = 0
+        var registered = false
+    }
+
+    private struct State {
+        var queue = Deque<Queued>()
+        /// Taken by the writer, not yet committed (for a resumed stream).
+        var inFlight: [Queued] = []
+        var status = Status()
+        var stopping = false
+        var flushWanted = false
+        var stopped = false
+        /// This process as the store sees it (set by `start`, once the port is bound).
+        var instance = InstanceRecord(
+            id: "", url: "", version: "", host: "", pid: 0, startedAt: 0, heartbeatAt: 0)
+    }
+
+    let store: any HistoryStore
+    let options: StoreOptions
+    let sequence: EventSequence
+    /// Reads (history pages, resumed streams) run here, never on the control loop.
+    let readers = DispatchQueue(label: "runloopd.history-readers")
+    private let state = Locked(State())
+    private let logger: Logger
+    private let warnings: WarningTable
+    /// The ids a write may reach before the instance row is updated again.
+    static let seqReserve: Int64 = 100_000
+
+    init(
+        store: any HistoryStore, options: StoreOptions, sequence: EventSequence, warnings: WarningTable, logger: Logger
+    ) {
+        self.store = store
+        self.options = options
+        self.sequence = sequence
+        self.warnings = warnings
+        self.logger = logger
+    }
+
+    /// Whether `event` is kept: lifecycle, exits, performs, mode changes,
+    /// tasks, warnings and stalls; not timer or source fires, observer
+    /// activities or turns (those are many per second, and live only).
+    static func keeps(_ event: RunLoopEvent) -> Bool {
+        switch event {
+        case .thread, .runExit, .perform, .itemMode, .task, .warning, .stall, .stallEnded: true
+        case .timer, .source, .activity, .turn: false
+        }
+    }
+
+    /// Queues one item (any thread; one lock, never I/O).
+    func record(_ item: Item, seq: Int64, at: Double = Date().timeIntervalSince1970) {
+        let capacity = options.queueCapacity
+        let first = state.withLock { s -> Bool in
+            guard !s.stopped else { return false }
+            if s.queue.count >= capacity {
+                s.queue.removeFirst()
+                s.status.dropped += 1
+            }
+            s.queue.append(Queued(seq: seq, at: at, item: item))
+            return s.queue.count == 1
+        }
+        // The writer sleeps until the queue stops being empty: one wake-up per batch.
+        if first { state.notifyAll() }
+    }
+
+    /// Opens the store and registers this start (called once, before serving).
+    /// On failure the writer keeps trying; ids then start from the clock.
+    func start(instance: InstanceRecord) {
+        state.withLock { $0.instance = instance }
+        if !register() {
+            // Above any id an earlier start can have reached (ids are counts, far below this).
+            sequence.start(at: Int64(Date().timeIntervalSince1970 * 1000) * 1000)
+        }
+        let thread = Thread { [self] in writerLoop() }
+        thread.name = "rl-store"
+        thread.start()
+    }
+
+    /// This process as the store sees it.
+    var instance: InstanceRecord { state.withLock { $0.instance } }
+
+    /// Registers this start; false (and the warning raised) when the store fails.
+    @discardableResult
+    private func register() -> Bool {
+        let instance = self.instance
+        do {
+            try store.open()
+            let registration = try store.register(instance)
+            sequence.start(at: registration.firstSeq)
+            let lost = registration.lostThreads.map { "\($0.thread) (boot \($0.boot))" }
+            state.withLock {
+                $0.status.boot = registration.boot
+                $0.status.registered = true
+                $0.status.up = true
+                $0.status.lastError = nil
+            }
+            var details: [String: Value] = [
+                "boot": .number(Double(registration.boot)), "version": .string(instance.version),
+                "url": .string(instance.url), "lostThreads": .array(lost.map(Value.string)),
+            ]
+            if let previous = registration.previous {
+                details["previousBoot"] = .number(Double(previous.boot))
+                details["previousEnd"] = .string(previous.stoppedAt == nil ? "lost" : "stopped")
+            }
+            record(.instance(change: "started", details: details), seq: sequence.next())
+            logger.info(
+                "history store open",
+                metadata: [
+                    "store": "\(store.kind)", "location": "\(store.location)", "boot": "\(registration.boot)",
+                    "lostThreads": "\(lost.count)",
+                ])
+            return true
+        } catch {
+            failed(error)
+            return false
+        }
+    }
+
+    private func failed(_ error: any Error) {
+        let message = "\(error)"
+        let first = state.withLock { s in
+            defer {
+                s.status.up = false
+                s.status.lastError = message
+            }
+            return s.status.up || s.status.lastError == nil
+        }
+        if first {
+            logger.warning("history store failing", metadata: ["store": "\(store.kind)", "error": "\(message)"])
+        }
+        warnings.raise(
+            "store_unavailable", severity: "warning", thread: "", subjects: [store.kind],
+            message:
+                "the \(store.kind) history store fails (\(message)); events are queued (up to \(options.queueCapacity)) and written when it answers again",
+            details: ["store": .string(store.kind), "location": .string(store.location), "error": .string(message)],
+            counts: first)
+    }
+
+    private func recovered() {
+        let was = state.withLock { s in
+            defer {
+                s.status.up = true
+                s.status.lastError = nil
+            }
+            return s.status.lastError != nil
+        }
+        if was {
+            logger.info("history store answers again", metadata: ["store": "\(store.kind)"])
+            warnings.resolve("store_unavailable", thread: "")
+        }
+    }
+
+    /// The writer: sleeps until something is queued (or the heartbeat, the
+    /// retention or a retry is due), waits out the rest of `flushInterval`
+    /// since the last commit, commits what is queued in one transaction,
+    /// repeats. A failed batch goes back to the front and the writer backs off.
+    private func writerLoop() {
+        var lastCommit = -Double.infinity
+        var lastBeat = Monotonic.now()
+        var lastPrune = Monotonic.now()
+        var backoff = 0.0
+        while true {
+            let due = min(lastBeat + options.heartbeatInterval, lastPrune + options.retentionInterval)
+            let sleep = backoff > 0 ? backoff : max(0, due - Monotonic.now())
+            state.withLock(
+                when: { $0.stopping || $0.flushWanted || (backoff == 0 && !$0.queue.isEmpty) }, timeout: sleep
+            ) { _, _ in }
+            // One commit per flushInterval at most: later events join this batch.
+            let early = lastCommit + options.flushInterval - Monotonic.now()
+            if early > 0 { state.withLock(when: { $0.stopping || $0.flushWanted }, timeout: early) { _, _ in } }
+            let (items, stopping) = state.withLock { s -> ([Queued], Bool) in
+                s.flushWanted = false
+                let batch = Array(s.queue.prefix(Self.maxBatch))
+                s.queue.removeFirst(batch.count)
+                s.inFlight = batch
+                return (batch, s.stopping)
+            }
+            var ok = state.withLock { $0.status.registered } || register()
+            if ok && (!items.isEmpty || Monotonic.now() - lastBeat >= options.heartbeatInterval) {
+                let started = Monotonic.now()
+                do {
+                    try store.write(batch(items))
+                    let seconds = Monotonic.now() - started
+                    lastBeat = Monotonic.now()
+                    state.withLock { s in
+                        s.inFlight = []
+                        s.status.written += items.count
+                        s.status.batches += items.isEmpty ? 0 : 1
+                        s.status.lastCommitAt = Date().timeIntervalSince1970
+                        s.status.lastCommitSeconds = seconds
+                    }
+                    state.notifyAll()
+                    recovered()
+                } catch {
+                    ok = false
+                    failed(error)
+                }
+            }
+            if !ok {
+                requeue(items)
+                if stopping { break }
+                backoff = min(max(backoff * 2, 0.25), 5)
+                continue
+            }
+            backoff = 0
+            if !items.isEmpty { lastCommit = Monotonic.now() }
+            if Monotonic.now() - lastPrune >= options.retentionInterval {
+                lastPrune = Monotonic.now()
+                prune()
+            }
+            if stopping && state.withLock({ $0.queue.isEmpty }) { break }
+        }
+        state.withLock { s in
+            s.stopped = true
+            s.inFlight = []
+        }
+        state.notifyAll()
+    }
+
+    /// Most events in one transaction.
+    static let maxBatch = 5_000
+
+    /// Puts an uncommitted batch back at the front (the queue's bound still holds: the oldest go first).
+    private func requeue(_ items: [Queued]) {
+        guard !items.isEmpty else { return }
+        let capacity = options.queueCapacity
+        state.withLock { s in
+            s.inFlight = []
+            s.queue.insert(contentsOf: items, at: 0)
+            let excess = s.queue.count - capacity
+            if excess > 0 {
+                s.queue.removeFirst(excess)
+                s.status.dropped += excess
+            }
+        }
+    }
+
+    /// Applies the retention now (the writer's thread).
+    private func prune() {
+        do {
+            let removed = try store.prune(options.retention, now: Date().timeIntervalSince1970)
+            if removed > 0 {
+                state.withLock { $0.status.pruned += removed }
+                logger.debug("history pruned", metadata: ["events": "\(removed)"])
+            }
+        } catch {
+            failed(error)
+        }
+    }
+
+    /// Rows for a batch (serialized here, on the writer's thread).
+    private func batch(_ items: [Queued]) -> StoreBatch {
+        let (boot, instance) = state.withLock { ($0.status.boot, $0.instance) }
+        var batch = StoreBatch(
+            heartbeat: (instance.id, Date().timeIntervalSince1970, sequence.current + Self.seqReserve))
+        for queued in items {
+            let (event, thread) = Self.stored(queued, instance: instance.id, boot: boot)
+            batch.events.append(event)
+            if let thread { batch.threads.append(thread) }
+        }
+        return batch
+    }
+
+    /// The stored event (and the thread row it changes) for one queued item.
+    static func stored(_ queued: Queued, instance: String, boot: Int64) -> (StoredEvent, StoredThread?) {
+        let at = queued.at
+        var row: StoredThread?
+        let (type, thread, data): (String, String?, Value)
+        switch queued.item {
+        case .event(let event):
+            let described = EventHub.describe(event)
+            (type, thread, data) = (described.0, described.1.isEmpty ? nil : described.1, described.2)
+            switch event {
+            case .thread(let snapshot, let change) where change == .created:
+                row = StoredThread(
+                    instance: instance, boot: boot, thread: snapshot.id, name: snapshot.name,
+                    style: snapshot.policy.style.rawValue, createdAt: at)
+            case .thread(let snapshot, let change) where change == .exited:
+                row = StoredThread(
+                    instance: instance, boot: boot, thread: snapshot.id, endedAt: at,
+                    endedHow: snapshot.lastExit?.cause?.code ?? "ended",
+                    lastExit: snapshot.lastExit.map { JSON.string(Rep.exit($0)) },
+                    final: JSON.string(Rep.thread(snapshot)))
+            case .runExit(let id, let exit):
+                row = StoredThread(instance: instance, boot: boot, thread: id, lastExit: JSON.string(Rep.exit(exit)))
+            default: break
+            }
+        case .request(let method, let path, let status, let requestId, let body, let answer):
+            var object: [String: Value] = [
+                "method": .string(method), "path": .string(path), "status": .number(Double(status)),
+                "requestId": .string(requestId),
+            ]
+            if !body.isEmpty {
+                object["body"] = (try? JSON.parse(body)) ?? .string(String(decoding: body, as: UTF8.self))
+            }
+            if !answer.isEmpty {
+                object["answer"] = (try? JSON.parse(answer)) ?? .string(String(decoding: answer, as: UTF8.self))
+            }
+            (type, thread, data) = ("request", Self.threadOf(path), .object(object))
+        case .instance(let change, let details):
+            var object = details
+            object["change"] = .string(change)
+            object["instance"] = .string(instance)
+            (type, thread, data) = ("instance", nil, .object(object))
+        }
+        var stamped = data.object ?? [:]
+        if stamped["at"] == nil { stamped["at"] = Timestamp.value(Date(timeIntervalSince1970: at)) }
+        if let thread, stamped["thread"] == nil { stamped["thread"] = .string(thread) }
+        let event = StoredEvent(
+            instance: instance, boot: boot, seq: queued.seq, at: at, type: type, thread: thread,
+            data: JSON.string(.object(stamped)))
+        return (event, row)
+    }
+
+    /// `t3` for `/api/threads/t3/…`.
+    static func threadOf(_ path: String) -> String? {
+        let parts = path.split(separator: "?", maxSplits: 1)[0].split(separator: "/")
+        guard parts.count >= 3, parts[0] == "api", parts[1] == "threads" else { return nil }
+        return String(parts[2])
+    }
+
+    /// Events queued or being written with `seq > after` (for a resumed
+    /// stream: they are not in the store yet), oldest first.
+    func pending(after: Int64) -> [StoredEvent] {
+        let (items, boot, instance) = state.withLock { s in
+            (s.inFlight + s.queue.filter { $0.seq > after }, s.status.boot, s.instance)
+        }
+        return items.filter { $0.seq > after }.map { Self.stored($0, instance: instance.id, boot: boot).0 }
+    }
+
+    /// The status now.
+    var status: Status {
+        state.withLock { s in
+            var status = s.status
+            status.queued = s.queue.count + s.inFlight.count
+            return status
+        }
+    }
+
+    /// Writes what is queued, marks a clean stop, and ends the writer; waits
+    /// at most `timeout` seconds (SIGTERM and SIGINT come here).
+    func stop(timeout: Double) {
+        record(.instance(change: "stopped", details: [:]), seq: sequence.next())
+        state.withLock { $0.stopping = true }
+        state.notifyAll()
+        let finished = state.withLock(when: { $0.stopped }, timeout: timeout) { _, done in done }
+        let left = status.queued
+        let instance = self.instance
+        if finished && left == 0 {
+            try? store.markStopped(instance: instance.id, at: Date().timeIntervalSince1970)
+        } else {
+            logger.warning("history store: events not written at stop", metadata: ["events": "\(left)"])
+        }
+        state.withLock { $0.stopped = true }
+        store.close()
+    }
+
+    /// Asks the writer to commit now (tests and `/api/store?flush`) and waits
+    /// until what was queued before is committed or `timeout` passes.
+    func flush(timeout: Double) -> Bool {
+        let target = sequence.current
+        state.withLock { $0.flushWanted = true }
+        state.notifyAll()
+        return state.withLock(
+            when: { s in
+                s.stopped || (s.inFlight.isEmpty && (s.queue.first.map { $0.seq > target } ?? true))
+            }, timeout: timeout
+        ) { _, done in done }
+    }
+}

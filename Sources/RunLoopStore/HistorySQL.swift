@@ -1,0 +1,313 @@
+/// A bound value, whichever database runs the statement.
+public enum SQLValue: Sendable, Equatable {
+    case int(Int64)
+    case double(Double)
+    case text(String)
+    case null
+
+    static func optional(_ text: String?) -> SQLValue { text.map(SQLValue.text) ?? .null }
+    static func optional(_ number: Double?) -> SQLValue { number.map(SQLValue.double) ?? .null }
+}
+
+/// The schema and statements both stores run: one text with the dialect's
+/// placeholders (`?` for SQLite, `$1…` for PostgreSQL) and a few types apart.
+struct HistorySQL {
+    enum Dialect { case sqlite, postgres }
+    let dialect: Dialect
+
+    /// The placeholders for `count` values starting at `first` (1-based).
+    func marks(_ count: Int, from first: Int = 1) -> String {
+        (first..<(first + count)).map { dialect == .sqlite ? "?" : "$\($0)" }.joined(separator: ", ")
+    }
+
+    private var real: String { dialect == .sqlite ? "REAL" : "DOUBLE PRECISION" }
+    private var bigint: String { dialect == .sqlite ? "INTEGER" : "BIGINT" }
+    private var serial: String {
+        // AUTOINCREMENT: an id is never reused after retention deletes the newest rows.
+        dialect == .sqlite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+    }
+
+    /// Version 1 of the schema.
+    var schema: [String] {
+        [
+            """
+            CREATE TABLE IF NOT EXISTS instances (
+                id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, host TEXT NOT NULL,
+                pid \(bigint) NOT NULL, boot \(bigint) NOT NULL, started_at \(real) NOT NULL,
+                heartbeat_at \(real) NOT NULL, stopped_at \(real), seq_ceiling \(bigint) NOT NULL DEFAULT 0)
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS events (
+                id \(serial), instance TEXT NOT NULL, boot \(bigint) NOT NULL, seq \(bigint) NOT NULL,
+                at \(real) NOT NULL, type TEXT NOT NULL, thread TEXT, data TEXT NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS events_instance_seq ON events (instance, seq)",
+            "CREATE INDEX IF NOT EXISTS events_at ON events (at)",
+            "CREATE INDEX IF NOT EXISTS events_thread ON events (thread, id)",
+            """
+            CREATE TABLE IF NOT EXISTS threads (
+                instance TEXT NOT NULL, boot \(bigint) NOT NULL, thread TEXT NOT NULL, name TEXT, style TEXT,
+                created_at \(real), ended_at \(real), ended_how TEXT, last_exit TEXT, final TEXT,
+                PRIMARY KEY (instance, boot, thread))
+            """,
+        ]
+    }
+
+    static let eventColumns = "id, instance, boot, seq, at, type, thread, data"
+    static let threadColumns = "instance, boot, thread, name, style, created_at, ended_at, ended_how, last_exit, final"
+    static let instanceColumns = "id, url, version, host, pid, boot, started_at, heartbeat_at, stopped_at, seq_ceiling"
+
+    func insertEvent(rows: Int) -> String {
+        let tuples = (0..<rows).map { "(\(marks(7, from: $0 * 7 + 1)))" }.joined(separator: ", ")
+        return "INSERT INTO events (instance, boot, seq, at, type, thread, data) VALUES \(tuples)"
+    }
+
+    static func eventValues(_ e: StoredEvent) -> [SQLValue] {
+        [
+            .text(e.instance), .int(e.boot), .int(e.seq), .double(e.at), .text(e.type), .optional(e.thread),
+            .text(e.data),
+        ]
+    }
+
+    /// Inserts a thread row or fills in the fields given (nil keeps what is stored).
+    var upsertThread: String {
+        let keep = ["name", "style", "created_at", "ended_at", "ended_how", "last_exit", "final"]
+            .map { "\($0) = COALESCE(excluded.\($0), threads.\($0))" }.joined(separator: ", ")
+        return
+            "INSERT INTO threads (\(Self.threadColumns)) VALUES (\(marks(10))) ON CONFLICT (instance, boot, thread) DO UPDATE SET \(keep)"
+    }
+
+    static func threadValues(_ t: StoredThread) -> [SQLValue] {
+        [
+            .text(t.instance), .int(t.boot), .text(t.thread), .optional(t.name), .optional(t.style),
+            .optional(t.createdAt), .optional(t.endedAt), .optional(t.endedHow), .optional(t.lastExit),
+            .optional(t.final),
+        ]
+    }
+
+    var heartbeat: String {
+        let ceiling = dialect == .sqlite ? "max(seq_ceiling, \(marks(1, from: 2)))" : "GREATEST(seq_ceiling, $2)"
+        return
+            "UPDATE instances SET heartbeat_at = \(marks(1)), seq_ceiling = \(ceiling) WHERE id = \(marks(1, from: 3))"
+    }
+
+    var upsertInstance: String {
+        let update = [
+            "url", "version", "host", "pid", "boot", "started_at", "heartbeat_at", "stopped_at", "seq_ceiling",
+        ]
+        .map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+        return
+            "INSERT INTO instances (\(Self.instanceColumns)) VALUES (\(marks(10))) ON CONFLICT (id) DO UPDATE SET \(update)"
+    }
+
+    static func instanceValues(_ i: InstanceRecord, seqCeiling: Int64) -> [SQLValue] {
+        [
+            .text(i.id), .text(i.url), .text(i.version), .text(i.host), .int(i.pid), .int(i.boot), .double(i.startedAt),
+            .double(i.heartbeatAt), .optional(i.stoppedAt), .int(seqCeiling),
+        ]
+    }
+
+    var selectInstance: String { "SELECT \(Self.instanceColumns) FROM instances WHERE id = \(marks(1))" }
+    var maxSeq: String { "SELECT COALESCE(MAX(seq), 0) FROM events WHERE instance = \(marks(1))" }
+    var openThreads: String {
+        "SELECT \(Self.threadColumns) FROM threads WHERE instance = \(marks(1)) AND boot < \(marks(1, from: 2)) AND ended_at IS NULL"
+    }
+    var markLost: String {
+        "UPDATE threads SET ended_at = \(marks(1)), ended_how = 'lost' WHERE instance = \(marks(1, from: 2)) AND boot = \(marks(1, from: 3)) AND thread = \(marks(1, from: 4))"
+    }
+    var markStopped: String {
+        "UPDATE instances SET stopped_at = \(marks(1)), heartbeat_at = \(marks(1, from: 2)) WHERE id = \(marks(1, from: 3))"
+    }
+
+    /// The events query: newest first unless ascending; `afterSeq` orders by seq.
+    func events(_ q: HistoryQuery) -> (String, [SQLValue]) {
+        var clauses: [String] = []
+        var values: [SQLValue] = []
+        func add(_ clause: (String) -> String, _ value: SQLValue) {
+            values.append(value)
+            clauses.append(clause(marks(1, from: values.count)))
+        }
+        if let instance = q.instance { add({ "instance = \($0)" }, .text(instance)) }
+        if let thread = q.thread { add({ "thread = \($0)" }, .text(thread)) }
+        if !q.types.isEmpty {
+            let first = values.count + 1
+            values.append(contentsOf: q.types.map(SQLValue.text))
+            clauses.append("type IN (\(marks(q.types.count, from: first)))")
+        }
+        if let since = q.since { add({ "at >= \($0)" }, .double(since)) }
+        if let until = q.until { add({ "at < \($0)" }, .double(until)) }
+        if let cursor = q.cursor { add({ q.ascending ? "id > \($0)" : "id < \($0)" }, .int(cursor)) }
+        if let after = q.afterSeq { add({ "seq > \($0)" }, .int(after)) }
+        let filter = clauses.isEmpty ? "" : " WHERE " + clauses.joined(separator: " AND ")
+        let order = q.afterSeq != nil ? "seq ASC" : (q.ascending ? "id ASC" : "id DESC")
+        values.append(.int(Int64(max(0, q.limit))))
+        return (
+            "SELECT \(Self.eventColumns) FROM events\(filter) ORDER BY \(order) LIMIT \(marks(1, from: values.count))",
+            values
+        )
+    }
+
+    func threads(instance: String?, boot: Int64?, limit: Int) -> (String, [SQLValue]) {
+        var clauses: [String] = []
+        var values: [SQLValue] = []
+        if let instance {
+            values.append(.text(instance))
+            clauses.append("instance = \(marks(1, from: values.count))")
+        }
+        if let boot {
+            values.append(.int(boot))
+            clauses.append("boot = \(marks(1, from: values.count))")
+        }
+        values.append(.int(Int64(max(0, limit))))
+        let filter = clauses.isEmpty ? "" : " WHERE " + clauses.joined(separator: " AND ")
+        return (
+            "SELECT \(Self.threadColumns) FROM threads\(filter) ORDER BY COALESCE(created_at, 0) DESC, thread DESC LIMIT \(marks(1, from: values.count))",
+            values
+        )
+    }
+
+    var instances: String { "SELECT \(Self.instanceColumns) FROM instances ORDER BY started_at DESC" }
+
+    /// Retention by age: events, then threads that ended before the cutoff.
+    var pruneByAge: [String] {
+        ["DELETE FROM events WHERE at < \(marks(1))", "DELETE FROM threads WHERE ended_at < \(marks(1))"]
+    }
+
+    /// The oldest `n` events.
+    var pruneOldest: String {
+        "DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id ASC LIMIT \(marks(1)))"
+    }
+}
+
+/// Row decoding shared by both stores: a row is read as `[SQLValue]` in the
+/// column order of `HistorySQL`'s selects.
+extension SQLValue {
+    var int: Int64 {
+        switch self {
+        case .int(let v): v
+        case .double(let v): Int64(v)
+        case .text(let v): Int64(v) ?? 0
+        case .null: 0
+        }
+    }
+    var double: Double? {
+        switch self {
+        case .int(let v): Double(v)
+        case .double(let v): v
+        case .text(let v): Double(v)
+        case .null: nil
+        }
+    }
+    var text: String? {
+        switch self {
+        case .text(let v): v
+        case .int(let v): String(v)
+        case .double(let v): String(v)
+        case .null: nil
+        }
+    }
+}
+
+extension StoredEvent {
+    init(row r: [SQLValue]) {
+        self.init(
+            id: r[0].int, instance: r[1].text ?? "", boot: r[2].int, seq: r[3].int, at: r[4].double ?? 0,
+            type: r[5].text ?? "", thread: r[6].text, data: r[7].text ?? "{}")
+    }
+}
+
+extension StoredThread {
+    init(row r: [SQLValue]) {
+        self.init(
+            instance: r[0].text ?? "", boot: r[1].int, thread: r[2].text ?? "", name: r[3].text, style: r[4].text,
+            createdAt: r[5].double, endedAt: r[6].double, endedHow: r[7].text, lastExit: r[8].text, final: r[9].text)
+    }
+}
+
+extension InstanceRecord {
+    init(row r: [SQLValue]) {
+        self.init(
+            id: r[0].text ?? "", url: r[1].text ?? "", version: r[2].text ?? "", host: r[3].text ?? "", pid: r[4].int,
+            boot: r[5].int, startedAt: r[6].double ?? 0, heartbeatAt: r[7].double ?? 0, stoppedAt: r[8].double)
+    }
+}
+
+/// What both stores do with the same SQL, given how to run a statement.
+/// `run` executes inside the caller's transaction and returns the rows.
+struct HistoryLogic {
+    let sql: HistorySQL
+    let run: (String, [SQLValue]) throws -> [[SQLValue]]
+
+    /// Most rows in one INSERT (PostgreSQL allows 65,535 binds).
+    static let rowsPerInsert = 500
+
+    func write(_ batch: StoreBatch) throws {
+        var start = 0
+        while start < batch.events.count {
+            let chunk = batch.events[start..<min(start + Self.rowsPerInsert, batch.events.count)]
+            _ = try run(sql.insertEvent(rows: chunk.count), chunk.flatMap(HistorySQL.eventValues))
+            start += chunk.count
+        }
+        for thread in batch.threads { _ = try run(sql.upsertThread, HistorySQL.threadValues(thread)) }
+        if let beat = batch.heartbeat {
+            _ = try run(sql.heartbeat, [.double(beat.at), .int(beat.seqCeiling), .text(beat.instance)])
+        }
+    }
+
+    func register(_ instance: InstanceRecord) throws -> Registration {
+        let row = try run(sql.selectInstance, [.text(instance.id)]).first
+        let previous = row.map(InstanceRecord.init(row:))
+        let ceiling = row?[9].int ?? 0
+        let maxSeq = try run(sql.maxSeq, [.text(instance.id)]).first?.first?.int ?? 0
+        let boot = (previous?.boot ?? 0) + 1
+        let firstSeq = max(ceiling, maxSeq) + 1
+        var lost: [StoredThread] = []
+        for row in try run(sql.openThreads, [.text(instance.id), .int(boot)]) {
+            var thread = StoredThread(row: row)
+            // It ended when its process was last heard of.
+            let endedAt = previous?.heartbeatAt ?? instance.startedAt
+            _ = try run(
+                sql.markLost, [.double(endedAt), .text(thread.instance), .int(thread.boot), .text(thread.thread)])
+            thread.endedAt = endedAt
+            thread.endedHow = "lost"
+            lost.append(thread)
+        }
+        var record = instance
+        record.boot = boot
+        record.stoppedAt = nil
+        _ = try run(sql.upsertInstance, HistorySQL.instanceValues(record, seqCeiling: firstSeq - 1))
+        return Registration(boot: boot, firstSeq: firstSeq, lostThreads: lost, previous: previous)
+    }
+
+    func markStopped(instance: String, at: Double) throws {
+        _ = try run(sql.markStopped, [.double(at), .double(at), .text(instance)])
+    }
+
+    func events(_ query: HistoryQuery) throws -> [StoredEvent] {
+        let (text, values) = sql.events(query)
+        return try run(text, values).map(StoredEvent.init(row:))
+    }
+
+    func threads(instance: String?, boot: Int64?, limit: Int) throws -> [StoredThread] {
+        let (text, values) = sql.threads(instance: instance, boot: boot, limit: limit)
+        return try run(text, values).map(StoredThread.init(row:))
+    }
+
+    func instances() throws -> [InstanceRecord] {
+        try run(sql.instances, []).map(InstanceRecord.init(row:))
+    }
+
+    func pruneByAge(_ maxAge: Double, now: Double) throws -> Int {
+        let before = try count()
+        for statement in sql.pruneByAge { _ = try run(statement, [.double(now - maxAge)]) }
+        return before - (try count())
+    }
+
+    func deleteOldest(_ n: Int) throws {
+        _ = try run(sql.pruneOldest, [.int(Int64(n))])
+    }
+
+    func count() throws -> Int {
+        Int(try run("SELECT COUNT(*) FROM events", []).first?.first?.int ?? 0)
+    }
+}

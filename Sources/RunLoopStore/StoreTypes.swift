@@ -1,0 +1,263 @@
+import Foundation
+
+/// One kept event: what the event stream sent, as stored. `data` is the
+/// event's JSON payload (the same object an SSE client receives).
+public struct StoredEvent: Sendable, Equatable {
+    /// The store's row id: unique in one store, increasing in insertion order
+    /// (the `cursor` of `/api/history`). 0 until stored.
+    public var id: Int64
+    /// The instance that recorded it.
+    public var instance: String
+    /// Which start of that instance (1, 2, …).
+    public var boot: Int64
+    /// The event id the stream used (`id:` of the SSE frame): increasing
+    /// across the instance's restarts.
+    public var seq: Int64
+    /// Seconds since 1970.
+    public var at: Double
+    /// The SSE event name (`run-exit`, `warning`, `request`, …).
+    public var type: String
+    /// The thread it is about, if any.
+    public var thread: String?
+    /// The JSON payload.
+    public var data: String
+
+    public init(
+        id: Int64 = 0, instance: String, boot: Int64, seq: Int64, at: Double, type: String, thread: String?,
+        data: String
+    ) {
+        self.id = id
+        self.instance = instance
+        self.boot = boot
+        self.seq = seq
+        self.at = at
+        self.type = type
+        self.thread = thread
+        self.data = data
+    }
+}
+
+/// One runloopd process sharing the store (a row of `instances`).
+public struct InstanceRecord: Sendable, Equatable {
+    /// The instance id (`--instance-id`).
+    public var id: String
+    /// Where its API answers (`--advertise-url`).
+    public var url: String
+    /// Its version.
+    public var version: String
+    /// The host name it runs on.
+    public var host: String
+    /// Its process id.
+    public var pid: Int64
+    /// Which start this is (1, 2, …; counted by the store).
+    public var boot: Int64
+    /// When this start began (seconds since 1970).
+    public var startedAt: Double
+    /// The last heartbeat (seconds since 1970).
+    public var heartbeatAt: Double
+    /// When it stopped cleanly; nil while it runs or when it died.
+    public var stoppedAt: Double?
+
+    public init(
+        id: String, url: String, version: String, host: String, pid: Int64, boot: Int64 = 0, startedAt: Double,
+        heartbeatAt: Double, stoppedAt: Double? = nil
+    ) {
+        self.id = id
+        self.url = url
+        self.version = version
+        self.host = host
+        self.pid = pid
+        self.boot = boot
+        self.startedAt = startedAt
+        self.heartbeatAt = heartbeatAt
+        self.stoppedAt = stoppedAt
+    }
+}
+
+/// A worker thread as the store remembers it (a row of `threads`).
+public struct StoredThread: Sendable, Equatable {
+    public var instance: String
+    public var boot: Int64
+    /// The thread id in that process (`t1`, …).
+    public var thread: String
+    public var name: String?
+    public var style: String?
+    public var createdAt: Double?
+    /// When it ended; nil while it runs.
+    public var endedAt: Double?
+    /// How it ended: the cause code of its final exit (`service_stopping`,
+    /// `end_request`, …), `ended`, or `lost` when its process died.
+    public var endedHow: String?
+    /// Its last run exit (JSON), if it ran.
+    public var lastExit: String?
+    /// Its snapshot when it ended (JSON: counters at exit).
+    public var final: String?
+
+    public init(
+        instance: String, boot: Int64, thread: String, name: String? = nil, style: String? = nil,
+        createdAt: Double? = nil, endedAt: Double? = nil, endedHow: String? = nil, lastExit: String? = nil,
+        final: String? = nil
+    ) {
+        self.instance = instance
+        self.boot = boot
+        self.thread = thread
+        self.name = name
+        self.style = style
+        self.createdAt = createdAt
+        self.endedAt = endedAt
+        self.endedHow = endedHow
+        self.lastExit = lastExit
+        self.final = final
+    }
+}
+
+/// One transaction's worth of writes: events, thread rows to insert or
+/// update (nil fields keep what is stored), and the heartbeat.
+public struct StoreBatch: Sendable {
+    public var events: [StoredEvent] = []
+    public var threads: [StoredThread] = []
+    /// This instance's heartbeat time and event-id ceiling (ids up to it may
+    /// have been sent on the stream; the next start begins above it).
+    public var heartbeat: (instance: String, at: Double, seqCeiling: Int64)?
+
+    public init(events: [StoredEvent] = [], threads: [StoredThread] = [], heartbeat: (String, Double, Int64)? = nil) {
+        self.events = events
+        self.threads = threads
+        self.heartbeat = heartbeat.map { (instance: $0.0, at: $0.1, seqCeiling: $0.2) }
+    }
+}
+
+/// What `events(_:)` returns.
+public struct HistoryQuery: Sendable, Equatable {
+    public var instance: String?
+    public var thread: String?
+    public var types: [String] = []
+    public var since: Double?
+    public var until: Double?
+    /// Events after this store id (ascending) or before it (descending).
+    public var cursor: Int64?
+    /// For a stream resumed by `Last-Event-ID`: this instance's events with a
+    /// larger `seq`.
+    public var afterSeq: Int64?
+    public var limit: Int = 100
+    /// Newest first (the default) or oldest first.
+    public var ascending = false
+
+    public init(
+        instance: String? = nil, thread: String? = nil, types: [String] = [], since: Double? = nil,
+        until: Double? = nil, cursor: Int64? = nil, afterSeq: Int64? = nil, limit: Int = 100, ascending: Bool = false
+    ) {
+        self.instance = instance
+        self.thread = thread
+        self.types = types
+        self.since = since
+        self.until = until
+        self.cursor = cursor
+        self.afterSeq = afterSeq
+        self.limit = limit
+        self.ascending = ascending
+    }
+}
+
+/// What `register` learned about this instance's earlier starts.
+public struct Registration: Sendable, Equatable {
+    /// This start's number.
+    public var boot: Int64
+    /// The first event id this start may use (above every id the earlier
+    /// starts could have sent).
+    public var firstSeq: Int64
+    /// Threads of earlier starts that never ended: now marked `lost`.
+    public var lostThreads: [StoredThread]
+    /// The previous start, if any.
+    public var previous: InstanceRecord?
+
+    public init(boot: Int64, firstSeq: Int64, lostThreads: [StoredThread], previous: InstanceRecord?) {
+        self.boot = boot
+        self.firstSeq = firstSeq
+        self.lostThreads = lostThreads
+        self.previous = previous
+    }
+}
+
+/// How much is kept.
+public struct Retention: Sendable, Equatable {
+    /// Events older than this many seconds go (nil: no age limit).
+    public var maxAge: Double?
+    /// The oldest events go while the store is larger (bytes; nil: no limit).
+    public var maxBytes: Int64?
+
+    public init(maxAge: Double?, maxBytes: Int64?) {
+        self.maxAge = maxAge
+        self.maxBytes = maxBytes
+    }
+}
+
+/// A store failure, with a sentence for the warning and the logs.
+public struct StoreError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The interface the server writes to and reads from. Writes come from one
+/// writer thread; reads from the server's reader queue (implementations let
+/// them overlap: SQLite in WAL mode, a second PostgreSQL connection).
+public protocol HistoryStore: AnyObject, Sendable {
+    /// `sqlite` or `postgres`.
+    var kind: String { get }
+    /// Where it is (a path, or the URL without its password).
+    var location: String { get }
+    /// Connects and creates or migrates the schema.
+    func open() throws
+    /// Records this start of `instance`: counts the boot, chooses the first
+    /// event id, marks the threads of earlier starts that never ended as `lost`.
+    func register(_ instance: InstanceRecord) throws -> Registration
+    /// Writes one batch in one transaction.
+    func write(_ batch: StoreBatch) throws
+    /// Marks a clean stop.
+    func markStopped(instance: String, at: Double) throws
+    /// Events matching `query`.
+    func events(_ query: HistoryQuery) throws -> [StoredEvent]
+    /// Threads remembered, newest first.
+    func threads(instance: String?, boot: Int64?, limit: Int) throws -> [StoredThread]
+    /// Every instance that wrote to this store.
+    func instances() throws -> [InstanceRecord]
+    /// Applies the retention; returns how many events went.
+    func prune(_ retention: Retention, now: Double) throws -> Int
+    /// The space the store uses (bytes).
+    func size() throws -> Int64
+    /// Closes connections (the store may be opened again).
+    func close()
+}
+
+/// Parses `7d`, `12h`, `30m`, `45s` or plain seconds.
+public func parseDuration(_ text: String) -> Double? {
+    let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400), ("w", 604800)]
+    let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+    for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+        let number = trimmed.dropLast(suffix.count)
+        if suffix == "s", number.hasSuffix("m") { continue }
+        if let value = Double(number), value >= 0, value.isFinite { return value * factor }
+        return nil
+    }
+    if let value = Double(trimmed), value >= 0, value.isFinite { return value }
+    return nil
+}
+
+/// Parses `256MB`, `1GB`, `512KB`, `1.5GiB` or plain bytes.
+public func parseByteSize(_ text: String) -> Int64? {
+    let units: [(String, Double)] = [
+        ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("kb", 1000), ("mb", 1_000_000),
+        ("gb", 1_000_000_000), ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1),
+    ]
+    let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+    for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+        if let value = Double(trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)), value >= 0,
+            value * factor < 9e18
+        {
+            return Int64(value * factor)
+        }
+        return nil
+    }
+    if let value = Int64(trimmed), value >= 0 { return value }
+    return nil
+}
