@@ -123,7 +123,7 @@ extension RunLoopService {
         case "/healthz":
             answer(APIResponses.json(200, ["status": "ok"]))
         case "/readyz":
-            if isReady {
+            if isReady, !running.withLock({ $0.applyingSetup }) {
                 answer(
                     APIResponses.json(200, ["status": "ready", "threads": .number(Double(registry.allWorkers.count))]))
             } else {

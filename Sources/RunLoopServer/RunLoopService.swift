@@ -45,6 +45,8 @@ public final class RunLoopService: Sendable {
         var boundPort: UInt16 = 0
         var accepting = false
         var stopped = false
+        /// While `--setup` is applied: accepting, but `/readyz` is not ready yet.
+        var applyingSetup = false
     }
 
     let running = Locked(Running())
@@ -55,6 +57,8 @@ public final class RunLoopService: Sendable {
         let respond: @Sendable (HTTPResponse) -> Void
         let trace: RequestTrace
         let postedAt: Double
+        /// Sent by the service itself (`--setup`): no token, not refused by `--read-only`.
+        var trusted = false
     }
 
     /// Per-request bookkeeping for the access log and metrics: the route
@@ -143,6 +147,7 @@ public final class RunLoopService: Sendable {
         running.withLock {
             $0.boundPort = server.port
             $0.accepting = true
+            $0.applyingSetup = configuration.setup != nil
         }
         logger.info(
             "runloopd listening",
@@ -150,6 +155,15 @@ public final class RunLoopService: Sendable {
                 "host": "\(configuration.http.host)", "port": "\(server.port)",
                 "httpThreads": "\(configuration.http.httpThreads)",
             ])
+        if let setup = configuration.setup {
+            do throws(Setup.Failure) {
+                try applySetup(setup)
+            } catch {
+                stop()
+                throw error
+            }
+            running.withLock { $0.applyingSetup = false }
+        }
     }
 
     private func versionValue() -> Value {

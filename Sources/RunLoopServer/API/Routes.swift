@@ -59,6 +59,7 @@ struct API: Sendable {
         addModesAndObservers(&r)
         addTasks(&r)
         addLab(&r)
+        addSetup(&r)
         return r
     }
 
