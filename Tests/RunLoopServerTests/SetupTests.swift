@@ -88,7 +88,8 @@ struct SetupTests {
         defer { try? FileManager.default.removeItem(at: file) }
         let first = try RunLoopd.start(["--setup", file.path])
         defer { first.stop() }
-        #expect(first.log.contains("setup applied"), "\(first.log)")
+        // Logged before the port file is written; read from the pipe a moment later.
+        #expect(first.output.wait(timeout: 10) { $0.log.contains("setup applied") }, "\(first.log)")
         // The port file is written after the setup: ready at once.
         #expect(try await first.client.get("/readyz").status == 200)
         let exported = try await first.client.get("/api/setup")
@@ -226,6 +227,26 @@ struct SetupTests {
         try await RunLoopd.with(["--setup", file.path]) { server in
             let export = try await server.client.get("/api/setup")
             #expect(export.json == ["version": 1, "threads": []])
+        }
+    }
+
+    @Test("examples/setup.json applies, and deploy/kubernetes.yaml's ConfigMap holds the same file")
+    func example() async throws {
+        let example = E2EPaths.packageRoot.appendingPathComponent("examples/setup.json")
+        let text = try String(contentsOf: example, encoding: .utf8)
+        let manifest = try String(
+            contentsOf: E2EPaths.packageRoot.appendingPathComponent("deploy/kubernetes.yaml"), encoding: .utf8)
+        let block = try #require(manifest.range(of: "  setup.json: |\n"))
+        let embedded = manifest[block.upperBound...].split(separator: "\n", omittingEmptySubsequences: false)
+            .prefix { $0.isEmpty || $0.hasPrefix("    ") }.map { $0.dropFirst(min(4, $0.count)) }
+            .joined(separator: "\n")
+        #expect(
+            embedded.trimmingCharacters(in: .whitespacesAndNewlines)
+                == text.trimmingCharacters(in: .whitespacesAndNewlines))
+        try await RunLoopd.with(["--setup", example.path]) { server in
+            #expect(server.output.wait(timeout: 10) { $0.log.contains("setup applied") }, "\(server.log)")
+            let export = try await server.client.get("/api/setup")
+            #expect(export.json["threads"].items.count == 3)
         }
     }
 
