@@ -45,7 +45,8 @@ public final class RunLoopService: Sendable {
         var boundPort: UInt16 = 0
         var accepting = false
         var stopped = false
-        /// While `--setup` is applied: accepting, but `/readyz` is not ready yet.
+        /// While `--setup` is applied: only its own requests reach the control
+        /// loop (`/api` answers 503) and `/readyz` is not ready yet.
         var applyingSetup = false
     }
 

@@ -164,7 +164,7 @@ struct Serve: ParsableCommand {
         help: ArgumentHelp(
             "A setup file (JSON) whose threads, sources, timers, observers, tasks and performs are created at start.",
             discussion:
-                "Applied through the API once listening, before /readyz is ready. A file that cannot be read or a step the API refuses exits with status 78 (EX_CONFIG) before serving. Format: docs/setup.md; GET /api/setup exports the live state in it."
+                "Applied through the API's own routes once listening; until it is done /readyz is not ready and /api answers 503. A file that cannot be read or a step the API refuses exits with status 78 (EX_CONFIG) before the API is served. Format: docs/setup.md; GET /api/setup exports the live state in it."
         ))
     var setup: String = Env.string("SETUP") ?? ""
 

@@ -1,6 +1,7 @@
 import Foundation
 import RunLoopCore
 import RunLoopServer
+import RunLoopTestSupport
 import Testing
 
 /// `runloopd --setup FILE` and `GET /api/setup`, against the real binary.
@@ -248,6 +249,38 @@ struct SetupTests {
             let export = try await server.client.get("/api/setup")
             #expect(export.json["threads"].items.count == 3)
         }
+    }
+
+    @Test("while the setup is applied, /readyz and /api answer 503 not_ready and /healthz 200")
+    func notReadyWhileApplying() async throws {
+        // A perform that waits 3 s on a thread that never runs holds the setup that long.
+        let file = try Self.write([
+            "threads": [
+                [
+                    "run": ["style": "manual"],
+                    "performs": [["selector": "echo", "waitUntilDone": true, "timeout": 3]],
+                ]
+            ]
+        ])
+        defer { try? FileManager.default.removeItem(at: file) }
+        guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
+        let port = freeLoopbackPort()
+        // Returns once it accepts connections: the setup is under way then.
+        let server = try ServerProcess.listening(
+            executable: binary, arguments: ["--port", "\(port)", "--setup", file.path, "--public-dir", "/nonexistent"],
+            port: port)
+        defer { server.stop() }
+        let c = E2EClient(port: port)
+        let ready = try await c.get("/readyz")
+        #expect(ready.status == 503)
+        let threads = try await c.get("/api/threads")
+        #expect(threads.status == 503)
+        #expect(threads["error", "code"] == "not_ready")
+        #expect(threads["error", "message"] == "runloopd is applying its --setup")
+        #expect(try await c.get("/healthz").status == 200)
+        _ = try await c.poll("/readyz", timeout: 20) { $0.status == 200 }
+        let export = try await c.get("/api/setup")
+        #expect(export.json["threads"].items.first?["performs"].items.count == 1)
     }
 
     /// Runs `runloopd arguments` until it exits (at most 20 s): its status and output.
