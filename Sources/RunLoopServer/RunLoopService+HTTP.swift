@@ -24,9 +24,10 @@ extension RunLoopService {
         let accessLog = self.accessLog
         let logsAccess = logger.logLevel <= .info
         let metrics = self.metrics
-        // One look at the running state per request: the guard, the port, the control loop.
-        let (requestGuard, boundPort, control) = running.withLock {
-            ($0.requestGuard, $0.boundPort, $0.accepting ? $0.control : nil)
+        // One look at the running state per request: the guard, the port, the control loop
+        // (none for /api while --setup is applied: nobody sees a half-built setup).
+        let (requestGuard, boundPort, control, settingUp) = running.withLock {
+            ($0.requestGuard, $0.boundPort, $0.accepting && !$0.applyingSetup ? $0.control : nil, $0.applyingSetup)
         }
         let isDashboard = route == "static"
         let changes = request.method == "POST" || request.method == "DELETE"
@@ -102,7 +103,8 @@ extension RunLoopService {
             guard let control else {
                 answer(
                     APIResponses.error(
-                        status: 503, code: "shutting_down", message: "runloopd is not accepting requests",
+                        status: 503, code: settingUp ? "not_ready" : "shutting_down",
+                        message: settingUp ? "runloopd is applying its --setup" : "runloopd is not accepting requests",
                         headers: [("Retry-After", "1")]))
                 return
             }
@@ -131,7 +133,7 @@ extension RunLoopService {
         case "/healthz":
             answer(APIResponses.json(200, ["status": "ok"]))
         case "/readyz":
-            if isReady {
+            if isReady, !settingUp {
                 answer(
                     APIResponses.json(200, ["status": "ready", "threads": .number(Double(registry.allWorkers.count))]))
             } else {

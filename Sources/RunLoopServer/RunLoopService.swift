@@ -54,6 +54,9 @@ public final class RunLoopService: Sendable {
         var boundPort: UInt16 = 0
         var accepting = false
         var stopped = false
+        /// While `--setup` is applied: only its own requests reach the control
+        /// loop (`/api` answers 503) and `/readyz` is not ready yet.
+        var applyingSetup = false
     }
 
     let running = Locked(Running())
@@ -64,6 +67,8 @@ public final class RunLoopService: Sendable {
         let respond: @Sendable (HTTPResponse) -> Void
         let trace: RequestTrace
         let postedAt: Double
+        /// Sent by the service itself (`--setup`): no token, not refused by `--read-only`.
+        var trusted = false
     }
 
     /// Per-request bookkeeping for the access log and metrics: the route
@@ -178,6 +183,7 @@ public final class RunLoopService: Sendable {
         running.withLock {
             $0.boundPort = server.port
             $0.accepting = true
+            $0.applyingSetup = configuration.setup != nil
         }
         logger.info(
             "runloopd listening",
@@ -185,6 +191,15 @@ public final class RunLoopService: Sendable {
                 "host": "\(configuration.http.host)", "port": "\(server.port)",
                 "httpThreads": "\(configuration.http.httpThreads)",
             ])
+        if let setup = configuration.setup {
+            do throws(Setup.Failure) {
+                try applySetup(setup)
+            } catch {
+                stop()
+                throw error
+            }
+            running.withLock { $0.applyingSetup = false }
+        }
     }
 
     private func versionValue() -> Value {

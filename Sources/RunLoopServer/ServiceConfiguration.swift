@@ -29,6 +29,8 @@ public struct ServiceConfiguration: Sendable {
     public var journalSize = 1000
     /// The folder of experiment files `GET /api/experiments` serves.
     public var experimentsDirectory = "experiments"
+    /// A declared setup (`--setup`) `start()` applies before the service is ready.
+    public var setup: Setup?
 
     /// The defaults.
     /// The history store (off unless enabled: the `runloopd` command enables it).

@@ -198,6 +198,17 @@ struct Serve: ParsableCommand {
     @Option(help: "Write the bound port to this file once listening (for scripts and tests with --port 0).")
     var portFile: String = Env.string("PORT_FILE") ?? ""
 
+    @Option(
+        help: ArgumentHelp(
+            "A setup file (JSON) whose threads, sources, timers, observers, tasks and performs are created at start.",
+            discussion:
+                "Applied through the API's own routes once listening; until it is done /readyz is not ready and /api answers 503. A file that cannot be read or a step the API refuses exits with status 78 (EX_CONFIG) before the API is served. Format: docs/setup.md; GET /api/setup exports the live state in it."
+        ))
+    var setup: String = Env.string("SETUP") ?? ""
+
+    /// The exit status when `--setup` cannot be read or applied (sysexits' EX_CONFIG).
+    static let setupExitCode: Int32 = 78
+
     func validate() throws {
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json") }
         guard Logger.Level(rawValue: logLevel) != nil else {
@@ -403,9 +414,21 @@ struct Serve: ParsableCommand {
         config.diagnostics.maxWarnings = maxWarnings
         config.store = (try? storeOptions()) ?? config.store
 
+        if !setup.isEmpty {
+            do {
+                config.setup = try Setup.load(path: setup)
+            } catch {
+                logger.critical("cannot start: \(error)")
+                throw ExitCode(Self.setupExitCode)
+            }
+        }
+
         let service = RunLoopService(configuration: config, logger: logger, accessLog: LogSink.standardError)
         do {
             try service.start()
+        } catch let error as Setup.Failure {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(Self.setupExitCode)
         } catch {
             logger.critical("cannot start: \(error)")
             throw ExitCode(1)

@@ -67,6 +67,10 @@ enum OpenAPISpec {
     {
       "name": "lab",
       "description": "Experiments (playable examples of the articles) and the journal (record and replay)."
+    },
+    {
+      "name": "setup",
+      "description": "Declared setups: GET /api/setup exports the live threads and their items in the format runloopd --setup FILE applies at start (docs/setup.md)."
     }
   ],
   "paths": {
@@ -3065,6 +3069,37 @@ enum OpenAPISpec {
           },
           "400": {
             "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
+    },
+    "/api/setup": {
+      "get": {
+        "operationId": "exportSetup",
+        "tags": [
+          "setup"
+        ],
+        "summary": "The live threads and their items as a setup file",
+        "description": "Every live thread (not exited, not ending) with what the API can recreate: its creation options, the modes added to its common-modes set, its valid user sources, timers and observers with their creation fields and current modes, its idle tasks and whether the queue is suspended, and its pending performs. Server ids are the aliases (\"id\": \"t1\"; a source's \"id\": \"s3\"). The document is a setup file: `runloopd --setup FILE` recreates it through the same API requests, and a server started with it exports the same document when it gives out the same ids (docs/setup.md). Not exported: the keep-alive port or timer a thread gets from its keepAlive option (creating the thread recreates it), the timers of delayed performs (the performs are exported), invalid items, and run-time state (fires, counters, logs, messages, signals, runs under way).",
+        "responses": {
+          "200": {
+            "description": "The setup file of the live state",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Setup"
+                }
+              }
+            }
           },
           "401": {
             "$ref": "#/components/responses/Unauthorized"
@@ -7848,6 +7883,329 @@ enum OpenAPISpec {
               "scheduled",
               "cancelled"
             ]
+          }
+        }
+      },
+      "Setup": {
+        "description": "A setup file (runloopd --setup FILE) as GET /api/setup exports it. A file may leave out what has a default: every optional field of the request that creates the item (docs/setup.md).",
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "version",
+          "threads"
+        ],
+        "properties": {
+          "version": {
+            "description": "the format's version: 1",
+            "type": "integer",
+            "const": 1
+          },
+          "description": {
+            "description": "free text for people (a file may carry it; the export has none)",
+            "type": "string"
+          },
+          "threads": {
+            "description": "the threads, created in this order",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/SetupThread"
+            }
+          }
+        }
+      },
+      "SetupThread": {
+        "description": "A thread: its POST /api/threads body (name, keepAlive, run) plus its alias and items. Created first; then every thread's sources; then, per thread, its timers, observers, the task queue's suspension, tasks and performs.",
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "keepAlive",
+          "run",
+          "sources",
+          "timers",
+          "observers",
+          "tasks",
+          "tasksSuspended",
+          "performs"
+        ],
+        "properties": {
+          "id": {
+            "description": "the alias items and selector arguments (thread of signal, send, performOn) use for this thread, 1-64 bytes; the export gives the server's id",
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64
+          },
+          "name": {
+            "description": "the thread's name (absent: the id the server gives it)",
+            "type": "string",
+            "minLength": 1
+          },
+          "keepAlive": {
+            "description": "port, timer or none; none when the thread's keep-alive item was removed",
+            "type": "string",
+            "enum": [
+              "port",
+              "timer",
+              "none"
+            ]
+          },
+          "run": {
+            "description": "the run policy (run.seconds absent: the distant future)",
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/RunPolicyRequest"
+              }
+            ]
+          },
+          "commonModes": {
+            "description": "modes added to the thread's common-modes set (POST .../modes/common), in order; absent: none",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ModeName"
+            },
+            "minItems": 1
+          },
+          "sources": {
+            "description": "custom and port sources the user added (POST .../sources)",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/SetupSource"
+            }
+          },
+          "timers": {
+            "description": "valid timers the user added (POST .../timers)",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/SetupTimer"
+            }
+          },
+          "observers": {
+            "description": "valid observers (POST .../observers)",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/SetupObserver"
+            }
+          },
+          "tasksSuspended": {
+            "description": "whether the idle task queue is suspended (POST .../tasks/suspend, before the tasks are added)",
+            "type": "boolean"
+          },
+          "tasks": {
+            "description": "the idle task queue's tasks (POST .../tasks)",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/SetupTask"
+            }
+          },
+          "performs": {
+            "description": "performs queued and not yet run (POST .../perform without waitUntilDone)",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/SetupPerform"
+            }
+          }
+        }
+      },
+      "SetupSource": {
+        "description": "A user input source: its POST .../sources body plus an alias and its modes.",
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "kind",
+          "mode",
+          "order"
+        ],
+        "properties": {
+          "id": {
+            "description": "the alias the source argument of signal and send uses for it (on this thread), 1-64 bytes; the export gives the server's id",
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64
+          },
+          "kind": {
+            "description": "custom (version 0) or port (version 1)",
+            "type": "string",
+            "enum": [
+              "custom",
+              "port"
+            ]
+          },
+          "mode": {
+            "description": "the mode it was added to",
+            "$ref": "#/components/schemas/ModeName"
+          },
+          "modes": {
+            "description": "every mode it is in, when that is not its creation mode alone (POST and DELETE .../modes after creation)",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ModeName"
+            },
+            "minItems": 1
+          },
+          "order": {
+            "description": "CF's order among sources",
+            "type": "integer"
+          },
+          "action": {
+            "description": "the selector called on every fire (absent: none). Thread and source ids in the arguments of signal, send and performOn name exported threads and sources, so they resolve to the recreated ones.",
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/SelectorCall"
+              }
+            ]
+          }
+        }
+      },
+      "SetupTimer": {
+        "description": "A user timer: its POST .../timers body plus its modes.",
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "interval",
+          "repeats",
+          "delay",
+          "tolerance",
+          "mode"
+        ],
+        "properties": {
+          "interval": {
+            "description": "seconds between fires",
+            "type": "number"
+          },
+          "repeats": {
+            "description": "repeating or one-shot",
+            "type": "boolean"
+          },
+          "delay": {
+            "description": "seconds from creation to the first fire (the interval unless given)",
+            "type": "number"
+          },
+          "tolerance": {
+            "description": "the tolerance given (CF on Linux ignores it)",
+            "type": "number"
+          },
+          "mode": {
+            "description": "the mode it was added to",
+            "$ref": "#/components/schemas/ModeName"
+          },
+          "modes": {
+            "description": "every mode it is in, when that is not its creation mode alone",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ModeName"
+            },
+            "minItems": 1
+          },
+          "maxFires": {
+            "description": "the fire limit given (absent: none); a recreated timer counts its fires from 0",
+            "type": "integer",
+            "minimum": 1
+          },
+          "action": {
+            "description": "the selector called on every fire (absent: none). Thread and source ids in the arguments of signal, send and performOn name exported threads and sources, so they resolve to the recreated ones.",
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/SelectorCall"
+              }
+            ]
+          }
+        }
+      },
+      "SetupObserver": {
+        "description": "A valid observer: its POST .../observers body.",
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "activities",
+          "repeats",
+          "mode",
+          "order"
+        ],
+        "properties": {
+          "activities": {
+            "description": "the activities it watches",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ActivityName"
+            }
+          },
+          "repeats": {
+            "description": "false: invalidated after its first callout",
+            "type": "boolean"
+          },
+          "mode": {
+            "description": "the mode it was added to",
+            "$ref": "#/components/schemas/ModeName"
+          },
+          "order": {
+            "description": "CF's order among observers",
+            "type": "integer"
+          },
+          "action": {
+            "description": "the selector run at every matching activity (absent: none). Thread and source ids in the arguments of signal, send and performOn name exported threads and sources, so they resolve to the recreated ones.",
+            "allOf": [
+              {
+                "$ref": "#/components/schemas/SelectorCall"
+              }
+            ]
+          }
+        }
+      },
+      "SetupTask": {
+        "description": "An idle task: its POST .../tasks body.",
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "selector",
+          "args"
+        ],
+        "properties": {
+          "id": {
+            "description": "the task's identifier in the queue",
+            "type": "string"
+          },
+          "selector": {
+            "description": "the selector it runs",
+            "type": "string"
+          },
+          "args": {
+            "description": "the selector's arguments (defaults filled in); aliases resolve as in actions",
+            "type": "object"
+          }
+        }
+      },
+      "SetupPerform": {
+        "description": "A pending perform: its POST .../perform body (a file may also give waitUntilDone and timeout).",
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "selector",
+          "args",
+          "modes"
+        ],
+        "properties": {
+          "selector": {
+            "description": "the selector to perform",
+            "type": "string"
+          },
+          "args": {
+            "description": "the selector's arguments (defaults filled in); aliases resolve as in actions",
+            "type": "object"
+          },
+          "modes": {
+            "description": "the modes it may run in",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/ModeName"
+            },
+            "minItems": 1
+          },
+          "afterDelay": {
+            "description": "the delay given (absent: not delayed); a recreated perform waits it again from the start",
+            "type": "number",
+            "minimum": 0
           }
         }
       }

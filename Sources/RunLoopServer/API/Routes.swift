@@ -65,6 +65,7 @@ struct API: Sendable {
         addTasks(&r)
         addLab(&r)
         addHistory(&r)
+        addSetup(&r)
         return r
     }
 
