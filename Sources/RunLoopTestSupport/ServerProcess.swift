@@ -76,15 +76,23 @@ public final class ServerProcess: @unchecked Sendable {
     public static func listening(
         executable: URL, arguments: [String], port: UInt16, timeout: Double = 15
     ) throws -> ServerProcess {
-        let (process, output) = try launch(executable, arguments, environment: nil)
+        // A runloopd among them keeps its history store in a folder of its own.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "runloopd-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let environment = ProcessInfo.processInfo.environment.merging(["XDG_STATE_HOME": directory.path]) { _, own in
+            own
+        }
+        let (process, output) = try launch(executable, arguments, environment: environment)
         let up = output.wait(timeout: timeout, recheckEvery: 0.02) {
             output.value.exitStatus != nil || (try? TestHTTPConnection(port: port, timeout: 1)) != nil
         }
         guard up, output.value.exitStatus == nil else {
             if process.isRunning { process.terminate() }
+            try? FileManager.default.removeItem(at: directory)
             throw TestHTTPError("\(executable.path) did not listen on \(port): \(output.value.log)")
         }
-        return ServerProcess(process: process, port: port, output: output, directory: nil)
+        return ServerProcess(process: process, port: port, output: output, directory: directory)
     }
 
     private static func launch(

@@ -38,9 +38,9 @@ struct API: Sendable {
     /// The experiment files.
     let experiments: ExperimentLibrary
     /// The history store's recorder (nil without a store).
-    let history: HistoryRecorder?
+    var history: HistoryRecorder? = nil
     /// This process as `/api/fleet` shows it.
-    let instance: @Sendable () -> InstanceRecord?
+    var instance: @Sendable () -> InstanceRecord? = { nil }
     /// The OpenAPI document (built once: it depends only on the configuration).
     let openAPI: Value
 
