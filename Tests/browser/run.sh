@@ -40,11 +40,14 @@ port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); 
 mkdir -p "$root/.build/artifacts"
 log="$root/.build/artifacts/runloopd-browser.log"
 cd "$root"
-"$bin" --host 127.0.0.1 --port "$port" --public-dir "$root/Public" --log-level warning >"$log" 2>&1 &
+# Its history store (SQLite) in a temporary folder: the history view has real rows.
+data="$(mktemp -d)"
+"$bin" --host 127.0.0.1 --port "$port" --public-dir "$root/Public" --log-level warning --data-dir "$data" >"$log" 2>&1 &
 server=$!
 cleanup() {
   kill "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
+  rm -rf "$data"
 }
 trap cleanup EXIT INT TERM
 
