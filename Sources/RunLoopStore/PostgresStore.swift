@@ -173,6 +173,7 @@ public final class PostgresStore: HistoryStore {
     static func reason(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }
+            if let underlying = error.underlying { return "\(error.code): \(underlying)" }
             return "\(error.code)"
         }
         return "\(error)"
