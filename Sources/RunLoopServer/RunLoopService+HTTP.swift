@@ -149,7 +149,7 @@ extension RunLoopService {
                 utilizations: workers.filter { !$0.hasExited }.compactMap { $0.load().utilization },
                 warningsActive: registry.diagnostics.warnings.activeCounts(),
                 queued: running.withLock { $0.control }?.commands.pendingCount ?? 0,
-                eventClients: hub.clientCount)
+                eventClients: hub.clientCount, store: self.history?.status)
             answer(
                 HTTPResponse(
                     status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: body))

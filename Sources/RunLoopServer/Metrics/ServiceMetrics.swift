@@ -158,10 +158,28 @@ final class ServiceMetrics: Sendable {
     /// Utilisation is reported as the mean and the maximum over live threads
     /// (`stat` label), never per thread: the label set stays bounded however
     /// many threads come and go. Active warnings are labelled by code only.
+    /// The store's counters as last exported (counters only grow by the difference).
+    private let storeReported = Locked((dropped: 0, written: 0))
+
+    /// The history store's figures: `runloopd_store_dropped_total` (events a
+    /// full queue dropped), `runloopd_store_written_total`,
+    /// `runloopd_store_queue_depth`, `runloopd_store_up`.
+    private func recordStore(_ status: HistoryRecorder.Status) {
+        let (dropped, written) = storeReported.withLock { r in
+            defer { r = (status.dropped, status.written) }
+            return (max(0, status.dropped - r.dropped), max(0, status.written - r.written))
+        }
+        CoreMetrics.Counter(label: "runloopd_store_dropped_total", factory: factory).increment(by: dropped)
+        CoreMetrics.Counter(label: "runloopd_store_written_total", factory: factory).increment(by: written)
+        CoreMetrics.Gauge(label: "runloopd_store_queue_depth", factory: factory).record(Double(status.queued))
+        CoreMetrics.Gauge(label: "runloopd_store_up", factory: factory).record(status.up ? 1 : 0)
+    }
+
     func exposition(
         threads: [WorkerSnapshot], utilizations: [Double], warningsActive: [String: Int], queued: Int,
-        eventClients clients: Int
+        eventClients clients: Int, store: HistoryRecorder.Status? = nil
     ) -> [UInt8] {
+        if let store { recordStore(store) }
         let mean = utilizations.isEmpty ? 0 : utilizations.reduce(0, +) / Double(utilizations.count)
         for (stat, value) in [("mean", mean), ("max", utilizations.max() ?? 0)] {
             CoreMetrics.Gauge(label: "runloopd_loop_utilization", dimensions: [("stat", stat)], factory: factory)

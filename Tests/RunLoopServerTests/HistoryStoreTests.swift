@@ -1,0 +1,217 @@
+import Foundation
+import GRDB
+import Logging
+import PostgresNIO
+import RunLoopStore
+import Testing
+
+/// The two stores behind `HistoryStore`, against a real SQLite file and a
+/// real PostgreSQL (`scripts/with-postgres.sh` starts one and sets
+/// RUNLOOPD_TEST_POSTGRES_URL; `make test` runs the suite inside it). Each
+/// case gets a database of its own.
+@Suite("History stores")
+struct HistoryStoreTests {
+    /// `sqlite`, and `postgres` when a server is there.
+    static let kinds: [String] =
+        ["sqlite"] + (ProcessInfo.processInfo.environment["RUNLOOPD_TEST_POSTGRES_URL"] == nil ? [] : ["postgres"])
+
+    /// A fresh, empty store of `kind` (removed by `drop`).
+    static func fresh(_ kind: String) throws -> (store: any HistoryStore, drop: () -> Void) {
+        if kind == "sqlite" {
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
+            let store = SQLiteStore(path: dir.appendingPathComponent("history.sqlite").path)
+            return (store, { try? FileManager.default.removeItem(at: dir) })
+        }
+        let url = try PostgresTestDatabase.create()
+        return (try PostgresStore(url: url.url), url.drop)
+    }
+
+    static func instance(_ id: String, at: Double = 1_000) -> InstanceRecord {
+        InstanceRecord(
+            id: id, url: "http://127.0.0.1:1/", version: "test", host: "h", pid: 1, startedAt: at, heartbeatAt: at)
+    }
+
+    static func event(
+        _ seq: Int64, type: String = "perform", thread: String? = "t1", at: Double? = nil, data: String = "{}"
+    )
+        -> StoredEvent
+    {
+        StoredEvent(instance: "i1", boot: 1, seq: seq, at: at ?? Double(seq), type: type, thread: thread, data: data)
+    }
+
+    @Test("a batch reads back through every filter and pages by cursor both ways", arguments: kinds)
+    func filtersAndPages(kind: String) throws {
+        let (store, drop) = try Self.fresh(kind)
+        defer {
+            store.close()
+            drop()
+        }
+        try store.open()
+        _ = try store.register(Self.instance("i1"))
+        var events = (1...25).map { Self.event(Int64($0), thread: $0 % 2 == 0 ? "t2" : "t1") }
+        events.append(Self.event(26, type: "run-exit", thread: "t1", data: #"{"reason":"stopped"}"#))
+        try store.write(StoreBatch(events: events, heartbeat: ("i1", 30, 100)))
+
+        let newest = try store.events(HistoryQuery(limit: 5))
+        #expect(newest.map(\.seq) == [26, 25, 24, 23, 22])
+        #expect(newest[0].data == #"{"reason":"stopped"}"#)
+        let older = try store.events(HistoryQuery(cursor: newest.last!.id, limit: 5))
+        #expect(older.map(\.seq) == [21, 20, 19, 18, 17])
+        let oldest = try store.events(HistoryQuery(limit: 3, ascending: true))
+        #expect(oldest.map(\.seq) == [1, 2, 3])
+        let next = try store.events(HistoryQuery(cursor: oldest.last!.id, limit: 3, ascending: true))
+        #expect(next.map(\.seq) == [4, 5, 6])
+
+        #expect(try store.events(HistoryQuery(thread: "t2", limit: 100)).count == 12)
+        #expect(try store.events(HistoryQuery(types: ["run-exit"], limit: 100)).map(\.seq) == [26])
+        #expect(try store.events(HistoryQuery(types: ["run-exit", "perform"], limit: 100)).count == 26)
+        #expect(try store.events(HistoryQuery(since: 10, until: 15, limit: 100)).map(\.seq) == [14, 13, 12, 11, 10])
+        #expect(try store.events(HistoryQuery(instance: "other", limit: 100)).isEmpty)
+        // A resumed stream: this instance's events after a seq, oldest first.
+        #expect(try store.events(HistoryQuery(instance: "i1", afterSeq: 23, limit: 100)).map(\.seq) == [24, 25, 26])
+    }
+
+    @Test(
+        "register counts starts, begins ids above the reserved ceiling and marks unended threads lost",
+        arguments: kinds)
+    func registration(kind: String) throws {
+        let (store, drop) = try Self.fresh(kind)
+        defer {
+            store.close()
+            drop()
+        }
+        try store.open()
+        let first = try store.register(Self.instance("i1", at: 100))
+        #expect(first.boot == 1)
+        #expect(first.firstSeq == 1)
+        #expect(first.previous == nil)
+        try store.write(
+            StoreBatch(
+                events: [Self.event(1), Self.event(2)],
+                threads: [
+                    StoredThread(instance: "i1", boot: 1, thread: "t1", name: "a", style: "loop", createdAt: 101),
+                    StoredThread(instance: "i1", boot: 1, thread: "t2", name: "b", style: "manual", createdAt: 102),
+                    StoredThread(instance: "i1", boot: 1, thread: "t2", endedAt: 103, endedHow: "end_request"),
+                ], heartbeat: ("i1", 150, 2 + 100_000)))
+        let second = try store.register(Self.instance("i1", at: 200))
+        #expect(second.boot == 2)
+        #expect(second.firstSeq == 100_003)
+        #expect(second.previous?.heartbeatAt == 150)
+        #expect(second.lostThreads.map(\.thread) == ["t1"])
+        let threads = try store.threads(instance: "i1", boot: nil, limit: 10)
+        let t1 = try #require(threads.first { $0.thread == "t1" })
+        #expect(t1.endedHow == "lost")
+        #expect(t1.endedAt == 150)
+        #expect(t1.name == "a")
+        let t2 = try #require(threads.first { $0.thread == "t2" })
+        #expect(t2.endedHow == "end_request")
+        #expect(t2.style == "manual")
+        // A clean stop is remembered until the next start.
+        try store.markStopped(instance: "i1", at: 300)
+        #expect(try store.instances().first { $0.id == "i1" }?.stoppedAt == 300)
+        let third = try store.register(Self.instance("i1", at: 400))
+        #expect(third.previous?.stoppedAt == 300)
+        #expect(third.lostThreads.isEmpty)
+        #expect(try store.instances().first { $0.id == "i1" }?.stoppedAt == nil)
+    }
+
+    @Test("retention: by age the old events go; by size the oldest go first until the rest fits", arguments: kinds)
+    func retention(kind: String) throws {
+        let (store, drop) = try Self.fresh(kind)
+        defer {
+            store.close()
+            drop()
+        }
+        try store.open()
+        _ = try store.register(Self.instance("i1"))
+        let payload = #"{"pad":""# + String(repeating: "x", count: 2_000) + #""}"#
+        try store.write(StoreBatch(events: (1...1_000).map { Self.event(Int64($0), at: Double($0), data: payload) }))
+        let removedByAge = try store.prune(Retention(maxAge: 500, maxBytes: nil), now: 1_000.5)
+        #expect(removedByAge == 500)
+        #expect(try store.events(HistoryQuery(limit: 1, ascending: true)).first?.seq == 501)
+
+        let before = try store.size()
+        #expect(before > 800_000)
+        let limit = before / 2
+        let removed = try store.prune(Retention(maxAge: nil, maxBytes: limit), now: 1_000)
+        #expect(removed > 0)
+        #expect(try store.size() <= limit)
+        // The oldest went; the newest stayed.
+        let left = try store.events(HistoryQuery(limit: 1_000, ascending: true))
+        #expect(left.last?.seq == 1_000)
+        #expect((left.first?.seq ?? 0) > 501)
+        #expect(left.map(\.seq) == Array(left.first!.seq...1_000))
+    }
+
+    @Test("SQLite: WAL mode, the file passes integrity_check, and the folder is created")
+    func sqliteFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)/a/b")
+        defer { try? FileManager.default.removeItem(at: dir.deletingLastPathComponent().deletingLastPathComponent()) }
+        let path = dir.appendingPathComponent("history.sqlite").path
+        let store = SQLiteStore(path: path)
+        try store.open()
+        _ = try store.register(Self.instance("i1"))
+        try store.write(StoreBatch(events: [Self.event(1)]))
+        store.close()
+        let db = try DatabaseQueue(path: path)
+        #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
+        #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
+        #expect(try db.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM events") } == 1)
+    }
+
+    @Test("a store that cannot be opened says why")
+    func unopenable() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
+        try Data("x".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let store = SQLiteStore(path: file.path + "/sub/history.sqlite")
+        #expect(throws: StoreError.self) { try store.open() }
+        #expect(throws: StoreError.self) { try PostgresStore(url: "postgres://u@h/db?sslmode=require") }
+        #expect(throws: StoreError.self) { try PostgresStore(url: "mysql://u@h/db") }
+        #expect(PostgresStore.redact("postgres://u:secret@h:5/db") == "postgres://u:***@h:5/db")
+    }
+
+    @Test("durations and sizes of the retention flags parse")
+    func flagValues() {
+        #expect(parseDuration("7d") == 604_800)
+        #expect(parseDuration("12h") == 43_200)
+        #expect(parseDuration("30m") == 1_800)
+        #expect(parseDuration("250ms") == 0.25)
+        #expect(parseDuration("45") == 45)
+        #expect(parseDuration("x") == nil)
+        #expect(parseDuration("-1d") == nil)
+        #expect(parseByteSize("256MB") == 256_000_000)
+        #expect(parseByteSize("1GiB") == 1_073_741_824)
+        #expect(parseByteSize("512") == 512)
+        #expect(parseByteSize("lots") == nil)
+    }
+}
+
+/// A database of its own on the test PostgreSQL.
+enum PostgresTestDatabase {
+    static var url: String? { ProcessInfo.processInfo.environment["RUNLOOPD_TEST_POSTGRES_URL"] }
+
+    /// Creates `rl_<random>`; returns its URL and how to drop it.
+    static func create() throws -> (url: String, drop: () -> Void) {
+        guard let base = url, var parts = URLComponents(string: base) else { throw StoreError("no test PostgreSQL") }
+        let name = "rl_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+        try admin(base, "CREATE DATABASE \(name)")
+        parts.path = "/" + name
+        let made = parts.string ?? base
+        return (made, { try? admin(base, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") })
+    }
+
+    /// Runs one statement on the base database.
+    static func admin(_ base: String, _ sql: String) throws {
+        guard let parts = URLComponents(string: base), let host = parts.host else { throw StoreError("bad URL") }
+        let configuration = PostgresConnection.Configuration(
+            host: host, port: parts.port ?? 5432, username: parts.user ?? "postgres", password: parts.password,
+            database: String(parts.path.dropFirst()), tls: .disable)
+        let connection = try PostgresConnection.connect(
+            on: PostgresConnection.defaultEventLoopGroup.next(), configuration: configuration, id: 1,
+            logger: Logger(label: "test")
+        ).wait()
+        defer { try? connection.close().wait() }
+        _ = try connection.query(PostgresQuery(unsafeSQL: sql), logger: Logger(label: "test")).wait()
+    }
+}
