@@ -18,9 +18,12 @@
 //   csp.js              the record of CSP violations (tests, devtools)
 //   lab.js              the Experiments panel: list, explanation, step / play all, results
 //   experiments.js      the experiment rules (JSON paths, expectations, ${var}), as runloopd play
+//   history.js          the History panel: kept events (filters, pages, details), kept threads, store status
+//   fleet.js            the History panel's Fleet tab: the instances sharing the store, their health and dashboards
 
 import './csp.js';
 import './lab.js';
+import './history.js';
 import { state, queueFrame, markDirty } from './state.js';
 import { api, askToken } from './api.js';
 import { setText } from './dom.js';
