@@ -6,7 +6,9 @@
 #   RUNLOOPD_TEST_POSTGRES_URL  postgres://runloopd@127.0.0.1:PORT/runloopd
 #   RUNLOOPD_TEST_PG_CTL        a command line: "$RUNLOOPD_TEST_PG_CTL stop|start"
 # (the history-store tests stop and start it under load), runs the command,
-# then stops the server and removes the folder whatever happened.
+# then stops the server and removes the folder whatever happened. A second
+# cluster (RUNLOOPD_TEST_POSTGRES_OUTAGE_URL, RUNLOOPD_TEST_POSTGRES_OUTAGE_PG_CTL)
+# is the outage test's own, so stopping it disturbs no other test.
 #   bash scripts/with-postgres.sh swift test --skip-build
 set -euo pipefail
 
@@ -30,28 +32,40 @@ if [ "$(id -u)" -eq 0 ]; then
   as=(runuser -u postgres --)
 fi
 
-dir="$(mktemp -d /tmp/runloopd-pg.XXXXXX)"
-chmod 755 "$dir"
-[ ${#as[@]} -eq 0 ] || chown postgres "$dir"
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-pgctl=("${as[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 30
-  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200")
-
+dirs=()
 cleanup() {
-  "${pgctl[@]}" stop -m immediate >/dev/null 2>&1 || true
-  rm -rf "$dir"
+  for d in "${dirs[@]}"; do
+    "${as[@]}" "$bindir/pg_ctl" -D "$d/data" stop -m immediate >/dev/null 2>&1 || true
+    rm -rf "$d"
+  done
 }
 trap cleanup EXIT INT TERM
 
-"${as[@]}" "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >/dev/null
-"${pgctl[@]}" start >/dev/null
-"${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres -qc "CREATE ROLE runloopd LOGIN CREATEDB" >/dev/null
-"${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres -qc "CREATE DATABASE runloopd OWNER runloopd" >/dev/null
+# start_cluster VAR_PREFIX: a cluster of its own; exports ${VAR_PREFIX}_URL and ${VAR_PREFIX}_PG_CTL.
+start_cluster() {
+  local dir port pgctl ctl
+  dir="$(mktemp -d /tmp/runloopd-pg.XXXXXX)"
+  dirs+=("$dir")
+  chmod 755 "$dir"
+  [ ${#as[@]} -eq 0 ] || chown postgres "$dir"
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+  pgctl=("${as[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 30
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200")
+  "${as[@]}" "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >/dev/null
+  "${pgctl[@]}" start >/dev/null
+  "${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres -qc "CREATE ROLE runloopd LOGIN CREATEDB" >/dev/null
+  "${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres -qc "CREATE DATABASE runloopd OWNER runloopd" >/dev/null
+  export "$1_URL=postgres://runloopd@127.0.0.1:$port/runloopd"
+  printf -v ctl '%q ' "${pgctl[@]}"
+  export "$1_PG_CTL=$ctl"
+}
 
-export RUNLOOPD_TEST_POSTGRES_URL="postgres://runloopd@127.0.0.1:$port/runloopd"
-printf -v RUNLOOPD_TEST_PG_CTL '%q ' "${pgctl[@]}"
-export RUNLOOPD_TEST_PG_CTL
-echo "with-postgres.sh: PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port ($dir)" >&2
+# One shared by the tests; one the outage test stops and starts on its own.
+start_cluster RUNLOOPD_TEST_POSTGRES
+start_cluster RUNLOOPD_TEST_POSTGRES_OUTAGE
+export RUNLOOPD_TEST_PG_CTL="$RUNLOOPD_TEST_POSTGRES_PG_CTL"
+port="${RUNLOOPD_TEST_POSTGRES_URL##*:}"; port="${port%%/*}"
+echo "with-postgres.sh: PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port and a second one for the outage test" >&2
 status=0
 "$@" || status=$?
 exit $status

@@ -255,7 +255,7 @@ public final class RunLoopService: Sendable {
         let reachable = ["0.0.0.0", "::", ""].contains(bound) ? host : (bound.contains(":") ? "[\(bound)]" : bound)
         let now = Date().timeIntervalSince1970
         return InstanceRecord(
-            id: configuration.store.instanceId ?? "\(host)-\(port)",
+            id: configuration.store.instanceId ?? configuration.store.rememberedInstanceId(fallback: "\(host)-\(port)"),
             url: configuration.store.advertiseURL ?? "http://\(reachable):\(port)/", version: Self.version, host: host,
             pid: Int64(getpid()), startedAt: startedAt, heartbeatAt: now)
     }

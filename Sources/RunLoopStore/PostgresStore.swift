@@ -19,7 +19,12 @@ public final class PostgresStore: HistoryStore {
 
     /// Parses `postgres://user[:password]@host[:port]/database`. TLS is not
     /// used (`sslmode=disable`, the in-cluster default); any other sslmode is refused.
-    public init(url: String, connectTimeout: Double = 2, logger: Logger = Logger(label: "runloopd.store")) throws {
+    private let queryTimeout: Double
+
+    public init(
+        url: String, connectTimeout: Double = 2, queryTimeout: Double = 10,
+        logger: Logger = Logger(label: "runloopd.store")
+    ) throws {
         guard let parts = URLComponents(string: url), parts.scheme == "postgres" || parts.scheme == "postgresql",
             let host = parts.host, !host.isEmpty
         else {
@@ -38,6 +43,7 @@ public final class PostgresStore: HistoryStore {
         self.configuration = configuration
         self.location = Self.redact(url)
         self.logger = logger
+        self.queryTimeout = queryTimeout
     }
 
     deinit { close() }
@@ -74,6 +80,7 @@ public final class PostgresStore: HistoryStore {
     ) throws -> T {
         let connection = try connection(slot)
         let logger = self.logger
+        let timeout = queryTimeout
         let logic = HistoryLogic(sql: logic) { text, values in
             var binds = PostgresBindings(capacity: values.count)
             for value in values {
@@ -84,7 +91,8 @@ public final class PostgresStore: HistoryStore {
                 case .null: binds.appendNull()
                 }
             }
-            let result = try connection.query(PostgresQuery(unsafeSQL: text, binds: binds), logger: logger).wait()
+            let result = try Self.wait(
+                connection.query(PostgresQuery(unsafeSQL: text, binds: binds), logger: logger), seconds: timeout)
             return try result.rows.map { row in try row.map(Self.value) }
         }
         do {
@@ -95,7 +103,7 @@ public final class PostgresStore: HistoryStore {
         } catch {
             // Whatever state the connection is in, start clean next time.
             slot.withLock { $0 = nil }
-            try? connection.close().wait()
+            _ = try? Self.wait(connection.close(), seconds: 2)
             if let error = error as? StoreError { throw error }
             throw StoreError("\(location): \(Self.reason(error))")
         }
@@ -166,8 +174,21 @@ public final class PostgresStore: HistoryStore {
                 defer { c = nil }
                 return c
             }
-            try? open?.close().wait()
+            if let open { _ = try? Self.wait(open.close(), seconds: 2) }
         }
+    }
+
+    /// A future's value, or a `StoreError` after `seconds` (the writer never
+    /// hangs on a connection that stopped answering; the caller drops it).
+    static func wait<T: Sendable>(_ future: EventLoopFuture<T>, seconds: Double) throws -> T {
+        let outcome = Locked<Result<T, any Error>?>(nil)
+        future.whenComplete { result in
+            outcome.withLock { $0 = result }
+            outcome.notifyAll()
+        }
+        let result = outcome.withLock(when: { $0 != nil }, timeout: seconds) { value, _ in value }
+        guard let result else { throw StoreError("no answer in \(seconds) s") }
+        return try result.get()
     }
 
     static func reason(_ error: any Error) -> String {

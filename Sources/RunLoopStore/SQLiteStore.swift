@@ -169,7 +169,9 @@ public final class SQLiteStore: HistoryStore {
         if let error = error as? DatabaseError {
             return error.message ?? "SQLite error \(error.resultCode.rawValue)"
         }
-        if let error = error as? CocoaError, let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError {
+        let bridged = error as NSError
+        if let underlying = bridged.userInfo[NSUnderlyingErrorKey] as? NSError {
+            if underlying.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(underlying.code))) }
             return underlying.localizedDescription
         }
         return "\(error)"

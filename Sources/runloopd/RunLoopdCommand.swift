@@ -186,6 +186,9 @@ struct Serve: ParsableCommand {
     @Option(help: "Seconds between heartbeats to the store (an instance is lost after 3 missed).")
     var heartbeatInterval: Double = Env.double("HEARTBEAT_INTERVAL") ?? StoreOptions().heartbeatInterval
 
+    @Option(help: "Seconds a PostgreSQL store may take to connect or answer one statement before the batch is retried.")
+    var storeTimeout: Double = Env.double("STORE_TIMEOUT") ?? StoreOptions().queryTimeout
+
     @Option(help: "Most kept events one history page or one resumed event stream (Last-Event-ID) returns.")
     var replayLimit: Int = Env.integer("REPLAY_LIMIT") ?? StoreOptions().replayLimit
 
@@ -286,6 +289,11 @@ struct Serve: ParsableCommand {
             throw ValidationError(
                 "--store-flush-interval must be 0.001...60 seconds and --heartbeat-interval 0.1...3600")
         }
+        guard storeTimeout.isFinite, (0.1...600).contains(storeTimeout) else {
+            throw ValidationError("--store-timeout must be 0.1...600 seconds")
+        }
+        options.queryTimeout = storeTimeout
+        options.connectTimeout = min(storeTimeout, options.connectTimeout)
         options.flushInterval = storeFlushInterval
         options.heartbeatInterval = heartbeatInterval
         options.instanceId = instanceId.isEmpty ? nil : instanceId

@@ -103,20 +103,26 @@ final class EventHub: Sendable {
         var replayed: [StoredEvent] = []
         var failure: String?
         do {
+            // One more than the limit: whether the replay is cut short.
             replayed = try history.store.events(
-                HistoryQuery(instance: history.instance.id, thread: thread, afterSeq: after, limit: limit))
+                HistoryQuery(
+                    instance: history.instance.id, thread: thread, types: Self.replayedTypes, afterSeq: after,
+                    limit: limit + 1))
         } catch {
             failure = "\(error)"
         }
         var seen = Set(replayed.map(\.seq))
-        for event in pending where !seen.contains(event.seq) && (thread == nil || event.thread == thread) {
+        for event in pending
+        where !seen.contains(event.seq) && (thread == nil || event.thread == thread)
+            && Self.replayedTypes.contains(event.type)
+        {
             replayed.append(event)
             seen.insert(event.seq)
         }
         replayed.sort { $0.seq < $1.seq }
         let truncated = replayed.count > limit
         if truncated { replayed = Array(replayed.prefix(limit)) }
-        for event in replayed where event.type != "request" && event.type != "instance" {
+        for event in replayed {
             stream.send(event: event.type, data: event.data, id: UInt64(event.seq))
         }
         var summary: [String: Value] = [
@@ -134,6 +140,11 @@ final class EventHub: Sendable {
             }
         }
     }
+
+    /// The kept types a stream carries (requests and instance events are history only).
+    static let replayedTypes = [
+        "thread", "run-exit", "perform", "source-mode", "timer-mode", "task", "warning", "stall", "stall-ended",
+    ]
 
     /// Publishes one engine event (its id from the service's sequence) to
     /// every interested client.

@@ -30,8 +30,8 @@ extension API {
             let instanceId = ctx.request.query["instance"].flatMap { $0.isEmpty ? nil : $0 }
             var boot: Int64?
             if let text = ctx.request.query["boot"] {
-                guard let value = Int64(text), value >= 1 else {
-                    throw .badValue("boot", "boot must be a whole number >= 1")
+                guard let value = Int64(text), (1...9_007_199_254_740_991).contains(value) else {
+                    throw .badValue("boot", "boot must be a whole number in 1...9007199254740991")
                 }
                 boot = value
             }
@@ -146,6 +146,9 @@ extension API {
         if let types = q["type"] {
             query.types = types.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
                 !$0.isEmpty
+            }
+            if query.types.isEmpty {
+                throw .badValue("type", "type must name at least one event type (or be left out for every type)")
             }
             for type in query.types where !Self.historyTypes.contains(type) {
                 throw .badValue(

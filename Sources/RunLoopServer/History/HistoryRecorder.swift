@@ -57,6 +57,9 @@ public struct StoreOptions: Sendable {
     public var advertiseURL: String?
     /// How long a PostgreSQL connection attempt may take (seconds).
     public var connectTimeout = 2.0
+    /// How long one PostgreSQL statement may take before the connection is
+    /// dropped and the batch retried (seconds).
+    public var queryTimeout = 10.0
 
     public init() {}
 
@@ -70,12 +73,35 @@ public struct StoreOptions: Sendable {
         return "/var/lib/runloopd"
     }
 
+    /// The SQLite file these options name (nil for PostgreSQL).
+    var sqlitePath: String? {
+        if url == "sqlite" { return dataDirectory + "/history.sqlite" }
+        if url.hasPrefix("sqlite:") { return String(url.dropFirst("sqlite:".count)) }
+        return nil
+    }
+
+    /// With SQLite, the instance id kept next to the file (`instance-id`),
+    /// written on the first start: the same data folder is the same instance
+    /// whatever port or host name a later start gets. Otherwise `fallback`.
+    func rememberedInstanceId(fallback: String) -> String {
+        guard enabled, let path = sqlitePath else { return fallback }
+        let file = (path as NSString).deletingLastPathComponent + "/instance-id"
+        if let data = FileManager.default.contents(atPath: file) {
+            let id = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if !id.isEmpty, id.utf8.count <= 128 { return id }
+        }
+        try? FileManager.default.createDirectory(
+            atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try? Data((fallback + "\n").utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+        return fallback
+    }
+
     /// The store these options name.
     public func makeStore(logger: Logger) throws -> any HistoryStore {
-        if url == "sqlite" { return SQLiteStore(path: dataDirectory + "/history.sqlite") }
-        if url.hasPrefix("sqlite:") { return SQLiteStore(path: String(url.dropFirst("sqlite:".count))) }
+        if let path = sqlitePath { return SQLiteStore(path: path) }
         if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
-            return try PostgresStore(url: url, connectTimeout: connectTimeout, logger: logger)
+            return try PostgresStore(
+                url: url, connectTimeout: connectTimeout, queryTimeout: queryTimeout, logger: logger)
         }
         throw StoreError("--store must be sqlite, sqlite:PATH or postgres://user:password@host:port/database")
     }
@@ -139,8 +165,10 @@ final class HistoryRecorder: Sendable {
     private let state = Locked(State())
     private let logger: Logger
     private let warnings: WarningTable
-    /// The ids a write may reach before the instance row is updated again.
-    static let seqReserve: Int64 = 100_000
+    /// The ids this process may hand out beyond the last committed heartbeat:
+    /// the next start begins above them (every event takes an id, live-only
+    /// ones too, and a failing store commits no heartbeat for a while).
+    static let seqReserve: Int64 = 10_000_000
 
     init(
         store: any HistoryStore, options: StoreOptions, sequence: EventSequence, warnings: WarningTable, logger: Logger
@@ -182,10 +210,7 @@ final class HistoryRecorder: Sendable {
     /// On failure the writer keeps trying; ids then start from the clock.
     func start(instance: InstanceRecord) {
         state.withLock { $0.instance = instance }
-        if !register() {
-            // Above any id an earlier start can have reached (ids are counts, far below this).
-            sequence.start(at: Int64(Date().timeIntervalSince1970 * 1000) * 1000)
-        }
+        register(atStart: true)
         let thread = Thread { [self] in writerLoop() }
         thread.name = "rl-store"
         thread.start()
@@ -196,7 +221,7 @@ final class HistoryRecorder: Sendable {
 
     /// Registers this start; false (and the warning raised) when the store fails.
     @discardableResult
-    private func register() -> Bool {
+    private func register(atStart: Bool = false) -> Bool {
         let instance = self.instance
         do {
             try store.open()
@@ -206,9 +231,8 @@ final class HistoryRecorder: Sendable {
             state.withLock {
                 $0.status.boot = registration.boot
                 $0.status.registered = true
-                $0.status.up = true
-                $0.status.lastError = nil
             }
+            recovered()
             var details: [String: Value] = [
                 "boot": .number(Double(registration.boot)), "version": .string(instance.version),
                 "url": .string(instance.url), "lostThreads": .array(lost.map(Value.string)),
@@ -226,6 +250,12 @@ final class HistoryRecorder: Sendable {
                 ])
             return true
         } catch {
+            if atStart {
+                // The store cannot say where the last start stopped: ids go above
+                // any it can have reached (ids are counts, far below this), before
+                // the warning below takes one.
+                sequence.start(at: Int64(Date().timeIntervalSince1970 * 1000) * 1000)
+            }
             failed(error)
             return false
         }
@@ -252,7 +282,7 @@ final class HistoryRecorder: Sendable {
     }
 
     private func recovered() {
-        let was = state.withLock { s in
+        let was = state.withLock { s -> Bool in
             defer {
                 s.status.up = true
                 s.status.lastError = nil
@@ -470,7 +500,7 @@ final class HistoryRecorder: Sendable {
         store.close()
     }
 
-    /// Asks the writer to commit now (tests and `/api/store?flush`) and waits
+    /// Asks the writer to commit now and waits
     /// until what was queued before is committed or `timeout` passes.
     func flush(timeout: Double) -> Bool {
         let target = sequence.current

@@ -1,0 +1,388 @@
+import Foundation
+import GRDB
+import MicroHTTP
+import Primitives
+import RunLoopCore
+import RunLoopServer
+import RunLoopStore
+import RunLoopTestSupport
+import Testing
+
+/// Issue 15 end to end: the real binary with its SQLite store in a temporary
+/// folder (or the test PostgreSQL), restarted cleanly and with `kill -9`,
+/// resumed by `Last-Event-ID`, and with its store failing and coming back.
+@Suite("E2E history store")
+struct E2EHistoryTests {
+    static func folder() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rl-history-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// Requests from background threads until stopped: `perform` echo with
+    /// wait on `thread`; counts the answers by status.
+    final class Load: Sendable {
+        let statuses = Locked([Int: Int]())
+        private let running = Locked(true)
+        private let done = Locked(0)
+        let workers: Int
+
+        init(
+            port: UInt16, thread: String, workers: Int = 3,
+            body: String = #"{"selector":"echo","args":{"n":1},"waitUntilDone":true}"#
+        ) {
+            self.workers = workers
+            let client = E2EClient(port: port)
+            for _ in 0..<workers {
+                Thread.detachNewThread { [self] in
+                    while running.withLock({ $0 }) {
+                        let status =
+                            (try? client.sendBlocking(
+                                "POST", "/api/threads/\(thread)/perform", body: Array(body.utf8),
+                                contentType: "application/json", timeout: 10
+                            ).status) ?? -1
+                        statuses.withLock { $0[status, default: 0] += 1 }
+                    }
+                    done.withLock { $0 += 1 }
+                    done.notifyAll()
+                }
+            }
+        }
+
+        /// Stops and waits for every worker's last request.
+        func stop() -> [Int: Int] {
+            running.withLock { $0 = false }
+            done.withLock(when: { $0 == workers }, timeout: 30) { _, _ in }
+            return statuses.withLock { $0 }
+        }
+    }
+
+    /// One value from the SQLite file (synchronous: GRDB's async reads are not wanted here).
+    static func sqlite<T: DatabaseValueConvertible & StatementColumnConvertible>(
+        _ path: String, _ sql: String, as type: T.Type = T.self
+    ) throws -> T? {
+        let db = try DatabaseQueue(path: path)
+        defer { try? db.close() }
+        return try db.read { try T.fetchOne($0, sql: sql) }
+    }
+
+    @Test("a clean restart keeps the history; ended threads show how they ended; the new start counts as boot 2")
+    func cleanRestart() async throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let args = ["--data-dir", dir.path, "--instance-id", "clean"]
+        var server = try RunLoopd.start(args)
+        var c = server.client
+        let loop = try await c.createThread(["run": ["style": "loop"]])
+        for n in 1...3 {
+            let r = try await c.post(
+                "/api/threads/\(loop)/perform",
+                ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true])
+            #expect(r.status == 200)
+        }
+        let manual = try await c.manualThread()
+        #expect(try await c.delete("/api/threads/\(manual)").status == 200)
+        server.stop()
+        #expect(server.log.contains("history store open"))
+
+        server = try RunLoopd.start(args)
+        defer { server.stop() }
+        c = server.client
+        let threads = try await c.get("/api/history/threads?instance=clean&boot=1")
+        #expect(threads.status == 200)
+        let rows = threads["threads"].items
+        let loopRow = try #require(rows.first { $0["thread"] == .string(loop) })
+        #expect(loopRow["endedHow"] == "service_stopping")
+        #expect(loopRow["lastExit", "cause", "code"] == "service_stopping")
+        #expect(loopRow["live"] == false)
+        #expect(loopRow["final", "runs"].number != nil)
+        let manualRow = try #require(rows.first { $0["thread"] == .string(manual) })
+        #expect(manualRow["endedHow"].string != nil)
+        #expect(manualRow["endedHow"] != "lost")
+
+        let performs = try await c.get("/api/history?instance=clean&type=perform&order=asc")
+        #expect(performs["events"].items.map { $0["data", "result", "n"] } == [1, 2, 3])
+        #expect(performs["events"].items.allSatisfy { $0["boot"] == 1 && $0["thread"] == .string(loop) })
+        let started = try await c.get("/api/history?type=instance&limit=1")
+        #expect(started["events"].items.first?["data", "boot"] == 2)
+        #expect(started["events"].items.first?["data", "previousEnd"] == "stopped")
+        let fleet = try await c.get("/api/fleet")
+        #expect(fleet["instances"].items.first?["boot"] == 2)
+        #expect(fleet["store"] == "sqlite")
+    }
+
+    @Test(
+        "kill -9 under load: the file opens, integrity_check is ok, every committed event is there, the thread is lost")
+    func killNine() async throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let args = ["--data-dir", dir.path, "--instance-id", "crash", "--log-level", "warning"]
+        var server = try RunLoopd.start(args)
+        var c = server.client
+        let loop = try await c.createThread(["run": ["style": "loop"]])
+        let load = Load(port: server.port, thread: loop)
+        // Hundreds of events per second: wait until 600 are committed.
+        let store = try await c.poll("/api/store", timeout: 60) { ($0["written"].number ?? 0) >= 600 }
+        let committed = Int(store["written"].number ?? 0)
+        server.send(signal: SIGKILL)
+        #expect(server.waitForExit(timeout: 10) != nil)
+        let statuses = load.stop()
+        #expect(statuses.keys.contains(200))
+
+        let file = dir.appendingPathComponent("history.sqlite").path
+        #expect(try Self.sqlite(file, "PRAGMA integrity_check", as: String.self) == "ok")
+        let kept = try Self.sqlite(file, "SELECT COUNT(*) FROM events WHERE boot = 1", as: Int.self) ?? 0
+        #expect(kept >= committed)
+        let lastSeq = try Self.sqlite(file, "SELECT MAX(seq) FROM events", as: Int64.self) ?? 0
+
+        server = try RunLoopd.start(args)
+        defer { server.stop() }
+        c = server.client
+        let row = try await c.get("/api/history/threads?instance=crash&boot=1")["threads"].items.first {
+            $0["thread"] == .string(loop)
+        }
+        #expect(row?["endedHow"] == "lost")
+        #expect(row?["endedAt"].string != nil)
+        let started = try await c.get("/api/history?type=instance&limit=1")["events"].items.first
+        #expect(started?["data", "previousEnd"] == "lost")
+        #expect(started?["data", "lostThreads"].items.contains(.string("\(loop) (boot 1)")) == true)
+        // Ids of the new start are above everything the killed one sent.
+        #expect((started?["id"].number ?? 0) > Double(lastSeq))
+    }
+
+    @Test("Last-Event-ID resumes a stream across a restart (SIGINT flushes): missed events, then resumed, then live")
+    func resumeAcrossRestart() async throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let args = ["--data-dir", dir.path]
+        var server = try RunLoopd.start(args)
+        var c = server.client
+        let loop = try await c.createThread(["run": ["style": "loop"]])
+        let stream = try E2EEventStream(port: server.port)
+        #expect(
+            try await c.post("/api/threads/\(loop)/perform", ["selector": "echo", "waitUntilDone": true]).status == 200)
+        let seen = try #require(stream.next(timeout: 10) { $0.name == "perform" })
+        let lastId = try #require(seen.id)
+        stream.disconnect()
+        // Missed while disconnected.
+        for n in 1...3 {
+            #expect(
+                try await c.post(
+                    "/api/threads/\(loop)/perform",
+                    ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true]
+                ).status == 200)
+        }
+        server.send(signal: SIGINT)
+        #expect(server.waitForExit(timeout: 15) == 0)
+        server.stop()
+
+        server = try RunLoopd.start(args)
+        defer { server.stop() }
+        c = server.client
+        let resumed = try EventStreamClient<Value>(
+            port: server.port, path: "/api/events", headers: [("Last-Event-ID", lastId)]
+        ) { (try? JSON.parse(Array($0.utf8))) ?? .null }
+        defer { resumed.disconnect() }
+        let marker = try #require(resumed.next(timeout: 15) { $0.name == "resumed" })
+        #expect(marker.data["lastEventId"].number == Double(lastId))
+        #expect((marker.data["replayed"].number ?? 0) >= 4)
+        let before = resumed.state.value.events.prefix { $0.name != "resumed" }
+        let missed = before.filter { $0.name == "perform" }
+        #expect(missed.map { $0.data["result", "n"] } == [1, 2, 3])
+        let ids = before.compactMap { $0.id.flatMap { Int64($0) } }
+        #expect(ids == ids.sorted())
+        #expect(ids.allSatisfy { $0 > Int64(lastId)! })
+        // The loop thread's end at SIGINT was kept too.
+        #expect(before.contains { $0.name == "thread" && $0.data["change"] == "exited" })
+        // Then live, with ids above the replayed ones.
+        _ = try await c.createThread(["run": ["style": "loop"]])
+        let live = try #require(resumed.next(timeout: 10) { $0.name == "thread" && $0.data["change"] == "created" })
+        #expect(Int64(live.id ?? "0")! > (ids.max() ?? 0))
+    }
+
+    @Test("a store that cannot be opened: warning, every answer, a bounded queue that drops the oldest; it resumes")
+    func unavailableThenBack() async throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A file where the data folder should be: nothing can be created there.
+        let blocker = dir.appendingPathComponent("data")
+        try Data("not a folder".utf8).write(to: blocker)
+        let server = try RunLoopd.start([
+            "--data-dir", blocker.appendingPathComponent("store").path, "--store-queue", "40",
+        ])
+        defer { server.stop() }
+        let c = server.client
+        let store = try await c.get("/api/store")
+        #expect(store["up"] == false)
+        #expect(store["lastError"].string?.contains("cannot create") == true)
+        let warning = try await c.poll("/api/warnings") { r in
+            r["warnings"].items.contains { $0["code"] == "store_unavailable" && $0["active"] == true }
+        }
+        #expect(warning.status == 200)
+        let loop = try await c.createThread(["run": ["style": "loop"]])
+        for n in 1...30 {
+            let r = try await c.post(
+                "/api/threads/\(loop)/perform",
+                ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true])
+            #expect(r.status == 200)
+        }
+        let history = try await c.get("/api/history")
+        #expect(history.status == 503)
+        #expect(history["error", "code"] == "store_unavailable")
+        let full = try await c.get("/api/store")
+        #expect((full["dropped"].number ?? 0) > 0)
+        #expect((full["queued"].number ?? 0) <= 40)
+        let metrics = try await c.get("/metrics")
+        let dropped = metrics.text.split(separator: "\n").first { $0.hasPrefix("runloopd_store_dropped_total ") }
+        #expect(Double(dropped?.split(separator: " ").last ?? "0") ?? 0 > 0)
+
+        // The folder becomes possible: the writer opens the store and writes what it kept.
+        try FileManager.default.removeItem(at: blocker)
+        try FileManager.default.createDirectory(at: blocker, withIntermediateDirectories: true)
+        _ = try await c.poll("/api/store", timeout: 30) { $0["up"] == true && $0["queued"] == 0 }
+        let performs = try await c.get("/api/history?type=perform&limit=100")
+        let kept = performs["events"].items.compactMap { $0["data", "result", "n"].number }
+        #expect(kept.first == 30)
+        #expect(kept.count < 30)
+        _ = try await c.poll("/api/warnings") { r in
+            r["warnings"].items.contains { $0["code"] == "store_unavailable" && $0["active"] == false }
+        }
+    }
+
+    static let isRoot = getuid() == 0
+
+    /// Runs `command` with bash and waits for it (posix_spawn + waitpid:
+    /// Foundation's Process.waitUntilExit was seen never to return here).
+    static func shell(_ command: String) -> Int32 {
+        var pid: pid_t = 0
+        let words: [String] = ["/bin/bash", "-c", command]
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { for arg in argv { free(arg) } }
+        guard posix_spawn(&pid, "/bin/bash", nil, nil, argv, environ) == 0 else { return -1 }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    }
+
+    @Test(
+        "a full disk (a 2 MiB tmpfs): the warning, no failed answer; writing resumes once there is room",
+        .enabled(if: isRoot, "mounting a tmpfs needs root (CI runs as root)"))
+    func fullDisk() async throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try #require(Self.shell("mount -t tmpfs -o size=2m tmpfs '\(dir.path)'") == 0, "mount -t tmpfs failed")
+        defer { _ = Self.shell("umount -l '\(dir.path)'") }
+        let server = try RunLoopd.start(["--data-dir", dir.path, "--retention-size", "0", "--log-level", "warning"])
+        defer { server.stop() }
+        let c = server.client
+        let loop = try await c.createThread(["run": ["style": "loop"]])
+        let big = String(repeating: "x", count: 60_000)
+        var answers: [Int] = []
+        var full = false
+        for _ in 0..<200 where !full {
+            let r = try await c.post(
+                "/api/threads/\(loop)/perform",
+                ["selector": "echo", "args": ["pad": .string(big)], "waitUntilDone": true])
+            answers.append(r.status)
+            full = try await c.get("/api/store")["up"] == false
+        }
+        #expect(full)
+        #expect(answers.allSatisfy { $0 == 200 })
+        let store = try await c.get("/api/store")
+        #expect(store["lastError"].string?.contains("full") == true)
+        #expect(try await c.get("/api/warnings")["warnings"].items.contains { $0["code"] == "store_unavailable" })
+        #expect(try await c.get("/api/threads/\(loop)").status == 200)
+
+        #expect(Self.shell("mount -o remount,size=64m '\(dir.path)'") == 0)
+        _ = try await c.poll("/api/store", timeout: 30) { $0["up"] == true && $0["queued"] == 0 }
+        let file = dir.appendingPathComponent("history.sqlite").path
+        #expect(try Self.sqlite(file, "PRAGMA integrity_check", as: String.self) == "ok")
+        let kept = try Self.sqlite(file, "SELECT COUNT(*) FROM events WHERE type = 'perform'", as: Int.self)
+        #expect(kept == answers.count)
+    }
+
+    static let hasPostgres = PostgresTestDatabase.url != nil
+
+    @Test(
+        "two instances on one PostgreSQL see each other in /api/fleet and each other's history",
+        .enabled(if: hasPostgres, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+    func fleetOfTwo() async throws {
+        let database = try PostgresTestDatabase.create()
+        defer { database.drop() }
+        let a = try RunLoopd.start(["--store", database.url, "--instance-id", "alpha", "--heartbeat-interval", "0.5"])
+        let b = try RunLoopd.start(["--store", database.url, "--instance-id", "beta", "--heartbeat-interval", "0.5"])
+        defer { b.stop() }
+        let loop = try await a.client.createThread(["run": ["style": "loop"]])
+        #expect(
+            try await a.client.post(
+                "/api/threads/\(loop)/perform", ["selector": "echo", "args": ["from": "alpha"], "waitUntilDone": true]
+            )
+            .status == 200)
+        let fleet = try await b.client.poll("/api/fleet") { $0["instances"].items.count == 2 }
+        let byId = Dictionary(uniqueKeysWithValues: fleet["instances"].items.map { ($0["id"].string ?? "", $0) })
+        #expect(fleet["self"] == "beta")
+        #expect(fleet["store"] == "postgres")
+        #expect(byId["alpha"]?["health"] == "up")
+        #expect(byId["alpha"]?["self"] == false)
+        #expect(byId["alpha"]?["url"] == .string("http://127.0.0.1:\(a.port)/"))
+        #expect(byId["beta"]?["self"] == true)
+        let seen = try await b.client.poll("/api/history?instance=alpha&type=perform") {
+            !$0["events"].items.isEmpty
+        }
+        #expect(seen["events"].items.first?["data", "result", "from"] == "alpha")
+        let theirs = try await a.client.poll("/api/history?type=instance&instance=beta") {
+            !$0["events"].items.isEmpty
+        }
+        #expect(theirs["events"].items.first?["data", "change"] == "started")
+        a.stop()
+        let after = try await b.client.poll("/api/fleet") { r in
+            r["instances"].items.contains { $0["id"] == "alpha" && $0["health"] == "stopped" }
+        }
+        #expect(after.status == 200)
+    }
+
+    @Test(
+        "PostgreSQL stopped and restarted under load: every answer 200, the warning comes and goes, the queued events arrive",
+        .enabled(
+            if: ProcessInfo.processInfo.environment["RUNLOOPD_TEST_POSTGRES_OUTAGE_URL"] != nil,
+            "needs the outage cluster of scripts/with-postgres.sh"))
+    func postgresOutage() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let url = try #require(environment["RUNLOOPD_TEST_POSTGRES_OUTAGE_URL"])
+        let control = try #require(environment["RUNLOOPD_TEST_POSTGRES_OUTAGE_PG_CTL"])
+        func pgctl(_ verb: String) throws {
+            let status = Self.shell("\(control) \(verb) >/dev/null")
+            try #require(status == 0, "pg_ctl \(verb) exited with \(status)")
+        }
+        let server = try RunLoopd.start([
+            "--store", url, "--instance-id", "outage-\(UUID().uuidString.prefix(8))", "--log-level", "warning",
+        ])
+        defer { server.stop() }
+        let c = server.client
+        let loop = try await c.createThread(["run": ["style": "loop"]])
+        let load = Load(port: server.port, thread: loop, workers: 2)
+        _ = try await c.poll("/api/store", timeout: 30) { ($0["written"].number ?? 0) >= 100 }
+        try pgctl("stop -m fast")
+        let down = try await c.poll("/api/store", timeout: 30) { $0["up"] == false && ($0["queued"].number ?? 0) > 50 }
+        #expect(down["lastError"].string != nil)
+        #expect(
+            try await c.get("/api/warnings")["warnings"].items.contains {
+                $0["code"] == "store_unavailable" && $0["active"] == true
+            })
+        try pgctl("start")
+        _ = try await c.poll("/api/store", timeout: 30) { $0["up"] == true }
+        let statuses = load.stop()
+        _ = try await c.poll("/api/store", timeout: 30) { $0["queued"] == 0 }
+        let store = try await c.get("/api/store")
+        #expect(store["dropped"] == 0)
+        // Every answer during the outage was a real one.
+        #expect(statuses.keys.sorted() == [200])
+        let performs = statuses[200] ?? 0
+        let history = try await c.get("/api/history?type=perform&limit=1000")
+        let stored = history["events"].items.count
+        #expect(stored == min(performs, 1000))
+        _ = try await c.poll("/api/warnings") { r in
+            r["warnings"].items.contains { $0["code"] == "store_unavailable" && $0["active"] == false }
+        }
+    }
+}
