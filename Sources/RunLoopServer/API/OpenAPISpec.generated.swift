@@ -3188,20 +3188,21 @@ enum OpenAPISpec {
             "name": "since",
             "in": "query",
             "required": false,
-            "description": "only events at or after this time: ISO 8601 (2026-11-25T14:00:00Z, fractions allowed), seconds since 1970 (1764079200.5), or a duration ago: a number with ms, s, m, h, d or w (90s, 15m, 2h, 7d)",
+            "description": "only events at or after this time: ISO 8601 (2026-11-25T14:00:00Z, fractions and offsets allowed, T and Z upper case), seconds since 1970 (1764079200.5), or a duration ago: a number with ms, s, m, h, d or w (90s, 15m, 2h, 7d)",
             "schema": {
               "anyOf": [
                 {
                   "type": "string",
-                  "format": "date-time"
+                  "format": "date-time",
+                  "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$"
                 },
                 {
                   "type": "string",
-                  "pattern": "^[0-9]+(\\.[0-9]+)?$"
+                  "pattern": "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+|[0-9](\\.[0-9]*)?[eE][+-]?(30[0-7]|[12][0-9]{2}|[0-9]{1,2}))$"
                 },
                 {
                   "type": "string",
-                  "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h|d|w)$"
+                  "pattern": "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+|[0-9](\\.[0-9]*)?[eE][+-]?(30[0-7]|[12][0-9]{2}|[0-9]{1,2}))(ms|MS|Ms|mS|[smhdwSMHDW])$"
                 }
               ],
               "examples": [
@@ -3220,15 +3221,16 @@ enum OpenAPISpec {
               "anyOf": [
                 {
                   "type": "string",
-                  "format": "date-time"
+                  "format": "date-time",
+                  "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$"
                 },
                 {
                   "type": "string",
-                  "pattern": "^[0-9]+(\\.[0-9]+)?$"
+                  "pattern": "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+|[0-9](\\.[0-9]*)?[eE][+-]?(30[0-7]|[12][0-9]{2}|[0-9]{1,2}))$"
                 },
                 {
                   "type": "string",
-                  "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h|d|w)$"
+                  "pattern": "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+|[0-9](\\.[0-9]*)?[eE][+-]?(30[0-7]|[12][0-9]{2}|[0-9]{1,2}))(ms|MS|Ms|mS|[smhdwSMHDW])$"
                 }
               ],
               "examples": [
@@ -3245,7 +3247,7 @@ enum OpenAPISpec {
             "description": "the `next` of the previous page: the events after it in `order` (older with desc, newer with asc)",
             "schema": {
               "type": "string",
-              "pattern": "^[0-9]+$"
+              "pattern": "^0*([0-9]{1,18}|[1-8][0-9]{18})$"
             }
           },
           {
@@ -3329,7 +3331,8 @@ enum OpenAPISpec {
             "description": "only threads of this start (a whole number >= 1; see the boot of /api/store and /api/fleet)",
             "schema": {
               "type": "integer",
-              "minimum": 1
+              "minimum": 1,
+              "maximum": 9007199254740991
             }
           },
           {
