@@ -71,6 +71,10 @@ enum OpenAPISpec {
     {
       "name": "setup",
       "description": "Declared setups: GET /api/setup exports the live threads and their items in the format runloopd --setup FILE applies at start (docs/setup.md)."
+    },
+    {
+      "name": "history",
+      "description": "The history store (SQLite by default, PostgreSQL for a fleet): kept events across restarts, the threads of earlier starts, the instances sharing a store and the store's own state (docs/history.md)."
     }
   ],
   "paths": {
@@ -173,8 +177,8 @@ enum OpenAPISpec {
         "tags": [
           "service"
         ],
-        "summary": "Server-Sent Events: hello, thread, run-exit, timer, perform, source, task, activity",
-        "description": "Server-Sent Events: first hello (every thread), then thread, run-exit, timer, perform, source, task and activity events as they happen, each with an increasing id. A `: ping` comment keeps idle streams open; a client that reads too slowly is dropped.",
+        "summary": "Server-Sent Events: hello, thread, run-exit, timer, perform, source, task, activity, …; resumable by Last-Event-ID",
+        "description": "Server-Sent Events: first hello (every thread), then thread, run-exit, timer, perform, source, task, activity, turn, warning, stall, stall-ended, source-mode and timer-mode events as they happen, each with an increasing id (one sequence with the history store: with a store, ids keep increasing across restarts of the same --instance-id). A `: ping` comment keeps idle streams open; a client that reads too slowly is dropped.\n\nResuming: with a history store, a Last-Event-ID header (what a browser's EventSource sends when it reconnects) makes the stream send, after hello, the kept events with a larger id (this instance's only, oldest first, at most --replay-limit, with their original ids), then a `resumed` event, then the live events (none lost or repeated in between). Only kept types are replayed (thread, run-exit, perform, source-mode, timer-mode, task, warning, stall, stall-ended): timer and source fires, activities and turns are live only. Without a store, or with a Last-Event-ID that is not a whole number, the header is ignored (no resumed event).",
         "parameters": [
           {
             "name": "thread",
@@ -192,6 +196,18 @@ enum OpenAPISpec {
             "description": "the --token, for clients that cannot send an Authorization header (a browser's EventSource)",
             "schema": {
               "type": "string"
+            }
+          },
+          {
+            "name": "Last-Event-ID",
+            "in": "header",
+            "required": false,
+            "description": "resume after this event id: the kept events with a larger id are replayed before the live ones, then a resumed event (needs a history store; ignored when it is not a whole number)",
+            "schema": {
+              "type": "string",
+              "examples": [
+                "1234"
+              ]
             }
           }
         ],
@@ -2643,7 +2659,8 @@ enum OpenAPISpec {
                 "loop_cannot_wake",
                 "timer_behind",
                 "stall",
-                "busy_loop"
+                "busy_loop",
+                "store_unavailable"
               ]
             }
           },
@@ -3112,6 +3129,315 @@ enum OpenAPISpec {
           }
         }
       }
+    },
+    "/api/history": {
+      "get": {
+        "operationId": "listHistory",
+        "tags": [
+          "history"
+        ],
+        "summary": "Kept events, filtered and paged",
+        "description": "The events the history store keeps (what the event stream sent, across restarts and, with PostgreSQL, across the instances sharing the store), plus the journal of state-changing requests (request) and the instances' starts and stops (instance). Not kept: timer and source fires, observer activities and turns. Pages are ordered by store row (`cursor`), newest first unless order=asc; pass a page's `next` as `cursor` to get the next one (with the same filters and order). Every read runs off the control loop.",
+        "parameters": [
+          {
+            "name": "thread",
+            "in": "query",
+            "required": false,
+            "description": "only events about this thread id (ids start again at every start: combine with instance and read boot)",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "name": "type",
+            "in": "query",
+            "required": false,
+            "style": "form",
+            "explode": false,
+            "description": "only these event types, comma-separated (e.g. run-exit,warning); another name is 400 bad_value",
+            "schema": {
+              "type": "array",
+              "items": {
+                "type": "string",
+                "enum": [
+                  "thread",
+                  "run-exit",
+                  "perform",
+                  "source-mode",
+                  "timer-mode",
+                  "task",
+                  "warning",
+                  "stall",
+                  "stall-ended",
+                  "request",
+                  "instance"
+                ]
+              }
+            }
+          },
+          {
+            "name": "instance",
+            "in": "query",
+            "required": false,
+            "description": "only events recorded by this instance id (see /api/fleet)",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "name": "since",
+            "in": "query",
+            "required": false,
+            "description": "only events at or after this time: ISO 8601 (2026-11-25T14:00:00Z, fractions and offsets allowed, T and Z upper case), seconds since 1970 (1764079200.5), or a duration ago: a number with ms, s, m, h, d or w (90s, 15m, 2h, 7d)",
+            "schema": {
+              "anyOf": [
+                {
+                  "type": "string",
+                  "format": "date-time",
+                  "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$"
+                },
+                {
+                  "type": "string",
+                  "pattern": "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+|[0-9](\\.[0-9]*)?[eE][+-]?(30[0-7]|[12][0-9]{2}|[0-9]{1,2}))$"
+                },
+                {
+                  "type": "string",
+                  "pattern": "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+|[0-9](\\.[0-9]*)?[eE][+-]?(30[0-7]|[12][0-9]{2}|[0-9]{1,2}))(ms|MS|Ms|mS|[smhdwSMHDW])$"
+                }
+              ],
+              "examples": [
+                "2026-11-25T14:00:00Z",
+                "1764079200",
+                "15m"
+              ]
+            }
+          },
+          {
+            "name": "until",
+            "in": "query",
+            "required": false,
+            "description": "only events before this time (same formats as since)",
+            "schema": {
+              "anyOf": [
+                {
+                  "type": "string",
+                  "format": "date-time",
+                  "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$"
+                },
+                {
+                  "type": "string",
+                  "pattern": "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+|[0-9](\\.[0-9]*)?[eE][+-]?(30[0-7]|[12][0-9]{2}|[0-9]{1,2}))$"
+                },
+                {
+                  "type": "string",
+                  "pattern": "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+|[0-9](\\.[0-9]*)?[eE][+-]?(30[0-7]|[12][0-9]{2}|[0-9]{1,2}))(ms|MS|Ms|mS|[smhdwSMHDW])$"
+                }
+              ],
+              "examples": [
+                "2026-11-25T14:00:00Z",
+                "1764079200",
+                "15m"
+              ]
+            }
+          },
+          {
+            "name": "cursor",
+            "in": "query",
+            "required": false,
+            "description": "the `next` of the previous page: the events after it in `order` (older with desc, newer with asc)",
+            "schema": {
+              "type": "string",
+              "pattern": "^0*([0-9]{1,18}|[1-8][0-9]{18})$"
+            }
+          },
+          {
+            "name": "order",
+            "in": "query",
+            "required": false,
+            "description": "desc: newest first (default); asc: oldest first",
+            "schema": {
+              "type": "string",
+              "enum": [
+                "asc",
+                "desc"
+              ],
+              "default": "desc"
+            }
+          },
+          {
+            "name": "limit",
+            "in": "query",
+            "required": false,
+            "description": "at most this many events (1-1000, default 100; the bound is also at most --replay-limit)",
+            "schema": {
+              "type": "integer",
+              "minimum": 1,
+              "maximum": 1000,
+              "default": 100
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "A page of kept events",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/HistoryPage"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "404": {
+            "$ref": "#/components/responses/StoreDisabled"
+          },
+          "503": {
+            "$ref": "#/components/responses/StoreUnavailable"
+          }
+        }
+      }
+    },
+    "/api/history/threads": {
+      "get": {
+        "operationId": "listHistoryThreads",
+        "tags": [
+          "history"
+        ],
+        "summary": "Threads the store remembers, this start's and earlier ones'",
+        "description": "Every thread the store remembers (of every instance sharing it, unless filtered), newest first: how each ended (its final exit's cause code such as service_stopping after a clean stop, or lost when its process died), its last exit and its counters at exit. Threads of a previous process are shown as ended.",
+        "parameters": [
+          {
+            "name": "instance",
+            "in": "query",
+            "required": false,
+            "description": "only this instance's threads",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "name": "boot",
+            "in": "query",
+            "required": false,
+            "description": "only threads of this start (a whole number >= 1; see the boot of /api/store and /api/fleet)",
+            "schema": {
+              "type": "integer",
+              "minimum": 1,
+              "maximum": 9007199254740991
+            }
+          },
+          {
+            "name": "limit",
+            "in": "query",
+            "required": false,
+            "description": "at most this many threads (1 to --replay-limit, 10000 by default; default 200)",
+            "schema": {
+              "type": "integer",
+              "minimum": 1,
+              "maximum": 10000,
+              "default": 200
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Threads, newest first",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/HistoryThreadList"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "404": {
+            "$ref": "#/components/responses/StoreDisabled"
+          },
+          "503": {
+            "$ref": "#/components/responses/StoreUnavailable"
+          }
+        }
+      }
+    },
+    "/api/fleet": {
+      "get": {
+        "operationId": "listFleet",
+        "tags": [
+          "history"
+        ],
+        "summary": "The instances sharing this store",
+        "description": "Every runloopd instance that registered with the store (with PostgreSQL, the fleet sharing it; with SQLite, normally this one and its earlier ids), with its health judged by its heartbeat. Without a store: only this process (store none).",
+        "responses": {
+          "200": {
+            "description": "The fleet",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Fleet"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/StoreUnavailable"
+          }
+        }
+      }
+    },
+    "/api/store": {
+      "get": {
+        "operationId": "getStore",
+        "tags": [
+          "history"
+        ],
+        "summary": "The history store's state",
+        "description": "Which store, where, whether it answers, and its writer's counters: queued, dropped (a full queue drops the oldest), written, batches, pruned, the last commit. Answered from memory: it never waits for the store.",
+        "responses": {
+          "200": {
+            "description": "The store's state",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/StoreStatus"
+                }
+              }
+            }
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "421": {
+            "$ref": "#/components/responses/MisdirectedRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/ServiceUnavailable"
+          }
+        }
+      }
     }
   },
   "components": {
@@ -3334,6 +3660,31 @@ enum OpenAPISpec {
             "schema": {
               "$ref": "#/components/schemas/Error"
             }
+          }
+        }
+      },
+      "StoreDisabled": {
+        "description": "404: runloopd runs without a history store (--no-store), so nothing is kept (store_disabled).",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            }
+          }
+        }
+      },
+      "StoreUnavailable": {
+        "description": "503: the server is starting or stopping (shutting_down, not_ready), its control-loop queue is full (overloaded), or the history store does not answer (store_unavailable: a full disk, a read-only folder, PostgreSQL down; the message carries the store's error, Retry-After is 1); retry after Retry-After seconds.",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            }
+          }
+        },
+        "headers": {
+          "Retry-After": {
+            "$ref": "#/components/headers/Retry-After"
           }
         }
       }
@@ -3589,7 +3940,7 @@ enum OpenAPISpec {
         "type": "object",
         "properties": {
           "code": {
-            "description": "stable machine-readable code: bad_json, unknown_field, bad_value, unknown_selector, not_found, method_not_allowed, not_running, already_running, task_running, ... (docs/api.md lists them)",
+            "description": "stable machine-readable code: bad_json, unknown_field, bad_value, unknown_selector, not_found, method_not_allowed, not_running, already_running, task_running, store_disabled, store_unavailable, ... (docs/api.md lists them)",
             "type": "string"
           },
           "field": {
@@ -5112,7 +5463,7 @@ enum OpenAPISpec {
                 "const": "hello"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5139,7 +5490,7 @@ enum OpenAPISpec {
                 "const": "thread"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5166,7 +5517,7 @@ enum OpenAPISpec {
                 "const": "run-exit"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5193,7 +5544,7 @@ enum OpenAPISpec {
                 "const": "timer"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5220,7 +5571,7 @@ enum OpenAPISpec {
                 "const": "perform"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5247,7 +5598,7 @@ enum OpenAPISpec {
                 "const": "source"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5274,7 +5625,7 @@ enum OpenAPISpec {
                 "const": "task"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5301,7 +5652,7 @@ enum OpenAPISpec {
                 "const": "activity"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5328,7 +5679,7 @@ enum OpenAPISpec {
                 "const": "turn"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5355,7 +5706,7 @@ enum OpenAPISpec {
                 "const": "warning"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5382,7 +5733,7 @@ enum OpenAPISpec {
                 "const": "stall"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5409,7 +5760,7 @@ enum OpenAPISpec {
                 "const": "stall-ended"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5436,7 +5787,7 @@ enum OpenAPISpec {
                 "const": "source-mode"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5463,7 +5814,7 @@ enum OpenAPISpec {
                 "const": "timer-mode"
               },
               "id": {
-                "description": "the event's sequence number (absent on hello)",
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
                 "type": "string",
                 "pattern": "^[0-9]+$"
               },
@@ -5473,6 +5824,33 @@ enum OpenAPISpec {
                 "contentMediaType": "application/json",
                 "contentSchema": {
                   "$ref": "#/components/schemas/ItemModeEvent"
+                }
+              }
+            }
+          },
+          {
+            "title": "resumed",
+            "required": [
+              "event",
+              "data"
+            ],
+            "type": "object",
+            "properties": {
+              "event": {
+                "description": "the SSE event name",
+                "const": "resumed"
+              },
+              "id": {
+                "description": "the event's id (absent on hello and resumed): increasing, and with a store monotonic across restarts; a reconnecting client sends the last one as Last-Event-ID",
+                "type": "string",
+                "pattern": "^[0-9]+$"
+              },
+              "data": {
+                "description": "one line of JSON",
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {
+                  "$ref": "#/components/schemas/ResumedEvent"
                 }
               }
             }
@@ -7096,9 +7474,10 @@ enum OpenAPISpec {
               "loop_cannot_wake",
               "timer_behind",
               "stall",
-              "busy_loop"
+              "busy_loop",
+              "store_unavailable"
             ],
-            "description": "what it is about"
+            "description": "what it is about (store_unavailable: the history store fails; service-wide)"
           },
           "severity": {
             "type": "string",
@@ -7113,7 +7492,7 @@ enum OpenAPISpec {
           },
           "thread": {
             "type": "string",
-            "description": "the thread it is about"
+            "description": "the thread it is about; \"\" for a service-wide warning (store_unavailable)"
           },
           "subjects": {
             "type": "array",
@@ -8206,6 +8585,847 @@ enum OpenAPISpec {
             "description": "the delay given (absent: not delayed); a recreated perform waits it again from the start",
             "type": "number",
             "minimum": 0
+          }
+        }
+      },
+      "HistoryEvent": {
+        "description": "A kept event: the event the stream sent (its `event` name and `data`), with where it is in the store and which instance and start recorded it. The `data` of each type is the object the event stream's event of that name carries (see ServerSentEvent), with `at` (and, when the event is about a thread, `thread`) always present; request and instance events are kept only (the stream never sends them).",
+        "type": "object",
+        "required": [
+          "cursor",
+          "id",
+          "instance",
+          "boot",
+          "event",
+          "thread",
+          "at",
+          "data"
+        ],
+        "properties": {
+          "cursor": {
+            "description": "the store's row id (unique in one store, increasing in insertion order): the `cursor` of a later page starts after it",
+            "type": "string",
+            "pattern": "^[0-9]+$"
+          },
+          "id": {
+            "description": "the event id (the `id:` of the SSE frame, for the event types the stream sends): one sequence per instance, increasing across its restarts; not contiguous (live-only events and journal entries take ids too)",
+            "type": "integer",
+            "minimum": 1
+          },
+          "instance": {
+            "description": "the instance that recorded it (--instance-id)",
+            "type": "string"
+          },
+          "boot": {
+            "description": "which start of that instance recorded it (1, 2, …)",
+            "type": "integer",
+            "minimum": 1
+          },
+          "event": {
+            "description": "the event type (the SSE event name; request and instance are kept only)",
+            "type": "string",
+            "enum": [
+              "thread",
+              "run-exit",
+              "perform",
+              "source-mode",
+              "timer-mode",
+              "task",
+              "warning",
+              "stall",
+              "stall-ended",
+              "request",
+              "instance"
+            ]
+          },
+          "thread": {
+            "description": "the thread it is about (an id of that instance's start), or null (service-wide warnings, instance events, requests outside /api/threads/{id})",
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "at": {
+            "description": "when it happened (ISO-8601 UTC timestamp with milliseconds)",
+            "type": "string",
+            "format": "date-time"
+          },
+          "data": {
+            "description": "the event's payload, by event type: thread ThreadEvent, run-exit RunExitEvent, perform PerformEvent, source-mode and timer-mode ItemModeEvent, task TaskEvent, warning Warning, stall and stall-ended StallEvent, request RequestEvent, instance InstanceEvent",
+            "type": "object"
+          }
+        },
+        "allOf": [
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "thread"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/ThreadEvent"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "run-exit"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/RunExitEvent"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "perform"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/PerformEvent"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "source-mode"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/ItemModeEvent"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "timer-mode"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/ItemModeEvent"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "task"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/TaskEvent"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "warning"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/Warning"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "stall"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/StallEvent"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "stall-ended"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/StallEvent"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "request"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/RequestEvent"
+                }
+              }
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "event": {
+                  "const": "instance"
+                }
+              },
+              "required": [
+                "event"
+              ]
+            },
+            "then": {
+              "properties": {
+                "data": {
+                  "$ref": "#/components/schemas/InstanceEvent"
+                }
+              }
+            }
+          }
+        ]
+      },
+      "HistoryPage": {
+        "description": "One page of kept events.",
+        "type": "object",
+        "required": [
+          "events",
+          "count",
+          "next",
+          "order"
+        ],
+        "properties": {
+          "events": {
+            "description": "the events, in `order` (by store row id)",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/HistoryEvent"
+            }
+          },
+          "count": {
+            "description": "how many events this page holds",
+            "type": "integer",
+            "minimum": 0
+          },
+          "next": {
+            "description": "the `cursor` for the next page (the last event's cursor), or null when no event follows",
+            "type": [
+              "string",
+              "null"
+            ],
+            "pattern": "^[0-9]+$"
+          },
+          "order": {
+            "description": "desc (newest first, the default) or asc (oldest first)",
+            "type": "string",
+            "enum": [
+              "asc",
+              "desc"
+            ]
+          }
+        }
+      },
+      "RequestEvent": {
+        "description": "request (kept only, never sent on the stream): an answered state-changing request, as the journal records it: every POST and DELETE under /api except those answered 401, 403 or 503.",
+        "type": "object",
+        "required": [
+          "method",
+          "path",
+          "status",
+          "requestId",
+          "at"
+        ],
+        "properties": {
+          "method": {
+            "description": "POST or DELETE",
+            "type": "string",
+            "enum": [
+              "POST",
+              "DELETE"
+            ]
+          },
+          "path": {
+            "description": "the path with its query string",
+            "type": "string"
+          },
+          "status": {
+            "description": "the HTTP status of the answer",
+            "type": "integer",
+            "minimum": 100,
+            "maximum": 599
+          },
+          "requestId": {
+            "description": "the request's X-Request-Id",
+            "type": "string"
+          },
+          "body": {
+            "description": "the request body (parsed JSON, or the text when it is not JSON); absent when empty"
+          },
+          "answer": {
+            "description": "the answer's body (parsed JSON, or the text when it is not JSON); absent when empty"
+          },
+          "thread": {
+            "description": "the thread the path names (/api/threads/{id}/…); absent otherwise",
+            "type": "string"
+          },
+          "at": {
+            "description": "when it was answered (ISO-8601 UTC timestamp with milliseconds)",
+            "type": "string",
+            "format": "date-time"
+          }
+        }
+      },
+      "InstanceEvent": {
+        "description": "instance (kept only, never sent on the stream): this instance started (registered with the store) or is stopping cleanly.",
+        "type": "object",
+        "required": [
+          "change",
+          "instance",
+          "at"
+        ],
+        "properties": {
+          "change": {
+            "description": "started (the store registered this start) or stopped (a clean stop: SIGTERM or SIGINT)",
+            "type": "string",
+            "enum": [
+              "started",
+              "stopped"
+            ]
+          },
+          "instance": {
+            "description": "the instance id",
+            "type": "string"
+          },
+          "at": {
+            "description": "when it happened (ISO-8601 UTC timestamp with milliseconds)",
+            "type": "string",
+            "format": "date-time"
+          },
+          "boot": {
+            "description": "started: this start's number",
+            "type": "integer",
+            "minimum": 1
+          },
+          "version": {
+            "description": "started: runloopd's version",
+            "type": "string"
+          },
+          "url": {
+            "description": "started: the advertised URL (--advertise-url)",
+            "type": "string"
+          },
+          "lostThreads": {
+            "description": "started: the threads of earlier starts that never ended, now marked lost (\"t3 (boot 2)\")",
+            "type": "array",
+            "items": {
+              "type": "string"
+            }
+          },
+          "previousBoot": {
+            "description": "started: the previous start's number (absent on the first start)",
+            "type": "integer",
+            "minimum": 1
+          },
+          "previousEnd": {
+            "description": "started: how the previous start ended: stopped (cleanly) or lost (the process died; absent on the first start)",
+            "type": "string",
+            "enum": [
+              "stopped",
+              "lost"
+            ]
+          }
+        }
+      },
+      "HistoryThread": {
+        "description": "A thread as the store remembers it: one per instance, start and thread id.",
+        "type": "object",
+        "required": [
+          "instance",
+          "boot",
+          "thread",
+          "name",
+          "style",
+          "createdAt",
+          "endedAt",
+          "endedHow",
+          "live",
+          "lastExit",
+          "final"
+        ],
+        "properties": {
+          "instance": {
+            "description": "the instance that ran it",
+            "type": "string"
+          },
+          "boot": {
+            "description": "which start of that instance ran it",
+            "type": "integer",
+            "minimum": 1
+          },
+          "thread": {
+            "description": "its id in that start (t1, …; ids start again at every start)",
+            "type": "string"
+          },
+          "name": {
+            "description": "its name, or null",
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "style": {
+            "description": "its run style, or null when its creation was not kept",
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "createdAt": {
+            "description": "when it was created (ISO-8601 UTC timestamp with milliseconds), or null when its creation was not kept",
+            "type": [
+              "string",
+              "null"
+            ],
+            "format": "date-time"
+          },
+          "endedAt": {
+            "description": "when it ended, or null while it runs; for a lost thread, its process's last heartbeat",
+            "type": [
+              "string",
+              "null"
+            ],
+            "format": "date-time"
+          },
+          "endedHow": {
+            "description": "how it ended: the cause code of its final exit (service_stopping after a clean stop, thread_ending after DELETE, …), ended (it ended without a run exit with a cause), lost (its process died: marked at the next start of the same instance id); null while it runs",
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "live": {
+            "description": "whether it is a thread of this process that has not ended",
+            "type": "boolean"
+          },
+          "lastExit": {
+            "description": "its last run's exit, or null when it never ran",
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/ExitReport"
+              },
+              {
+                "type": "null"
+              }
+            ]
+          },
+          "final": {
+            "description": "the thread when it ended (its counters at exit), or null while it runs or when it was lost",
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/Thread"
+              },
+              {
+                "type": "null"
+              }
+            ]
+          }
+        }
+      },
+      "HistoryThreadList": {
+        "description": "Threads the store remembers, newest first (by creation).",
+        "type": "object",
+        "required": [
+          "threads"
+        ],
+        "properties": {
+          "threads": {
+            "description": "the threads",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/HistoryThread"
+            }
+          }
+        }
+      },
+      "Instance": {
+        "description": "One runloopd process that shares the store: its latest start.",
+        "type": "object",
+        "required": [
+          "id",
+          "url",
+          "dashboard",
+          "version",
+          "host",
+          "pid",
+          "boot",
+          "startedAt",
+          "heartbeatAt",
+          "stoppedAt",
+          "health",
+          "self"
+        ],
+        "properties": {
+          "id": {
+            "description": "the instance id (--instance-id; default host name and port)",
+            "type": "string"
+          },
+          "url": {
+            "description": "where its API answers (--advertise-url; default http://HOST:PORT/)",
+            "type": "string"
+          },
+          "dashboard": {
+            "description": "its dashboard (the same URL)",
+            "type": "string"
+          },
+          "version": {
+            "description": "its runloopd version",
+            "type": "string"
+          },
+          "host": {
+            "description": "the host name it runs on",
+            "type": "string"
+          },
+          "pid": {
+            "description": "its process id",
+            "type": "integer",
+            "minimum": 0
+          },
+          "boot": {
+            "description": "its latest start's number (0: this process without a store)",
+            "type": "integer",
+            "minimum": 0
+          },
+          "startedAt": {
+            "description": "when its latest start began (ISO-8601 UTC timestamp with milliseconds)",
+            "type": "string",
+            "format": "date-time"
+          },
+          "heartbeatAt": {
+            "description": "its last heartbeat (every --heartbeat-interval, and every commit)",
+            "type": "string",
+            "format": "date-time"
+          },
+          "stoppedAt": {
+            "description": "when it stopped cleanly, or null while it runs or when it died",
+            "type": [
+              "string",
+              "null"
+            ],
+            "format": "date-time"
+          },
+          "health": {
+            "description": "up (this process, or a heartbeat within 3 of this server's --heartbeat-interval), stopped (a clean stop), lost (no heartbeat for longer: it died or cannot reach the store)",
+            "type": "string",
+            "enum": [
+              "up",
+              "stopped",
+              "lost"
+            ]
+          },
+          "self": {
+            "description": "whether it is the process answering",
+            "type": "boolean"
+          }
+        }
+      },
+      "Fleet": {
+        "description": "The instances that share this server's store, newest start first. Without a store, a fleet of one.",
+        "type": "object",
+        "required": [
+          "self",
+          "store",
+          "instances"
+        ],
+        "properties": {
+          "self": {
+            "description": "the answering instance's id",
+            "type": "string"
+          },
+          "store": {
+            "description": "the store they share: sqlite, postgres, or none (--no-store)",
+            "type": "string",
+            "enum": [
+              "sqlite",
+              "postgres",
+              "none"
+            ]
+          },
+          "instances": {
+            "description": "every instance that registered with the store (its latest start)",
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Instance"
+            }
+          }
+        }
+      },
+      "StoreStatus": {
+        "description": "The history store: which, where, and how its writer is doing.",
+        "oneOf": [
+          {
+            "title": "disabled",
+            "description": "no store (--no-store)",
+            "type": "object",
+            "required": [
+              "enabled",
+              "kind"
+            ],
+            "properties": {
+              "enabled": {
+                "description": "false: nothing is kept",
+                "const": false
+              },
+              "kind": {
+                "description": "none",
+                "const": "none"
+              }
+            }
+          },
+          {
+            "title": "enabled",
+            "description": "a store",
+            "type": "object",
+            "required": [
+              "enabled",
+              "kind",
+              "location",
+              "up",
+              "lastError",
+              "instance",
+              "boot",
+              "queued",
+              "queueCapacity",
+              "dropped",
+              "written",
+              "batches",
+              "pruned",
+              "lastCommitAt",
+              "lastCommitMs",
+              "flushIntervalMs",
+              "retention"
+            ],
+            "properties": {
+              "enabled": {
+                "description": "true",
+                "const": true
+              },
+              "kind": {
+                "description": "sqlite or postgres",
+                "type": "string",
+                "enum": [
+                  "sqlite",
+                  "postgres"
+                ]
+              },
+              "location": {
+                "description": "the SQLite file, or the PostgreSQL URL with its password replaced by ***",
+                "type": "string"
+              },
+              "up": {
+                "description": "whether the last write (or the registration) succeeded",
+                "type": "boolean"
+              },
+              "lastError": {
+                "description": "the store's last error while it fails, else null",
+                "type": [
+                  "string",
+                  "null"
+                ]
+              },
+              "instance": {
+                "description": "this instance's id in the store",
+                "type": "string"
+              },
+              "boot": {
+                "description": "this start's number (0 until the store has registered it)",
+                "type": "integer",
+                "minimum": 0
+              },
+              "queued": {
+                "description": "events waiting for the writer or being written",
+                "type": "integer",
+                "minimum": 0
+              },
+              "queueCapacity": {
+                "description": "the queue's bound (--store-queue); a full queue drops the oldest",
+                "type": "integer",
+                "minimum": 1
+              },
+              "dropped": {
+                "description": "events dropped since start because the queue was full",
+                "type": "integer",
+                "minimum": 0
+              },
+              "written": {
+                "description": "events written since start",
+                "type": "integer",
+                "minimum": 0
+              },
+              "batches": {
+                "description": "transactions that wrote events since start",
+                "type": "integer",
+                "minimum": 0
+              },
+              "pruned": {
+                "description": "events removed by the retention since start",
+                "type": "integer",
+                "minimum": 0
+              },
+              "lastCommitAt": {
+                "description": "when the writer last committed (events or a heartbeat), or null before the first commit",
+                "type": [
+                  "string",
+                  "null"
+                ],
+                "format": "date-time"
+              },
+              "lastCommitMs": {
+                "description": "how long that commit took, ms",
+                "type": "number",
+                "minimum": 0
+              },
+              "flushIntervalMs": {
+                "description": "the writer commits at most this often, ms (--store-flush-interval)",
+                "type": "number",
+                "minimum": 0
+              },
+              "retention": {
+                "description": "what is kept (--retention, --retention-size)",
+                "type": "object",
+                "required": [
+                  "maxAgeSeconds",
+                  "maxBytes"
+                ],
+                "properties": {
+                  "maxAgeSeconds": {
+                    "description": "events older than this go, or null (no age limit)",
+                    "type": [
+                      "number",
+                      "null"
+                    ],
+                    "minimum": 0
+                  },
+                  "maxBytes": {
+                    "description": "the oldest events go while the store is larger, or null (no size limit); SQLite counts its used pages, PostgreSQL the events' payload bytes plus 64 per row",
+                    "type": [
+                      "integer",
+                      "null"
+                    ],
+                    "minimum": 0
+                  }
+                }
+              }
+            }
+          }
+        ]
+      },
+      "ResumedEvent": {
+        "description": "resumed: a stream opened with Last-Event-ID has been sent the kept events after that id (oldest first, only this instance's, only the thread's with ?thread=); live events follow.",
+        "type": "object",
+        "required": [
+          "lastEventId",
+          "replayed",
+          "truncated"
+        ],
+        "properties": {
+          "lastEventId": {
+            "description": "the Last-Event-ID the stream was opened with",
+            "type": "integer"
+          },
+          "replayed": {
+            "description": "how many kept events were found after it and replayed (this count includes the request and instance events, which are kept but never sent on the stream)",
+            "type": "integer",
+            "minimum": 0
+          },
+          "truncated": {
+            "description": "true when more events than --replay-limit were found and only the oldest --replay-limit were counted; the store is read for at most --replay-limit events, so when replayed equals --replay-limit, more may be kept: read the rest from /api/history",
+            "type": "boolean"
+          },
+          "error": {
+            "description": "the store's error when it could not be read (only events not yet written were replayed); absent otherwise",
+            "type": "string"
           }
         }
       }
