@@ -13,7 +13,7 @@
 # ---- build: the official Swift 6.3 image on Debian bookworm ----
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libmicrohttpd-dev pkg-config make \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev pkg-config make \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Resolve packages before copying sources, so the dependency layer is cached.
@@ -27,15 +27,19 @@ RUN make release && cp .build/release/runloopd /runloopd
 
 # ---- runtime: bookworm-slim with only what the binary needs ----
 FROM debian:bookworm-slim AS runtime
-ARG RUNTIME_PACKAGES="libmicrohttpd12"
+ARG RUNTIME_PACKAGES="libmicrohttpd12 libsqlite3-0"
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${RUNTIME_PACKAGES} \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin runloopd
+ && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin runloopd \
+ && install -d -o 10001 -g 10001 -m 0750 /var/lib/runloopd
 COPY --from=build /runloopd /usr/local/bin/runloopd
 COPY Public /srv/runloopd/Public
 COPY experiments /srv/runloopd/experiments
 WORKDIR /srv/runloopd
+# The history store (SQLite, WAL): mount a volume here to keep it across containers.
+ENV RUNLOOPD_DATA_DIR=/var/lib/runloopd
+VOLUME ["/var/lib/runloopd"]
 USER 10001:10001
 EXPOSE 8080
 STOPSIGNAL SIGTERM

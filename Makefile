@@ -22,11 +22,12 @@ build: deps
 run: release
 	$(BIN_RELEASE) --host $(HOST) --port $(PORT) --public-dir Public
 
-## Every test: Swift unit + end-to-end tests, every experiment played, browser tests, format lint.
+## Every test: Swift unit + end-to-end tests (with a real PostgreSQL of their own,
+## scripts/with-postgres.sh), every experiment played, browser tests, format lint.
 test: deps
 	@bash scripts/install-deps.sh test
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	bash scripts/with-postgres.sh $(SWIFT) test --skip-build
 	@mkdir -p .build/artifacts
 	$(BIN_DEBUG) play experiments/ --quiet --junit .build/artifacts/experiments-junit.xml
 	bash Tests/browser/run.sh $(BIN_DEBUG)
@@ -34,7 +35,7 @@ test: deps
 
 test-swift: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	bash scripts/with-postgres.sh $(SWIFT) test --skip-build
 
 ## ThreadSanitizer over the Swift suite (its own build folder, .build-tsan);
 ## any report fails. About 2 minutes.

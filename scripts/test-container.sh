@@ -45,6 +45,10 @@ rm -rf "$root/srv/runloopd" && mkdir -p "$root/srv/runloopd" && cp -r Public "$r
   && cp -r experiments "$root/srv/runloopd/experiments"
 chroot "$root" getent passwd runloopd >/dev/null \
   || chroot "$root" useradd --system --uid "$uid" --user-group --no-create-home --shell /usr/sbin/nologin runloopd
+# The Dockerfile's data volume and its ENV (the store's folder).
+rm -rf "$root/var/lib/runloopd" && install -d -o "$uid" -g "$uid" -m 0750 "$root/var/lib/runloopd"
+data_env=$(python3 -c 'import re; print(re.search(r"^ENV (RUNLOOPD_DATA_DIR=\S+)$", open("Dockerfile").read(), re.M).group(1))')
+export "${data_env?}"
 
 mounted=""
 server=""
@@ -118,8 +122,20 @@ if chroot --userspec="$uid:$uid" "$root" /usr/local/bin/runloopd healthcheck --p
   fail "healthcheck passed against a closed port"
 fi
 passed=$((passed + 1))
+store=$(curl -fsS "${auth[@]}" "$base/api/store")
+check test "$(printf '%s' "$store" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["kind"], d["up"], d["location"])')" \
+  = "sqlite True /var/lib/runloopd/history.sqlite"
 kill -TERM "$server"
 rc=0; wait "$server" || rc=$?
 server=""
 check test "$rc" -eq 0
+# The history is in the volume, written by the runtime user: the thread's end is there.
+check test "$(stat -c %u "$root/var/lib/runloopd/history.sqlite")" = "$uid"
+check python3 - "$root/var/lib/runloopd/history.sqlite" "$tid" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+row = db.execute("SELECT ended_how FROM threads WHERE thread = ?", (sys.argv[2],)).fetchone()
+assert row is not None and row[0] == "service_stopping", row
+PY
 echo "container runtime: $passed passed, 0 failed ($(( $(date +%s) - started )) s)"

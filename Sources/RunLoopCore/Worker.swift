@@ -288,7 +288,7 @@ public final class Worker: Sendable {
                 keepAliveItem: b.keepAliveItem,
                 observers: b.observers.liveCount, tasks: b.tasks.entries.count,
                 pendingPerforms: b.performs.queued.map(\.snapshot), createdAt: createdAt, endedAt: b.endedAt,
-                ending: b.cancelled)
+                ending: b.cancelled, endOrigin: b.endOrigin)
             return (snapshot, b.loop)
         }
         if snapshot.state == .running, let loop, CFRunLoopIsWaiting(loop) { snapshot.state = .waiting }

@@ -301,4 +301,6 @@ public struct WorkerSnapshot: Sendable {
     public var endedAt: Date?
     /// Whether `end` was asked.
     public var ending: Bool
+    /// Who asked it to end (nil: nobody, or its run style ended it).
+    public var endOrigin: StopOrigin? = nil
 }

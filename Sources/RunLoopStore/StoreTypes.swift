@@ -85,8 +85,9 @@ public struct StoredThread: Sendable, Equatable {
     public var createdAt: Double?
     /// When it ended; nil while it runs.
     public var endedAt: Double?
-    /// How it ended: the cause code of its final exit (`service_stopping`,
-    /// `end_request`, …), `ended`, or `lost` when its process died.
+    /// How it ended: who ended it (`service_stopping`, `thread_ending` for
+    /// `DELETE /api/threads/{id}`), else the cause code of its final exit (a
+    /// run style that ends its thread), `ended`, or `lost` when its process died.
     public var endedHow: String?
     /// Its last run exit (JSON), if it ran.
     public var lastExit: String?

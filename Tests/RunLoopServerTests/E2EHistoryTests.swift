@@ -97,7 +97,7 @@ struct E2EHistoryTests {
         #expect(loopRow["live"] == false)
         #expect(loopRow["final", "runs"].number != nil)
         let manualRow = try #require(rows.first { $0["thread"] == .string(manual) })
-        #expect(manualRow["endedHow"].string != nil)
+        #expect(manualRow["endedHow"] == "thread_ending")
         #expect(manualRow["endedHow"] != "lost")
 
         let performs = try await c.get("/api/history?instance=clean&type=perform&order=asc")

@@ -37,6 +37,10 @@ public enum StopOrigin: Sendable, Hashable {
     case threadEnding
     /// The whole service is stopping.
     case serviceStopping
+
+    /// The exit-cause code a run stopped this way gets (`stop_request`,
+    /// `stop_selector`, `thread_ending`, `service_stopping`).
+    public var code: String { ExitCause.stop(self).code }
 }
 
 /// What emptied a mode: the last item whose removal left it without sources

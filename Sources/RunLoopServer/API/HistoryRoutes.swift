@@ -39,12 +39,21 @@ extension API {
             let bootFilter = boot
             let current = (history.instance.id, history.status.boot)
             let live = Set(registry.allWorkers.filter { !$0.hasExited }.map(\.id))
+            let beat = history.options.heartbeatInterval
             read(ctx, history) { store in
                 let threads = try store.threads(instance: instanceId, boot: bootFilter, limit: limit)
+                // Another instance that stopped answering: its unended threads are lost too.
+                let now = Date().timeIntervalSince1970
+                let gone = Set(
+                    try store.instances().filter {
+                        $0.id != current.0 && $0.stoppedAt == nil && now - $0.heartbeatAt > beat * 3
+                    }.map(\.id))
                 return [
                     "threads": .array(
                         threads.map { t in
-                            Rep.storedThread(
+                            var t = t
+                            if t.endedAt == nil, gone.contains(t.instance) { t.endedHow = "lost" }
+                            return Rep.storedThread(
                                 t,
                                 live: t.instance == current.0 && t.boot == current.1 && t.endedAt == nil
                                     && live.contains(t.thread))

@@ -423,7 +423,7 @@ final class HistoryRecorder: Sendable {
             case .thread(let snapshot, let change) where change == .exited:
                 row = StoredThread(
                     instance: instance, boot: boot, thread: snapshot.id, endedAt: at,
-                    endedHow: snapshot.lastExit?.cause?.code ?? "ended",
+                    endedHow: snapshot.endOrigin?.code ?? snapshot.lastExit?.cause?.code ?? "ended",
                     lastExit: snapshot.lastExit.map { JSON.string(Rep.exit($0)) },
                     final: JSON.string(Rep.thread(snapshot)))
             case .runExit(let id, let exit):
