@@ -11,7 +11,7 @@ OUT=${BENCH_OUT:-$SCRATCH/results}
 REPORT=${BENCH_REPORT:-BENCHMARKS.md}
 SWIFT=${SWIFT:-swift}
 benches=("$@")
-[ ${#benches[@]} -eq 0 ] && benches=(hop wakeup trace timers idle scale)
+[ ${#benches[@]} -eq 0 ] && benches=(hop wakeup trace store timers idle scale)
 
 # wrk (Debian) for the HTTP hop; libmicrohttpd-dev for the bare baseline.
 need=()
@@ -43,6 +43,7 @@ for bench in "${benches[@]}"; do
     trace)  "$BIN/rlbench" trace --runloopd "$BIN/runloopd" --out "$OUT" ;;
     hop)    "$BIN/rlbench" hop --runloopd "$BIN/runloopd" --hello "$SCRATCH/hello" --minimal-hop "$SCRATCH/minimal-hop" --out "$OUT" ;;
     scale)  "$BIN/rlbench" scale --runloopd "$BIN/runloopd" --out "$OUT" ;;
+    store)  "$BIN/rlbench" store --runloopd "$BIN/runloopd" --out "$OUT" ;;
     wakeup|timers|idle) "$BIN/rlbench" "$bench" --out "$OUT" ;;
     *) echo "unknown benchmark: $bench" >&2; exit 2 ;;
   esac 2>&1 | tee "$OUT/$bench.log"

@@ -24,6 +24,40 @@ enum HopBenchmark {
         var requests: Int
     }
 
+    /// Two servers under the same wrk load, `rounds` times, sides alternating
+    /// (A B, then B A); after a 2 s warm-up of each. Per round: req/s of each,
+    /// the ratio A/B, the steal; a Markdown table of the rounds.
+    static func alternate(
+        _ label: String, a: (port: UInt16, path: String), b: (port: UInt16, path: String), rounds: Int, seconds: Int,
+        script: String?, columns: (String, String)
+    ) -> (a: [Double], b: [Double], ratios: [Double], steals: [Double], clean: Bool, rows: String) {
+        _ = wrk(port: a.port, path: a.path, seconds: 2, script: script)
+        _ = wrk(port: b.port, path: b.path, seconds: 2, script: script)
+        var (aAll, bAll, ratios, steals, clean) = ([Double](), [Double](), [Double](), [Double](), true)
+        var rows = "| round | \(columns.0) | \(columns.1) | ratio | steal |\n|---|---|---|---|---|\n"
+        for round in 1...rounds {
+            let result = measureClean("\(label) round \(round)") { () -> (Double, Double) in
+                let runA = { wrk(port: a.port, path: a.path, seconds: seconds, script: script).rps }
+                let runB = { wrk(port: b.port, path: b.path, seconds: seconds, script: script).rps }
+                if round % 2 == 1 {
+                    let first = runA()
+                    return (first, runB())
+                }
+                let first = runB()
+                return (runA(), first)
+            }
+            let (x, y) = result.value
+            aAll.append(x)
+            bAll.append(y)
+            ratios.append(x / y)
+            steals.append(result.steal)
+            clean = clean && result.clean
+            rows +=
+                "| \(round) | \(fmt(x, 0)) | \(fmt(y, 0)) | \(fmt(x / y, 3)) | \(fmt(result.steal, 1)) %\(result.clean ? "" : " (contaminated)") |\n"
+        }
+        return (aAll, bAll, ratios, steals, clean, rows)
+    }
+
     static func wrk(port: UInt16, path: String, seconds: Int, script: String?, connections: Int = 16) -> WrkResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")

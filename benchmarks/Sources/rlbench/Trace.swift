@@ -78,35 +78,11 @@ enum TraceBenchmark {
             tracedServer.stop(signal: SIGINT, grace: 8)
             plainServer.stop(signal: SIGINT, grace: 8)
         }
-        _ = HopBenchmark.wrk(port: tracedServer.port, path: tracedPath, seconds: 2, script: scriptPath)
-        _ = HopBenchmark.wrk(port: plainServer.port, path: plainPath, seconds: 2, script: scriptPath)
-        var hopRatios: [Double] = []
-        var hopSteals: [Double] = []
-        var hopClean = true
-        var aAll: [Double] = []
-        var bAll: [Double] = []
-        rows += "\n| hop round | traced req/s | --no-trace req/s | ratio | steal |\n|---|---|---|---|---|\n"
-        for round in 1...rounds {
-            let result = measureClean("trace hop round \(round)") { () -> (Double, Double) in
-                let traced = { HopBenchmark.wrk(port: tracedServer.port, path: tracedPath, seconds: seconds, script: scriptPath) }
-                let plain = { HopBenchmark.wrk(port: plainServer.port, path: plainPath, seconds: seconds, script: scriptPath) }
-                // A B, then B A: neither side always runs first.
-                if round % 2 == 1 {
-                    let a = traced()
-                    return (a.rps, plain().rps)
-                }
-                let b = plain()
-                return (traced().rps, b.rps)
-            }
-            let (a, b) = result.value
-            aAll.append(a)
-            bAll.append(b)
-            hopRatios.append(a / b)
-            hopSteals.append(result.steal)
-            hopClean = hopClean && result.clean
-            rows +=
-                "| \(round) | \(fmt(a, 0)) | \(fmt(b, 0)) | \(fmt(a / b, 3)) | \(fmt(result.steal, 1)) %\(result.clean ? "" : " (contaminated)") |\n"
-        }
+        let duel = HopBenchmark.alternate(
+            "trace hop", a: (tracedServer.port, tracedPath), b: (plainServer.port, plainPath), rounds: rounds,
+            seconds: seconds, script: scriptPath, columns: ("traced req/s", "--no-trace req/s"))
+        let (aAll, bAll, hopRatios, hopSteals, hopClean) = (duel.a, duel.b, duel.ratios, duel.steals, duel.clean)
+        rows += "\n" + duel.rows
         let hopRatio = median(hopRatios)
         section.figures.append(
             Figure(
