@@ -3154,9 +3154,10 @@ enum OpenAPISpec {
             "required": false,
             "style": "form",
             "explode": false,
-            "description": "only these event types, comma-separated (e.g. run-exit,warning); another name is 400 bad_value",
+            "description": "only these event types, comma-separated (e.g. run-exit,warning); another name, or an empty value, is 400 bad_value (leave the parameter out for every type)",
             "schema": {
               "type": "array",
+              "minItems": 1,
               "items": {
                 "type": "string",
                 "enum": [
