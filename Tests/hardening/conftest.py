@@ -38,7 +38,9 @@ class Server:
         self.log_path = os.path.join(self.dir, "server.log")
         self.log = open(self.log_path, "wb")
         args = [BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
-                "--log-level", log_level, "--public-dir", os.path.join(self.dir, "public"), *flags]
+                "--log-level", log_level, "--public-dir", os.path.join(self.dir, "public"),
+                # Its history store (SQLite) in its own folder, not the user's state directory.
+                "--data-dir", os.path.join(self.dir, "data"), *flags]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
         deadline = time.monotonic() + 15
