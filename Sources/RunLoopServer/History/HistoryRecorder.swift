@@ -304,8 +304,13 @@ final class HistoryRecorder: Sendable {
         var lastBeat = Monotonic.now()
         var lastPrune = Monotonic.now()
         var backoff = 0.0
+        // Heartbeats matter to a fleet (PostgreSQL: others judge this instance by
+        // them). An idle SQLite runloopd wakes for nothing: its heartbeat and its
+        // retention ride on the commits of events.
+        let beats = store.kind != "sqlite"
         while true {
-            let due = min(lastBeat + options.heartbeatInterval, lastPrune + options.retentionInterval)
+            let due =
+                beats ? min(lastBeat + options.heartbeatInterval, lastPrune + options.retentionInterval) : .infinity
             let sleep = backoff > 0 ? backoff : max(0, due - Monotonic.now())
             state.withLock(
                 when: { $0.stopping || $0.flushWanted || (backoff == 0 && !$0.queue.isEmpty) }, timeout: sleep
@@ -321,7 +326,7 @@ final class HistoryRecorder: Sendable {
                 return (batch, s.stopping)
             }
             var ok = state.withLock { $0.status.registered } || register()
-            if ok && (!items.isEmpty || Monotonic.now() - lastBeat >= options.heartbeatInterval) {
+            if ok && (!items.isEmpty || (beats && Monotonic.now() - lastBeat >= options.heartbeatInterval)) {
                 let started = Monotonic.now()
                 do {
                     try store.write(batch(items))
