@@ -9416,12 +9416,12 @@ enum OpenAPISpec {
             "type": "integer"
           },
           "replayed": {
-            "description": "how many kept events were found after it and replayed (this count includes the request and instance events, which are kept but never sent on the stream)",
+            "description": "how many kept events were sent before this event (request and instance events are kept for /api/history but are not stream events, so they are neither sent nor counted)",
             "type": "integer",
             "minimum": 0
           },
           "truncated": {
-            "description": "true when more events than --replay-limit were found and only the oldest --replay-limit were counted; the store is read for at most --replay-limit events, so when replayed equals --replay-limit, more may be kept: read the rest from /api/history",
+            "description": "true when more than --replay-limit kept events follow lastEventId: only the oldest --replay-limit were sent; read the rest from /api/history",
             "type": "boolean"
           },
           "error": {
