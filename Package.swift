@@ -52,6 +52,7 @@ let package = Package(
             name: "RunLoopServer",
             // openapi.json is compiled in as OpenAPISpec.generated.swift (scripts/embed-openapi.sh).
             dependencies: [
+                "CLinux",
                 "Primitives",
                 "RunLoopCore",
                 "MicroHTTP",

@@ -1,3 +1,4 @@
+import CLinux
 import DequeModule
 import Foundation
 import Logging
@@ -211,7 +212,13 @@ final class HistoryRecorder: Sendable {
     func start(instance: InstanceRecord) {
         state.withLock { $0.instance = instance }
         register(atStart: true)
-        let thread = Thread { [self] in writerLoop() }
+        let thread = Thread { [self] in
+            // Below the loops and the HTTP thread: when the CPUs are saturated,
+            // the queue absorbs the difference (and, full, drops the oldest)
+            // rather than the loops waiting for the store.
+            setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(clinux_gettid()), Self.writerNice)
+            writerLoop()
+        }
         thread.name = "rl-store"
         thread.start()
     }
@@ -367,6 +374,9 @@ final class HistoryRecorder: Sendable {
         state.notifyAll()
     }
 
+    /// The writer thread's nice value (higher: less CPU when the CPUs are busy).
+    static let writerNice: Int32 = 5
+
     /// Most events in one transaction.
     static let maxBatch = 5_000
 
@@ -452,9 +462,10 @@ final class HistoryRecorder: Sendable {
                 ("path", JSON.quoted(path)), ("status", String(status)), ("requestId", JSON.quoted(requestId)),
             ]
             if let thread { head.append(("thread", JSON.quoted(thread))) }
-            // The body as JSON when it is JSON (checked: a refused body may not be), else as a string.
+            // The body as JSON when it is JSON, else as a string: an accepted
+            // body was read as JSON by its route; a refused one is checked.
             if !requestBody.isEmpty {
-                let valid = (try? JSONReader.parse(requestBody)) != nil
+                let valid = status < 300 || (try? JSONReader.parse(requestBody)) != nil
                 head.append(("body", valid ? String(decoding: requestBody, as: UTF8.self) : JSON.quoted(String(decoding: requestBody, as: UTF8.self))))
             }
             // runloopd's own answers are JSON documents: spliced as they were sent.
