@@ -148,7 +148,7 @@ final class HistoryRecorder: Sendable {
     private struct State {
         var queue = Deque<Queued>()
         /// Taken by the writer, not yet committed (for a resumed stream).
-        var inFlight: [Queued] = []
+        var inFlight = Deque<Queued>()
         var status = Status()
         var stopping = false
         var flushWanted = false
@@ -217,9 +217,9 @@ final class HistoryRecorder: Sendable {
             // the queue absorbs the difference (and, full, drops the oldest)
             // rather than the loops waiting for the store.
             setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(clinux_gettid()), Self.writerNice)
+            _ = clinux_set_thread_name("rl-store")
             writerLoop()
         }
-        thread.name = "rl-store"
         thread.start()
     }
 
@@ -325,13 +325,15 @@ final class HistoryRecorder: Sendable {
             // One commit per flushInterval at most: later events join this batch.
             let early = lastCommit + options.flushInterval - Monotonic.now()
             if early > 0 { state.withLock(when: { $0.stopping || $0.flushWanted }, timeout: early) { _, _ in } }
-            let (items, stopping) = state.withLock { s -> ([Queued], Bool) in
+            // The whole queue changes hands in O(1): the recording threads
+            // never wait behind a copy (a transaction holds up to --store-queue events).
+            let (taken, stopping) = state.withLock { s -> (Deque<Queued>, Bool) in
                 s.flushWanted = false
-                let batch = Array(s.queue.prefix(Self.maxBatch))
-                s.queue.removeFirst(batch.count)
-                s.inFlight = batch
-                return (batch, s.stopping)
+                s.inFlight = s.queue
+                s.queue = Deque()
+                return (s.inFlight, s.stopping)
             }
+            let items = Array(taken)
             var ok = state.withLock { $0.status.registered } || register()
             if ok && (!items.isEmpty || (beats && Monotonic.now() - lastBeat >= options.heartbeatInterval)) {
                 let started = Monotonic.now()
@@ -376,9 +378,6 @@ final class HistoryRecorder: Sendable {
 
     /// The writer thread's nice value (higher: less CPU when the CPUs are busy).
     static let writerNice: Int32 = 5
-
-    /// Most events in one transaction.
-    static let maxBatch = 5_000
 
     /// Puts an uncommitted batch back at the front (the queue's bound still holds: the oldest go first).
     private func requeue(_ items: [Queued]) {
@@ -515,7 +514,7 @@ final class HistoryRecorder: Sendable {
     /// stream: they are not in the store yet), oldest first.
     func pending(after: Int64) -> [StoredEvent] {
         let (items, boot, instance) = state.withLock { s in
-            (s.inFlight + s.queue.filter { $0.seq > after }, s.status.boot, s.instance)
+            (Array(s.inFlight) + s.queue.filter { $0.seq > after }, s.status.boot, s.instance)
         }
         return items.filter { $0.seq > after }.map { Self.stored($0, instance: instance.id, boot: boot).0 }
     }
