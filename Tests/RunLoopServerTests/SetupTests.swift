@@ -253,12 +253,13 @@ struct SetupTests {
 
     @Test("while the setup is applied, /readyz and /api answer 503 not_ready and /healthz 200")
     func notReadyWhileApplying() async throws {
-        // A perform that waits 3 s on a thread that never runs holds the setup that long.
+        // A perform that waits 12 s on a thread that never runs holds the setup that long
+        // (long enough for the checks below on a machine busy with the whole suite).
         let file = try Self.write([
             "threads": [
                 [
                     "run": ["style": "manual"],
-                    "performs": [["selector": "echo", "waitUntilDone": true, "timeout": 3]],
+                    "performs": [["selector": "echo", "waitUntilDone": true, "timeout": 12]],
                 ]
             ]
         ])
@@ -278,7 +279,7 @@ struct SetupTests {
         #expect(threads["error", "code"] == "not_ready")
         #expect(threads["error", "message"] == "runloopd is applying its --setup")
         #expect(try await c.get("/healthz").status == 200)
-        _ = try await c.poll("/readyz", timeout: 20) { $0.status == 200 }
+        _ = try await c.poll("/readyz", timeout: 40) { $0.status == 200 }
         let export = try await c.get("/api/setup")
         #expect(export.json["threads"].items.first?["performs"].items.count == 1)
     }
