@@ -436,7 +436,9 @@ final class HistoryRecorder: Sendable {
             let (name, id, data) = EventHub.describe(event)
             (type, thread) = (name, id.isEmpty ? nil : id)
             let object = data.object ?? [:]
-            if object["at"] == nil { head.append(("at", JSON.quoted(Timestamp.string(Date(timeIntervalSince1970: at))))) }
+            if object["at"] == nil {
+                head.append(("at", JSON.quoted(Timestamp.string(Date(timeIntervalSince1970: at)))))
+            }
             if let thread, object["thread"] == nil { head.append(("thread", JSON.quoted(thread))) }
             body = JSON.serialize(data)
             switch event {
@@ -465,7 +467,13 @@ final class HistoryRecorder: Sendable {
             // body was read as JSON by its route; a refused one is checked.
             if !requestBody.isEmpty {
                 let valid = status < 300 || (try? JSONReader.parse(requestBody)) != nil
-                head.append(("body", valid ? String(decoding: requestBody, as: UTF8.self) : JSON.quoted(String(decoding: requestBody, as: UTF8.self))))
+                head.append(
+                    (
+                        "body",
+                        valid
+                            ? String(decoding: requestBody, as: UTF8.self)
+                            : JSON.quoted(String(decoding: requestBody, as: UTF8.self))
+                    ))
             }
             // runloopd's own answers are JSON documents: spliced as they were sent.
             if let first = answer.first, first == UInt8(ascii: "{") || first == UInt8(ascii: "[") {
