@@ -9080,7 +9080,7 @@ enum OpenAPISpec {
             "format": "date-time"
           },
           "endedHow": {
-            "description": "how it ended: the cause code of its final exit (service_stopping after a clean stop, thread_ending after DELETE, …), ended (it ended without a run exit with a cause), lost (its process died: marked at the next start of the same instance id); null while it runs",
+            "description": "how it ended: who ended it (service_stopping after a clean stop, thread_ending after DELETE /api/threads/{id}); for a thread whose run style ended it, the cause code of its final exit; ended (no cause known); lost (its process died: marked at the next start of the same instance id, or read so while another instance has stopped answering); null while it runs",
             "type": [
               "string",
               "null"
