@@ -71,7 +71,9 @@ struct E2EScenarioTests {
             let ran = try await run
             #expect(ran["exitReason"] == "handledSource")
             #expect(ran["code"] == 4)
-            #expect((ran["durationMs"].number ?? 1e9) < 10_000)
+            // Before the 20 s run could time out (under ThreadSanitizer with the whole
+            // suite in parallel, the wait and the signal alone took 14 s once).
+            #expect((ran["durationMs"].number ?? 1e9) < 19_000)
             let after = try await c.get("/api/threads/\(t)/sources/\(s)")
             #expect(after["fired"] == 1)
         }
