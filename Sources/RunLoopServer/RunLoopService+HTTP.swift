@@ -26,8 +26,11 @@ extension RunLoopService {
         let metrics = self.metrics
         // One look at the running state per request: the guard, the port, the control loop
         // (none for /api while --setup is applied: nobody sees a half-built setup).
-        let (requestGuard, boundPort, control, settingUp) = running.withLock {
-            ($0.requestGuard, $0.boundPort, $0.accepting && !$0.applyingSetup ? $0.control : nil, $0.applyingSetup)
+        let (requestGuard, boundPort, control, settingUp, starting) = running.withLock {
+            (
+                $0.requestGuard, $0.boundPort, $0.accepting && !$0.applyingSetup ? $0.control : nil,
+                $0.applyingSetup, !$0.accepting && !$0.stopped
+            )
         }
         let isDashboard = route == "static"
         let changes = request.method == "POST" || request.method == "DELETE"
@@ -103,8 +106,10 @@ extension RunLoopService {
             guard let control else {
                 answer(
                     APIResponses.error(
-                        status: 503, code: settingUp ? "not_ready" : "shutting_down",
-                        message: settingUp ? "runloopd is applying its --setup" : "runloopd is not accepting requests",
+                        status: 503, code: settingUp || starting ? "not_ready" : "shutting_down",
+                        message: settingUp
+                            ? "runloopd is applying its --setup"
+                            : starting ? "runloopd is starting" : "runloopd is not accepting requests",
                         headers: [("Retry-After", "1")]))
                 return
             }

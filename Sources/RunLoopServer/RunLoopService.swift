@@ -171,6 +171,8 @@ public final class RunLoopService: Sendable {
             $0.router = api.makeRouter()
             $0.server = server
             $0.requestGuard = requestGuard
+            // From the first connection on, /api says why it waits.
+            $0.applyingSetup = configuration.setup != nil
         }
         do {
             try server.start()
@@ -183,7 +185,6 @@ public final class RunLoopService: Sendable {
         running.withLock {
             $0.boundPort = server.port
             $0.accepting = true
-            $0.applyingSetup = configuration.setup != nil
         }
         logger.info(
             "runloopd listening",
