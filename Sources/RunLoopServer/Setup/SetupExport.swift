@@ -35,8 +35,11 @@ extension Setup {
         object["run"] = .object(run)
         let common = worker.modes().common.filter { $0 != "default" }
         if !common.isEmpty { object["commonModes"] = .array(common.map(Value.string)) }
-        object["sources"] = .array(worker.sourceSnapshots().filter { $0.role == .user && $0.valid }.map(source))
-        object["timers"] = .array(worker.timerSnapshots().filter { $0.role == .user && $0.valid }.map(timer))
+        // An item removed from every mode is inert (it never fires) and a request cannot create it so: left out.
+        object["sources"] = .array(
+            worker.sourceSnapshots().filter { $0.role == .user && $0.valid && !$0.modes.isEmpty }.map(source))
+        object["timers"] = .array(
+            worker.timerSnapshots().filter { $0.role == .user && $0.valid && !$0.modes.isEmpty }.map(timer))
         object["observers"] = .array(worker.observerSnapshots().filter(\.valid).map(observer))
         let queue = worker.taskSnapshot()
         object["tasksSuspended"] = .bool(queue.suspended)
