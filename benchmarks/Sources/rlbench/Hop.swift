@@ -24,6 +24,37 @@ enum HopBenchmark {
         var requests: Int
     }
 
+    /// The perform every HTTP benchmark sends: echo, waiting for the result.
+    static let performBody = #"{"selector":"echo","args":{"n":1},"waitUntilDone":true}"#
+
+    /// A wrk script that POSTs `performBody` (written once per name).
+    static func performScript(_ name: String) -> String {
+        let path = NSTemporaryDirectory() + "rlbench-\(name)-perform.lua"
+        try? """
+            wrk.method = "POST"
+            wrk.body = '\(performBody)'
+            wrk.headers["Content-Type"] = "application/json"
+
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// A runloopd (`--log-level error` plus `extra`) with one default thread
+    /// named `thread`: the server and its perform path.
+    static func serverWithThread(
+        runloopd: String, publicDir: String, thread: String, extra: [String]
+    ) -> (ServerProcess, String) {
+        do {
+            let server = try ServerProcess.runloopd(
+                binary: URL(fileURLWithPath: runloopd),
+                arguments: ["--public-dir", publicDir, "--log-level", "error"] + extra)
+            let client = try TestHTTPConnection(port: server.port)
+            let created = try client.json("POST", "/api/threads", body: #"{"name":"\#(thread)"}"#)
+            guard let id = threadIdentifier(created.text) else { fatalError("no thread") }
+            return (server, "/api/threads/\(id)/perform")
+        } catch { fatalError("\(error)") }
+    }
+
     /// Two servers under the same wrk load, `rounds` times, sides alternating
     /// (A B, then B A); after a 2 s warm-up of each. Per round: req/s of each,
     /// the ratio A/B, the steal; a Markdown table of the rounds.
@@ -136,15 +167,8 @@ enum HopBenchmark {
         var section = Section(
             id: "hop", title: "HTTP hop: runloopd vs bare libmicrohttpd and a minimal CF hop (wrk -t1)",
             command: "rlbench hop")
-        let scriptPath = NSTemporaryDirectory() + "rlbench-perform.lua"
-        let performBody = #"{"selector":"echo","args":{"n":1},"waitUntilDone":true}"#
-        let lua = """
-            wrk.method = "POST"
-            wrk.body = '\(performBody)'
-            wrk.headers["Content-Type"] = "application/json"
-
-            """
-        try? lua.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        let scriptPath = performScript("hop")
+        let performBody = Self.performBody
 
         var servers: [ServerProcess] = []
         defer { for server in servers { server.stop(signal: SIGINT, grace: 8) } }

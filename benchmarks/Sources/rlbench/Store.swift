@@ -12,25 +12,10 @@ enum StoreBenchmark {
         var section = Section(
             id: "store", title: "The history store's cost: SQLite store on (default) vs --no-store",
             command: "rlbench store")
-        let scriptPath = NSTemporaryDirectory() + "rlbench-store-perform.lua"
-        let performBody = #"{"selector":"echo","args":{"n":1},"waitUntilDone":true}"#
-        try? """
-            wrk.method = "POST"
-            wrk.body = '\(performBody)'
-            wrk.headers["Content-Type"] = "application/json"
-
-            """.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        let scriptPath = HopBenchmark.performScript("store")
+        // ServerProcess gives each server its own XDG_STATE_HOME: the store is a fresh file.
         func launch(_ extra: [String]) -> (ServerProcess, String) {
-            do {
-                // ServerProcess gives each server its own XDG_STATE_HOME: the store is a fresh file.
-                let server = try ServerProcess.runloopd(
-                    binary: URL(fileURLWithPath: runloopd),
-                    arguments: ["--public-dir", publicDir, "--log-level", "error"] + extra)
-                let client = try TestHTTPConnection(port: server.port)
-                let created = try client.json("POST", "/api/threads", body: #"{"name":"bench-store"}"#)
-                guard let id = HopBenchmark.threadIdentifier(created.text) else { fatalError("no thread") }
-                return (server, "/api/threads/\(id)/perform")
-            } catch { fatalError("\(error)") }
+            HopBenchmark.serverWithThread(runloopd: runloopd, publicDir: publicDir, thread: "bench-store", extra: extra)
         }
         let (stored, storedPath) = launch([])
         let (plain, plainPath) = launch(["--no-store"])

@@ -53,24 +53,9 @@ enum TraceBenchmark {
                 goal: "≤ 1.05× off", pass: ratio <= 1.05, steal: steals.max() ?? 0, clean: clean))
 
         // The HTTP hop: perform echo + waitUntilDone through runloopd, traced vs not.
-        let scriptPath = NSTemporaryDirectory() + "rlbench-trace-perform.lua"
-        let performBody = #"{"selector":"echo","args":{"n":1},"waitUntilDone":true}"#
-        try? """
-            wrk.method = "POST"
-            wrk.body = '\(performBody)'
-            wrk.headers["Content-Type"] = "application/json"
-
-            """.write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        let scriptPath = HopBenchmark.performScript("trace")
         func launch(_ extra: [String]) -> (ServerProcess, String) {
-            do {
-                let server = try ServerProcess.runloopd(
-                    binary: URL(fileURLWithPath: runloopd),
-                    arguments: ["--public-dir", publicDir, "--log-level", "error"] + extra)
-                let client = try TestHTTPConnection(port: server.port)
-                let created = try client.json("POST", "/api/threads", body: #"{"name":"bench-trace"}"#)
-                guard let id = HopBenchmark.threadIdentifier(created.text) else { fatalError("no thread") }
-                return (server, "/api/threads/\(id)/perform")
-            } catch { fatalError("\(error)") }
+            HopBenchmark.serverWithThread(runloopd: runloopd, publicDir: publicDir, thread: "bench-trace", extra: extra)
         }
         let (tracedServer, tracedPath) = launch([])
         let (plainServer, plainPath) = launch(["--no-trace"])
