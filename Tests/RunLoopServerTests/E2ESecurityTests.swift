@@ -267,33 +267,6 @@ struct E2ESecurityTests {
 
     // MARK: - Start-up
 
-    /// Runs the binary with `arguments` until it exits (killed after 20 s): its
-    /// status and output. The output is read to its end (the child's exit closes
-    /// the pipe), so nothing waits on a readability callback.
-    private func runToExit(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32?, String) {
-        guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
-            .merging(environment) { _, given in given }
-        let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = pipe
-        let exited = E2EMonitor<Int32?>(nil)
-        process.terminationHandler = { finished in
-            let status = finished.terminationStatus
-            exited.update { $0 = status }
-        }
-        try process.run()
-        let watchdog = DispatchWorkItem { [process] in if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        watchdog.cancel()
-        exited.wait(timeout: 20) { $0 != nil }
-        return (exited.value, String(decoding: data, as: UTF8.self))
-    }
-
     @Test(
         "start-up: a non-loopback bind without a token refuses to start and says how to set one or --no-auth",
         arguments: [
@@ -301,7 +274,7 @@ struct E2ESecurityTests {
             ([], ["RUNLOOPD_HOST": "0.0.0.0"]), (["--host", "0.0.0.0", "--token", ""], [:]),
         ])
     func refusesOpenNetworkBind(arguments: [String], environment: [String: String]) throws {
-        let (status, log) = try runToExit(["serve", "--port", "0"] + arguments, environment: environment)
+        let (status, log) = try RunLoopd.runToExit(["serve", "--port", "0"] + arguments, environment: environment)
         #expect(status == 1, "\(log)")
         for hint in ["RUNLOOPD_TOKEN", "--token-file", "--no-auth", "127.0.0.1"] {
             #expect(log.contains(hint), "\(hint): \(log)")
@@ -320,14 +293,16 @@ struct E2ESecurityTests {
             ([], ["RUNLOOPD_ALLOWED_ORIGIN": "null"], "--allowed-origin 'null'"),
         ]
         for (arguments, environment, message) in cases {
-            let (status, log) = try runToExit(["serve", "--port", "0"] + arguments, environment: environment)
+            let (status, log) = try RunLoopd.runToExit(["serve", "--port", "0"] + arguments, environment: environment)
             #expect(status != 0 && status != nil, "\(arguments): \(log)")
             #expect(log.contains(message), "\(arguments): \(log)")
         }
         let empty = FileManager.default.temporaryDirectory.appendingPathComponent("empty-token-\(UUID().uuidString)")
         try Data(" \n".utf8).write(to: empty)
         defer { try? FileManager.default.removeItem(at: empty) }
-        let (status, log) = try runToExit(["serve", "--port", "0", "--host", "0.0.0.0", "--token-file", empty.path])
+        let (status, log) = try RunLoopd.runToExit([
+            "serve", "--port", "0", "--host", "0.0.0.0", "--token-file", empty.path,
+        ])
         #expect(status == 1)
         #expect(log.contains("is empty"), "\(log)")
     }

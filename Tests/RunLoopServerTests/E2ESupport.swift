@@ -87,6 +87,33 @@ extension ServerProcess {
             binary: binary, arguments: ["--public-dir", E2EPaths.publicDirectory] + arguments, environment: environment)
     }
 
+    /// Runs the binary with `arguments` until it exits (killed after 20 s): its
+    /// status and output. The output is read to its end (the child's exit closes
+    /// the pipe), so nothing waits on a readability callback.
+    static func runToExit(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32?, String) {
+        guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
+            .merging(environment) { _, given in given }
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = pipe
+        let exited = E2EMonitor<Int32?>(nil)
+        process.terminationHandler = { finished in
+            let status = finished.terminationStatus
+            exited.update { $0 = status }
+        }
+        try process.run()
+        let watchdog = DispatchWorkItem { [process] in if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        watchdog.cancel()
+        exited.wait(timeout: 20) { $0 != nil }
+        return (exited.value, String(decoding: data, as: UTF8.self))
+    }
+
     /// Runs `body` against a fresh server and always stops it.
     static func with<T>(_ arguments: [String] = [], _ body: (RunLoopd) async throws -> T) async throws -> T {
         let server = try start(arguments)

@@ -205,7 +205,7 @@ struct SetupTests {
     func badFile(name: String, content: String, messages: [String]) throws {
         let file = try Self.write(Data(content.utf8))
         defer { try? FileManager.default.removeItem(at: file) }
-        let (status, log) = try Self.runToExit(["--port", "0", "--setup", file.path])
+        let (status, log) = try RunLoopd.runToExit(["--port", "0", "--setup", file.path])
         #expect(status == 78, "\(name): \(log)")
         #expect(log.contains("cannot start: setup file \(file.path): "), "\(name): \(log)")
         for message in messages { #expect(log.contains(message), "\(name): \(message) in \(log)") }
@@ -216,7 +216,7 @@ struct SetupTests {
     func missingFile() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("no-such-setup-\(UUID().uuidString)")
             .path
-        let (status, log) = try Self.runToExit(["--port", "0", "--setup", path])
+        let (status, log) = try RunLoopd.runToExit(["--port", "0", "--setup", path])
         #expect(status == 78, "\(log)")
         #expect(log.contains("setup file \(path): cannot be read"), "\(log)")
     }
@@ -284,29 +284,5 @@ struct SetupTests {
         #expect(threads.status == 503)
         #expect(threads["error", "code"] == "not_ready")
         #expect(threads["error", "message"] == "runloopd is applying its --setup")
-    }
-
-    /// Runs `runloopd arguments` until it exits (at most 20 s): its status and output.
-    static func runToExit(_ arguments: [String]) throws -> (Int32?, String) {
-        guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
-        let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = pipe
-        let exited = E2EMonitor<Int32?>(nil)
-        process.terminationHandler = { finished in
-            let status = finished.terminationStatus
-            exited.update { $0 = status }
-        }
-        try process.run()
-        let watchdog = DispatchWorkItem { [process] in if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        watchdog.cancel()
-        exited.wait(timeout: 20) { $0 != nil }
-        return (exited.value, String(decoding: data, as: UTF8.self))
     }
 }
