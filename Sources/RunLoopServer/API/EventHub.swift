@@ -142,9 +142,7 @@ final class EventHub: Sendable {
     }
 
     /// The kept types a stream carries (requests and instance events are history only).
-    static let replayedTypes = [
-        "thread", "run-exit", "perform", "source-mode", "timer-mode", "task", "warning", "stall", "stall-ended",
-    ]
+    static let replayedTypes = API.historyTypes.filter { $0 != "request" && $0 != "instance" }
 
     /// Publishes one engine event (its id from the service's sequence) to
     /// every interested client.
