@@ -202,15 +202,15 @@ struct E2EExplainCauseTests {
 
     @Test("service_stopping: SIGTERM stops every run; the log names each thread's final exit and its cause")
     func serviceStopping() async throws {
-        let server = try RunLoopd.start(["--log-format", "json"])
+        let server = try await RunLoopd.started(["--log-format", "json"])
         defer { server.stop() }
         let c = server.client
         let t = try await c.createThread(["run": ["style": "loop", "seconds": 60]])
         try await c.waitUntilWaiting(t, timeout: 60)
         server.send(signal: SIGTERM)
-        #expect(server.waitForExit(timeout: 20) == 0, "\(server.log)")
+        #expect(await server.exited(timeout: 20) == 0, "\(server.log)")
         // The exit status may arrive before the last of stderr does.
-        #expect(server.output.wait(timeout: 10) { $0.log.contains("runloopd stopped") }, "\(server.log)")
+        #expect(await server.logged(timeout: 10) { $0.contains("runloopd stopped") }, "\(server.log)")
         let lines = server.log.split(separator: "\n").compactMap { try? JSON.parse(Array($0.utf8)) }
         let ended = lines.first { $0["msg"] == "thread ended" && $0["thread"] == .string(t) }
         let finalExit = try #require(ended?["finalExit"].string, "\(server.log)")

@@ -50,10 +50,13 @@ struct E2EHistoryTests {
         }
 
         /// Stops and waits for every worker's last request.
-        func stop() -> [Int: Int] {
-            running.withLock { $0 = false }
-            done.withLock(when: { $0 == workers }, timeout: 30) { _, _ in }
-            return statuses.withLock { $0 }
+        /// Ends the load and waits (off the cooperative pool) for its workers; the statuses seen.
+        func stop() async -> [Int: Int] {
+            await offThePool { [self] in
+                running.withLock { $0 = false }
+                done.withLock(when: { $0 == workers }, timeout: 30) { _, _ in }
+                return statuses.withLock { $0 }
+            }
         }
     }
 
@@ -71,7 +74,7 @@ struct E2EHistoryTests {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let args = ["--data-dir", dir.path, "--instance-id", "clean"]
-        var server = try RunLoopd.start(args)
+        var server = try await RunLoopd.started(args)
         var c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
         for n in 1...3 {
@@ -82,10 +85,10 @@ struct E2EHistoryTests {
         }
         let manual = try await c.manualThread()
         #expect(try await c.delete("/api/threads/\(manual)").status == 200)
-        server.stop()
+        await server.stopped()
         #expect(server.log.contains("history store open"))
 
-        server = try RunLoopd.start(args)
+        server = try await RunLoopd.started(args)
         defer { server.stop() }
         c = server.client
         let threads = try await c.get("/api/history/threads?instance=clean&boot=1")
@@ -117,7 +120,7 @@ struct E2EHistoryTests {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let args = ["--data-dir", dir.path, "--instance-id", "crash", "--log-level", "warning"]
-        var server = try RunLoopd.start(args)
+        var server = try await RunLoopd.started(args)
         var c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
         let load = Load(port: server.port, thread: loop)
@@ -125,8 +128,8 @@ struct E2EHistoryTests {
         let store = try await c.poll("/api/store", timeout: 60) { ($0["written"].number ?? 0) >= 600 }
         let committed = Int(store["written"].number ?? 0)
         server.send(signal: SIGKILL)
-        #expect(server.waitForExit(timeout: 10) != nil)
-        let statuses = load.stop()
+        #expect(await server.exited(timeout: 10) != nil)
+        let statuses = await load.stop()
         #expect(statuses.keys.contains(200))
 
         let file = dir.appendingPathComponent("history.sqlite").path
@@ -135,7 +138,7 @@ struct E2EHistoryTests {
         #expect(kept >= committed)
         let lastSeq = try Self.sqlite(file, "SELECT MAX(seq) FROM events", as: Int64.self) ?? 0
 
-        server = try RunLoopd.start(args)
+        server = try await RunLoopd.started(args)
         defer { server.stop() }
         c = server.client
         let row = try await c.get("/api/history/threads?instance=crash&boot=1")["threads"].items.first {
@@ -155,7 +158,7 @@ struct E2EHistoryTests {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let args = ["--data-dir", dir.path]
-        var server = try RunLoopd.start(args)
+        var server = try await RunLoopd.started(args)
         var c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
         let stream = try E2EEventStream(port: server.port)
@@ -173,10 +176,10 @@ struct E2EHistoryTests {
                 ).status == 200)
         }
         server.send(signal: SIGINT)
-        #expect(server.waitForExit(timeout: 15) == 0)
-        server.stop()
+        #expect(await server.exited(timeout: 15) == 0)
+        await server.stopped()
 
-        server = try RunLoopd.start(args)
+        server = try await RunLoopd.started(args)
         defer { server.stop() }
         c = server.client
         let resumed = try EventStreamClient<Value>(
@@ -207,7 +210,7 @@ struct E2EHistoryTests {
         // A file where the data folder should be: nothing can be created there.
         let blocker = dir.appendingPathComponent("data")
         try Data("not a folder".utf8).write(to: blocker)
-        let server = try RunLoopd.start([
+        let server = try await RunLoopd.started([
             "--data-dir", blocker.appendingPathComponent("store").path, "--store-queue", "40",
         ])
         defer { server.stop() }
@@ -264,15 +267,22 @@ struct E2EHistoryTests {
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
+    /// `shell`, awaited off the cooperative pool.
+    static func run(_ command: String) async -> Int32 {
+        await offThePool { shell(command) }
+    }
+
     @Test(
         "a full disk (a 2 MiB tmpfs): the warning, no failed answer; writing resumes once there is room",
         .enabled(if: isRoot, "mounting a tmpfs needs root (CI runs as root)"))
     func fullDisk() async throws {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try #require(Self.shell("mount -t tmpfs -o size=2m tmpfs '\(dir.path)'") == 0, "mount -t tmpfs failed")
+        try #require(await Self.run("mount -t tmpfs -o size=2m tmpfs '\(dir.path)'") == 0, "mount -t tmpfs failed")
         defer { _ = Self.shell("umount -l '\(dir.path)'") }
-        let server = try RunLoopd.start(["--data-dir", dir.path, "--retention-size", "0", "--log-level", "warning"])
+        let server = try await RunLoopd.started([
+            "--data-dir", dir.path, "--retention-size", "0", "--log-level", "warning",
+        ])
         defer { server.stop() }
         let c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
@@ -293,7 +303,7 @@ struct E2EHistoryTests {
         #expect(try await c.get("/api/warnings")["warnings"].items.contains { $0["code"] == "store_unavailable" })
         #expect(try await c.get("/api/threads/\(loop)").status == 200)
 
-        #expect(Self.shell("mount -o remount,size=64m '\(dir.path)'") == 0)
+        #expect(await Self.run("mount -o remount,size=64m '\(dir.path)'") == 0)
         _ = try await c.poll("/api/store", timeout: 30) { $0["up"] == true && $0["queued"] == 0 }
         let file = dir.appendingPathComponent("history.sqlite").path
         #expect(try Self.sqlite(file, "PRAGMA integrity_check", as: String.self) == "ok")
@@ -309,8 +319,12 @@ struct E2EHistoryTests {
     func fleetOfTwo() async throws {
         let database = try PostgresTestDatabase.create()
         defer { database.drop() }
-        let a = try RunLoopd.start(["--store", database.url, "--instance-id", "alpha", "--heartbeat-interval", "0.5"])
-        let b = try RunLoopd.start(["--store", database.url, "--instance-id", "beta", "--heartbeat-interval", "0.5"])
+        let a = try await RunLoopd.started([
+            "--store", database.url, "--instance-id", "alpha", "--heartbeat-interval", "0.5",
+        ])
+        let b = try await RunLoopd.started([
+            "--store", database.url, "--instance-id", "beta", "--heartbeat-interval", "0.5",
+        ])
         defer { b.stop() }
         let loop = try await a.client.createThread(["run": ["style": "loop"]])
         #expect(
@@ -334,7 +348,7 @@ struct E2EHistoryTests {
             !$0["events"].items.isEmpty
         }
         #expect(theirs["events"].items.first?["data", "change"] == "started")
-        a.stop()
+        await a.stopped()
         let after = try await b.client.poll("/api/fleet") { r in
             r["instances"].items.contains { $0["id"] == "alpha" && $0["health"] == "stopped" }
         }
@@ -350,11 +364,11 @@ struct E2EHistoryTests {
         let environment = ProcessInfo.processInfo.environment
         let url = try #require(environment["RUNLOOPD_TEST_POSTGRES_OUTAGE_URL"])
         let control = try #require(environment["RUNLOOPD_TEST_POSTGRES_OUTAGE_PG_CTL"])
-        func pgctl(_ verb: String) throws {
-            let status = Self.shell("\(control) \(verb) >/dev/null")
+        func pgctl(_ verb: String) async throws {
+            let status = await Self.run("\(control) \(verb) >/dev/null")
             try #require(status == 0, "pg_ctl \(verb) exited with \(status)")
         }
-        let server = try RunLoopd.start([
+        let server = try await RunLoopd.started([
             "--store", url, "--instance-id", "outage-\(UUID().uuidString.prefix(8))", "--log-level", "warning",
         ])
         defer { server.stop() }
@@ -362,16 +376,16 @@ struct E2EHistoryTests {
         let loop = try await c.createThread(["run": ["style": "loop"]])
         let load = Load(port: server.port, thread: loop, workers: 2)
         _ = try await c.poll("/api/store", timeout: 30) { ($0["written"].number ?? 0) >= 100 }
-        try pgctl("stop -m fast")
+        try await pgctl("stop -m fast")
         let down = try await c.poll("/api/store", timeout: 30) { $0["up"] == false && ($0["queued"].number ?? 0) > 50 }
         #expect(down["lastError"].string != nil)
         #expect(
             try await c.get("/api/warnings")["warnings"].items.contains {
                 $0["code"] == "store_unavailable" && $0["active"] == true
             })
-        try pgctl("start")
+        try await pgctl("start")
         _ = try await c.poll("/api/store", timeout: 30) { $0["up"] == true }
-        let statuses = load.stop()
+        let statuses = await load.stop()
         _ = try await c.poll("/api/store", timeout: 30) { $0["queued"] == 0 }
         let store = try await c.get("/api/store")
         #expect(store["dropped"] == 0)

@@ -10,9 +10,14 @@ import Testing
 /// `runloopd play`.
 @Suite("E2E lab: experiments, journal, record and replay")
 struct E2ELabTests {
-    /// Runs `runloopd play arguments…`; returns its exit status and output.
-    static func play(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    /// Runs `runloopd play arguments…` (waited for off the cooperative pool);
+    /// returns its exit status and output.
+    static func play(_ arguments: [String]) async throws -> (status: Int32, output: String) {
         let binary = try #require(E2EPaths.binary)
+        return try await offThePool { try playBlocking(binary, arguments) }
+    }
+
+    private static func playBlocking(_ binary: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = binary
         process.arguments = ["play"] + arguments
@@ -102,7 +107,7 @@ struct E2ELabTests {
         try await RunLoopd.with { fresh in
             // The fresh server has other ids: create a thread first.
             _ = try await fresh.client.post("/api/threads", [:])
-            let replay = try Self.play([recording.path, "--url", "http://127.0.0.1:\(fresh.port)", "--diff"])
+            let replay = try await Self.play([recording.path, "--url", "http://127.0.0.1:\(fresh.port)", "--diff"])
             #expect(replay.status == 0, "\(replay.output)")
             #expect(!replay.output.contains("---"), "\(replay.output)")
             #expect(replay.output.contains("1 of 1 experiments passed"))
@@ -118,7 +123,7 @@ struct E2ELabTests {
         root["steps"] = .array(steps)
         document = .object(root)
         try Data(JSON.serialize(document)).write(to: recording)
-        let changed = try Self.play([recording.path, "--diff"])
+        let changed = try await Self.play([recording.path, "--diff"])
         #expect(changed.status == 1)
         #expect(changed.output.contains("step 3"), "\(changed.output)")
         #expect(changed.output.contains("-   exitReason: \"handledSource\""), "\(changed.output)")
@@ -126,11 +131,11 @@ struct E2ELabTests {
     }
 
     @Test("play reports a malformed experiment clearly and writes JUnit")
-    func malformedAndJUnit() throws {
+    func malformedAndJUnit() async throws {
         let bad = Self.temporaryFile("bad.json")
         defer { try? FileManager.default.removeItem(at: bad) }
         try Data(#"{"title": "x", "steps": [{"request": {"method": "PUT", "path": "/api"}}]}"#.utf8).write(to: bad)
-        let result = try Self.play([bad.path])
+        let result = try await Self.play([bad.path])
         #expect(result.status == 2)
         #expect(result.output.contains("step 1: request.method must be GET, POST or DELETE"), "\(result.output)")
 
@@ -144,7 +149,7 @@ struct E2ELabTests {
             #"{"title": "version", "steps": [{"request": {"path": "/api/version"}, "expect": {"status": 200, "json": {"version": {"$exists": true}}}}]}"#
                 .utf8
         ).write(to: good)
-        let played = try Self.play([good.path, "--junit", junit.path])
+        let played = try await Self.play([good.path, "--junit", junit.path])
         #expect(played.status == 0, "\(played.output)")
         let xml = String(decoding: try Data(contentsOf: junit), as: UTF8.self)
         #expect(xml.contains("<testsuite name=\"runloopd-lab-"))

@@ -1,6 +1,7 @@
 import Foundation
 import RunLoopCore
 import RunLoopServer
+import RunLoopTestSupport
 import Testing
 
 /// Token auth, read-only mode, Prometheus metrics and the healthcheck
@@ -64,7 +65,7 @@ struct E2EOperationsTests {
         try await RunLoopd.with(["--log-format", "json"]) { server in
             let c = server.client
             _ = try await c.send("GET", "/api/version", headers: [("X-Request-Id", "json-log-1")])
-            let logged = server.output.wait(timeout: 10) { $0.log.contains("json-log-1") }
+            let logged = await server.logged(timeout: 10) { $0.contains("json-log-1") }
             #expect(logged)
             let lines = server.log.split(separator: "\n")
             #expect(lines.count >= 3)
@@ -136,7 +137,10 @@ struct E2EOperationsTests {
     @Test("runloopd healthcheck exits 0 against a live server and 1 against a closed port")
     func healthcheckSubcommand() async throws {
         let binary = try #require(E2EPaths.binary)
-        func exitCode(_ port: UInt16) throws -> Int32 {
+        @Sendable func exitCode(_ port: UInt16) async throws -> Int32 {
+            try await offThePool { try exitCodeBlocking(port) }
+        }
+        @Sendable func exitCodeBlocking(_ port: UInt16) throws -> Int32 {
             let process = Process()
             process.executableURL = binary
             process.arguments = ["healthcheck", "--port", String(port), "--timeout", "5"]
@@ -146,9 +150,9 @@ struct E2EOperationsTests {
             process.waitUntilExit()
             return process.terminationStatus
         }
-        let live = try await RunLoopd.with { server in try exitCode(server.port) }
+        let live = try await RunLoopd.with { server in try await exitCode(server.port) }
         #expect(live == 0)
-        let closed = try exitCode(1)
+        let closed = try await exitCode(1)
         #expect(closed == 1)
     }
 }

@@ -174,7 +174,7 @@ struct E2ESecurityTests {
                 ])
             #expect(r.status == 201, "\(r)")
         }
-        let fromEnv = try RunLoopd.start(environment: ["RUNLOOPD_ALLOWED_HOST": "a.example, b.example"])
+        let fromEnv = try await RunLoopd.started(environment: ["RUNLOOPD_ALLOWED_HOST": "a.example, b.example"])
         defer { fromEnv.stop() }
         for host in ["a.example", "b.example"] {
             #expect(try await fromEnv.client.send("GET", "/api/version", headers: [("Host", host)]).status == 200)
@@ -273,8 +273,9 @@ struct E2ESecurityTests {
             (["--host", "0.0.0.0"], [String: String]()), (["--host", "::"], [:]),
             ([], ["RUNLOOPD_HOST": "0.0.0.0"]), (["--host", "0.0.0.0", "--token", ""], [:]),
         ])
-    func refusesOpenNetworkBind(arguments: [String], environment: [String: String]) throws {
-        let (status, log) = try RunLoopd.runToExit(["serve", "--port", "0"] + arguments, environment: environment)
+    func refusesOpenNetworkBind(arguments: [String], environment: [String: String]) async throws {
+        let (status, log) = try await RunLoopd.runToExit(
+            ["serve", "--port", "0"] + arguments, environment: environment)
         #expect(status == 1, "\(log)")
         for hint in ["RUNLOOPD_TOKEN", "--token-file", "--no-auth", "127.0.0.1"] {
             #expect(log.contains(hint), "\(hint): \(log)")
@@ -283,7 +284,7 @@ struct E2ESecurityTests {
     }
 
     @Test("start-up: contradictory or unreadable token settings are refused with a clear message")
-    func tokenSettings() throws {
+    func tokenSettings() async throws {
         let cases: [([String], [String: String], String)] = [
             (["--token", "a", "--token-file", "/etc/hostname"], [:], "give the token once"),
             (["--no-auth", "--token", "a"], [:], "--no-auth contradicts"),
@@ -293,14 +294,15 @@ struct E2ESecurityTests {
             ([], ["RUNLOOPD_ALLOWED_ORIGIN": "null"], "--allowed-origin 'null'"),
         ]
         for (arguments, environment, message) in cases {
-            let (status, log) = try RunLoopd.runToExit(["serve", "--port", "0"] + arguments, environment: environment)
+            let (status, log) = try await RunLoopd.runToExit(
+                ["serve", "--port", "0"] + arguments, environment: environment)
             #expect(status != 0 && status != nil, "\(arguments): \(log)")
             #expect(log.contains(message), "\(arguments): \(log)")
         }
         let empty = FileManager.default.temporaryDirectory.appendingPathComponent("empty-token-\(UUID().uuidString)")
         try Data(" \n".utf8).write(to: empty)
         defer { try? FileManager.default.removeItem(at: empty) }
-        let (status, log) = try RunLoopd.runToExit([
+        let (status, log) = try await RunLoopd.runToExit([
             "serve", "--port", "0", "--host", "0.0.0.0", "--token-file", empty.path,
         ])
         #expect(status == 1)
@@ -325,7 +327,7 @@ struct E2ESecurityTests {
             (["--host", "0.0.0.0", "--token-file", file.path], [String: String]()),
             (["--host", "0.0.0.0"], ["RUNLOOPD_TOKEN_FILE": file.path]),
         ] {
-            let server = try RunLoopd.start(arguments, environment: environment)
+            let server = try await RunLoopd.started(arguments, environment: environment)
             defer { server.stop() }
             let c = server.client
             let probe = try await c.send("GET", "/healthz", headers: [("Host", "10.244.1.7:\(server.port)")])

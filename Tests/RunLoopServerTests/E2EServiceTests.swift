@@ -2,6 +2,7 @@ import MicroHTTP
 import Foundation
 import RunLoopCore
 import RunLoopServer
+import RunLoopTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -83,7 +84,7 @@ struct E2EServiceTests {
                     results.update { $0 += finished }
                 }
             }
-            let all = results.wait(timeout: 60) { $0.count == threads * perThread }
+            let all = await offThePool { results.wait(timeout: 60) { $0.count == threads * perThread } }
             #expect(all)
             let statuses = results.value
             #expect(statuses.count == 200)
@@ -94,7 +95,7 @@ struct E2EServiceTests {
 
     @Test("SIGTERM answers every suspended request and exits 0 within 5 s")
     func gracefulShutdown() async throws {
-        let server = try RunLoopd.start()
+        let server = try await RunLoopd.started()
         defer { server.stop() }
         let c = server.client
         let manual = try await c.manualThread()
@@ -115,10 +116,10 @@ struct E2EServiceTests {
         try await c.waitUntilWaiting(busy)
         let signalledAt = Date()
         server.send(signal: SIGTERM)
-        let status = server.waitForExit(timeout: 5)
+        let status = await server.exited(timeout: 5)
         #expect(status == 0, "\(server.log)")
         #expect(Date().timeIntervalSince(signalledAt) < 5)
-        #expect(answers.wait(timeout: 5) { $0.count == 6 })
+        #expect(await offThePool { answers.wait(timeout: 5) { $0.count == 6 } })
         let statuses = answers.value
         #expect(statuses.count == 6)
         #expect(statuses.allSatisfy { $0 > 0 }, "every suspended request got an HTTP answer: \(statuses)")
@@ -128,7 +129,7 @@ struct E2EServiceTests {
     @Test("the access log loses no line on a clean stop (lines are written by the log writer in batches)")
     func accessLogIsComplete() async throws {
         // Default flags: the access log at info, text format.
-        let server = try RunLoopd.start()
+        let server = try await RunLoopd.started()
         defer { server.stop() }
         let c = server.client
         let count = 300
@@ -142,7 +143,7 @@ struct E2EServiceTests {
             }
         }
         server.send(signal: SIGTERM)
-        #expect(server.waitForExit(timeout: 10) == 0, "\(server.log)")
+        #expect(await server.exited(timeout: 10) == 0, "\(server.log)")
         let lines = server.log.split(separator: "\n").filter { $0.contains("GET /api/version 200") }
         #expect(lines.count == count, "\(lines.count) access-log lines for \(count) requests")
         for i in [0, count / 2, count - 1] {

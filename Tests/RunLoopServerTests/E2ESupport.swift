@@ -87,10 +87,24 @@ extension ServerProcess {
             binary: binary, arguments: ["--public-dir", E2EPaths.publicDirectory] + arguments, environment: environment)
     }
 
+    /// `start` without holding a cooperative thread while it waits (see `offThePool`).
+    static func started(_ arguments: [String] = [], environment: [String: String] = [:]) async throws -> RunLoopd {
+        try await offThePool { try start(arguments, environment: environment) }
+    }
+
     /// Runs the binary with `arguments` until it exits (killed after 20 s): its
-    /// status and output. The output is read to its end (the child's exit closes
-    /// the pipe), so nothing waits on a readability callback.
-    static func runToExit(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32?, String) {
+    /// status and output, waited for off the cooperative pool.
+    static func runToExit(
+        _ arguments: [String], environment: [String: String] = [:]
+    ) async throws -> (Int32?, String) {
+        try await offThePool { try runToExitBlocking(arguments, environment: environment) }
+    }
+
+    /// `runToExit`, blocking the calling thread. The output is read to its end
+    /// (the child's exit closes the pipe), so nothing waits on a readability callback.
+    private static func runToExitBlocking(
+        _ arguments: [String], environment: [String: String]
+    ) throws -> (Int32?, String) {
         guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
         let process = Process()
         process.executableURL = binary
@@ -114,11 +128,18 @@ extension ServerProcess {
         return (exited.value, String(decoding: data, as: UTF8.self))
     }
 
-    /// Runs `body` against a fresh server and always stops it.
+    /// Runs `body` against a fresh server and always stops it (starting and
+    /// stopping off the cooperative pool).
     static func with<T>(_ arguments: [String] = [], _ body: (RunLoopd) async throws -> T) async throws -> T {
-        let server = try start(arguments)
-        defer { server.stop() }
-        return try await body(server)
+        let server = try await started(arguments)
+        do {
+            let result = try await body(server)
+            await server.stopped()
+            return result
+        } catch {
+            await server.stopped()
+            throw error
+        }
     }
 }
 

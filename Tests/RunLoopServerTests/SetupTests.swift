@@ -87,10 +87,10 @@ struct SetupTests {
     func roundTrip() async throws {
         let file = try Self.write(Self.full)
         defer { try? FileManager.default.removeItem(at: file) }
-        let first = try RunLoopd.start(["--setup", file.path])
+        let first = try await RunLoopd.started(["--setup", file.path])
         defer { first.stop() }
         // Logged before the port file is written; read from the pipe a moment later.
-        #expect(first.output.wait(timeout: 10) { $0.log.contains("setup applied") }, "\(first.log)")
+        #expect(await first.logged(timeout: 10) { $0.contains("setup applied") }, "\(first.log)")
         // The port file is written after the setup: ready at once.
         #expect(try await first.client.get("/readyz").status == 200)
         let exported = try await first.client.get("/api/setup")
@@ -125,7 +125,7 @@ struct SetupTests {
         let again = try Self.write(Data(exported.body))
         defer { try? FileManager.default.removeItem(at: again) }
         // --read-only refuses users' changes, not the operator's setup.
-        let second = try RunLoopd.start(["--setup", again.path, "--read-only"])
+        let second = try await RunLoopd.started(["--setup", again.path, "--read-only"])
         defer { second.stop() }
         let reexported = try await second.client.get("/api/setup")
         #expect(reexported.status == 200)
@@ -202,10 +202,10 @@ struct SetupTests {
     ]
 
     @Test("a bad file exits 78 before serving, naming the file, the item and the API's error", arguments: badFiles)
-    func badFile(name: String, content: String, messages: [String]) throws {
+    func badFile(name: String, content: String, messages: [String]) async throws {
         let file = try Self.write(Data(content.utf8))
         defer { try? FileManager.default.removeItem(at: file) }
-        let (status, log) = try RunLoopd.runToExit(["--port", "0", "--setup", file.path])
+        let (status, log) = try await RunLoopd.runToExit(["--port", "0", "--setup", file.path])
         #expect(status == 78, "\(name): \(log)")
         #expect(log.contains("cannot start: setup file \(file.path): "), "\(name): \(log)")
         for message in messages { #expect(log.contains(message), "\(name): \(message) in \(log)") }
@@ -213,10 +213,10 @@ struct SetupTests {
     }
 
     @Test("a missing setup file exits 78 and names it")
-    func missingFile() throws {
+    func missingFile() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("no-such-setup-\(UUID().uuidString)")
             .path
-        let (status, log) = try RunLoopd.runToExit(["--port", "0", "--setup", path])
+        let (status, log) = try await RunLoopd.runToExit(["--port", "0", "--setup", path])
         #expect(status == 78, "\(log)")
         #expect(log.contains("setup file \(path): cannot be read"), "\(log)")
     }
@@ -245,7 +245,7 @@ struct SetupTests {
             embedded.trimmingCharacters(in: .whitespacesAndNewlines)
                 == text.trimmingCharacters(in: .whitespacesAndNewlines))
         try await RunLoopd.with(["--setup", example.path]) { server in
-            #expect(server.output.wait(timeout: 10) { $0.log.contains("setup applied") }, "\(server.log)")
+            #expect(await server.logged(timeout: 10) { $0.contains("setup applied") }, "\(server.log)")
             let export = try await server.client.get("/api/setup")
             #expect(export.json["threads"].items.count == 3)
         }
