@@ -268,15 +268,13 @@ final class HistoryRecorder: Sendable {
         }
     }
 
+    // Only the writer thread calls `failed` and `recovered`. Each changes the
+    // warning before the status, so whoever sees `/api/store` down (or up again)
+    // already finds the warning raised (or resolved).
+
     private func failed(_ error: any Error) {
         let message = "\(error)"
-        let first = state.withLock { s in
-            defer {
-                s.status.up = false
-                s.status.lastError = message
-            }
-            return s.status.up || s.status.lastError == nil
-        }
+        let first = state.withLock { $0.status.up || $0.status.lastError == nil }
         if first {
             logger.warning("history store failing", metadata: ["store": "\(store.kind)", "error": "\(message)"])
         }
@@ -286,19 +284,21 @@ final class HistoryRecorder: Sendable {
                 "the \(store.kind) history store fails (\(message)); events are queued (up to \(options.queueCapacity)) and written when it answers again",
             details: ["store": .string(store.kind), "location": .string(store.location), "error": .string(message)],
             counts: first)
+        state.withLock { s in
+            s.status.up = false
+            s.status.lastError = message
+        }
     }
 
     private func recovered() {
-        let was = state.withLock { s -> Bool in
-            defer {
-                s.status.up = true
-                s.status.lastError = nil
-            }
-            return s.status.lastError != nil
-        }
+        let was = state.withLock { $0.status.lastError != nil }
         if was {
             logger.info("history store answers again", metadata: ["store": "\(store.kind)"])
             warnings.resolve("store_unavailable", thread: "")
+        }
+        state.withLock { s in
+            s.status.up = true
+            s.status.lastError = nil
         }
     }
 
