@@ -11,8 +11,8 @@ public struct HTTPRequest: Sendable {
     public var path: String
     /// Query arguments (first value wins for repeated keys), percent-decoded.
     public var query: [String: String]
-    /// Header fields with lower-cased names; a repeated field's values joined with `, `.
-    public var headers: [String: String]
+    /// Header fields; a repeated field's values joined with `, `.
+    public var headers: HTTPHeaders
     /// The request body (bounded by the server's body limit).
     public var body: [UInt8]
     /// The peer address as text (`127.0.0.1`), when known.
@@ -21,7 +21,7 @@ public struct HTTPRequest: Sendable {
     /// Creates a request value (tests and in-process callers use this directly).
     public init(
         id: UInt64 = 0, method: String, path: String, query: [String: String] = [:],
-        headers: [String: String] = [:], body: [UInt8] = [], remoteAddress: String? = nil
+        headers: HTTPHeaders = [:], body: [UInt8] = [], remoteAddress: String? = nil
     ) {
         self.id = id
         self.method = method
@@ -74,4 +74,51 @@ public protocol HTTPRequestHandler: Sendable {
 extension HTTPRequestHandler {
     /// Plain text: `code: message`.
     public func response(for refusal: HTTPRefusal) -> HTTPResponse { HTTPRefusal.plainText(refusal) }
+}
+
+/// A request's header fields in arrival order, looked up by name ignoring
+/// ASCII case.
+///
+/// A request carries a handful of fields and the server reads a few of them,
+/// so a list scanned on lookup is cheaper than hashing every name into a
+/// dictionary that is mostly never read.
+public struct HTTPHeaders: Sendable, ExpressibleByDictionaryLiteral {
+    /// The fields, each name once (a repeated field's values already joined).
+    public private(set) var fields: [(name: String, value: String)] = []
+
+    /// No fields.
+    public init() {}
+
+    /// The given fields (names in any case; a repeated name is joined like on the wire).
+    public init(dictionaryLiteral elements: (String, String)...) {
+        for (name, value) in elements { append(name, value) }
+    }
+
+    /// The value of the field `name` (any case), nil when absent.
+    public subscript(_ name: String) -> String? {
+        for field in fields where field.name.utf8.count == name.utf8.count && Self.sameName(field.name, name) {
+            return field.value
+        }
+        return nil
+    }
+
+    /// Adds a field; a name already present (in any case) gets `value` appended
+    /// to its list (RFC 9110 §5.3: two Hosts or two Origins become one value no
+    /// check accepts, instead of letting the last one win).
+    public mutating func append(_ name: String, _ value: String) {
+        if let index = fields.firstIndex(where: { Self.sameName($0.name, name) }) {
+            fields[index].value += ", " + value
+        } else {
+            fields.append((name, value))
+        }
+    }
+
+    /// Whether two field names are equal ignoring ASCII case.
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        for (x, y) in zip(a.utf8, b.utf8) where x != y {
+            guard x | 0x20 == y | 0x20, (0x61...0x7A).contains(x | 0x20) else { return false }
+        }
+        return true
+    }
 }

@@ -101,19 +101,9 @@ extension HTTPServerCore {
         return pairs.items
     }
 
-    static func headerFields(_ connection: OpaquePointer) -> [String: String] {
-        var headers: [String: String] = [:]
-        // A repeated field is one comma-separated list (RFC 9110 §5.3): two
-        // Hosts or two Origins become one value no check accepts, instead of
-        // letting the last one win.
-        for (name, value) in values(connection, kind: .HEADER_KIND) {
-            let key = name.lowercased()
-            if let earlier = headers[key] {
-                headers[key] = earlier + ", " + value
-            } else {
-                headers[key] = value
-            }
-        }
+    static func headerFields(_ connection: OpaquePointer) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        for (name, value) in values(connection, kind: .HEADER_KIND) { headers.append(name, value) }
         return headers
     }
 

@@ -130,8 +130,12 @@ public struct RequestGuard: Sendable {
     public func check(method: String, host: String?, origin: String?, referer: String?, boundPort: UInt16)
         -> Verdict
     {
+        let preflight = method == "OPTIONS" && origin != nil
+        let mayChange = Self.isStateChanging(method) || preflight
         let requestHost: Authority?
         if let host, !host.isEmpty {
+            // The usual read (GET with Host: 127.0.0.1:8080) needs no parse.
+            if !mayChange && isPlainAllowedHost(host) { return .allow }
             guard let parsed = Self.authority(host), allowsAnyHost || isAllowedHost(parsed) else {
                 return .refuse(
                     status: 421, code: "misdirected_host",
@@ -145,8 +149,7 @@ public struct RequestGuard: Sendable {
         } else {
             requestHost = nil
         }
-        let preflight = method == "OPTIONS" && origin != nil
-        guard Self.isStateChanging(method) || preflight else { return .allow }
+        guard mayChange else { return .allow }
         let header: String
         let value: String
         if let origin {
@@ -190,6 +193,24 @@ public struct RequestGuard: Sendable {
             ("Access-Control-Allow-Headers", Self.corsHeaders), ("Access-Control-Max-Age", "600"),
             ("Vary", "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
         ]
+    }
+
+    /// Whether `host` is an allowed name exactly as the allow-list holds it
+    /// (lower-case, canonical, no trailing dot, not bracketed), with an optional
+    /// port: what `authority` would parse to an allowed host, checked without
+    /// parsing. Anything else takes the full parse.
+    private func isPlainAllowedHost(_ host: String) -> Bool {
+        let bytes = host.utf8
+        guard bytes.first != UInt8(ascii: "[") else { return false }
+        var name = Substring(host)
+        if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+            let port = bytes[bytes.index(after: colon)...]
+            guard (1...5).contains(port.count), port.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                let value = Int(Substring(port)), value <= 65535
+            else { return false }
+            name = host[..<colon]
+        }
+        return allowedHostNames.contains(String(name))
     }
 
     private func isAllowedHost(_ host: Authority) -> Bool {
@@ -360,17 +381,26 @@ public enum SecurityHeaders {
     /// Adds the security headers `headers` lacks: the dashboard's policy on
     /// static files (`dashboard`), the API's elsewhere.
     public static func add(to headers: inout [(String, String)], dashboard: Bool) {
-        var missing = [Bool](repeating: true, count: names.count)
+        // Bit i set: headers already has names[i]. Compared in place, nothing allocated.
+        var present = 0
         for (name, _) in headers {
-            if let index = lowercasedNames.firstIndex(of: name.lowercased()) { missing[index] = false }
+            for index in lowercasedNames.indices where name.equalsASCIIIgnoringCase(lowercasedNames[index]) {
+                present |= 1 << index
+            }
         }
-        let values = [dashboard ? dashboardPolicy : apiPolicy, "nosniff", "DENY", "no-referrer", "same-origin"]
-        for index in names.indices where missing[index] { headers.append((names[index], values[index])) }
+        for index in names.indices where present & (1 << index) == 0 {
+            headers.append((names[index], index == 0 ? (dashboard ? dashboardPolicy : apiPolicy) : values[index]))
+        }
     }
 
     private static let names = [
         "Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy",
         "Cross-Origin-Resource-Policy",
     ]
-    private static let lowercasedNames = names.map { $0.lowercased() }
+    private static let lowercasedNames: [StaticString] = [
+        "content-security-policy", "x-content-type-options", "x-frame-options", "referrer-policy",
+        "cross-origin-resource-policy",
+    ]
+    /// The values after the policy (which depends on the answer).
+    private static let values = ["", "nosniff", "DENY", "no-referrer", "same-origin"]
 }

@@ -19,7 +19,8 @@ private struct Echo: Codable {
 private func echoResponse(_ request: HTTPRequest) -> HTTPResponse {
     let echo = Echo(
         id: request.id, method: request.method, path: request.path, query: request.query,
-        headers: request.headers, bodyCount: request.body.count, remoteAddress: request.remoteAddress)
+        headers: Dictionary(request.headers.fields.map { ($0.name.lowercased(), $0.value) }) { first, _ in first },
+        bodyCount: request.body.count, remoteAddress: request.remoteAddress)
     let body = (try? JSONEncoder().encode(echo)) ?? Data()
     return HTTPResponse(status: 200, headers: [("Content-Type", "application/json")], body: [UInt8](body))
 }

@@ -60,14 +60,26 @@ struct Router: Sendable {
     /// contract test compares this table with `openapi.json` both ways).
     var table: [(method: String, template: String)] { routes.map { ($0.method, $0.template) } }
     /// Route indexes by segment count: a path is compared only with templates of its length.
-    private var byLength: [Int: [Int]] = [:]
+    private var byLength: [[Int]] = []
+    /// Route indexes of the templates without a capture, by their exact text: the
+    /// common request (`GET /api/version`, `GET /api/threads`) is one lookup.
+    private var literal: [String: [Int]] = [:]
 
     mutating func add(_ method: String, _ template: String, _ handler: @escaping RouteHandler) {
         let segments = template.split(separator: "/").map { piece -> Segment in
             piece.hasPrefix("{") ? .capture(String(piece.dropFirst().dropLast())) : .literal(String(piece))
         }
-        byLength[segments.count, default: []].append(routes.count)
+        while byLength.count <= segments.count { byLength.append([]) }
+        byLength[segments.count].append(routes.count)
+        if !segments.contains(where: { if case .capture = $0 { true } else { false } }) {
+            literal[template, default: []].append(routes.count)
+        }
         routes.append(Route(method: method, template: template, segments: segments, handler: handler))
+    }
+
+    /// The indexes of the templates with `count` segments.
+    private func templates(ofLength count: Int) -> [Int] {
+        count < byLength.count ? byLength[count] : []
     }
 
     /// Whether `route` matches `parts`; the score counts literal segments (higher
@@ -77,7 +89,8 @@ struct Router: Sendable {
         for (segment, part) in zip(route.segments, parts) {
             switch segment {
             case .literal(let literal):
-                guard part == literal else { return nil }
+                // Byte equality: paths are compared as sent, no Unicode comparison needed.
+                guard part.utf8.elementsEqual(literal.utf8) else { return nil }
                 score += 1
             case .capture:
                 guard PercentDecoding.isWellFormed(part) else { return nil }
@@ -107,11 +120,16 @@ struct Router: Sendable {
 
     /// The route for a request and its captures, or why there is none.
     func resolve(method: String, path: String) -> Match {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
         let effective = method == "HEAD" ? "GET" : method
+        // A template that is all literals and equals the path outscores every other
+        // template of its length, so its match is final.
+        if let exact = literal[path], let index = exact.first(where: { routes[$0].method == effective }) {
+            return .matched(routes[index], params: [:])
+        }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
         var best: (index: Int, score: Int)?
         var anyPath = false
-        for index in byLength[parts.count] ?? [] {
+        for index in templates(ofLength: parts.count) {
             let route = routes[index]
             guard let score = score(route, parts) else { continue }
             anyPath = true
@@ -129,7 +147,7 @@ struct Router: Sendable {
     func allowedMethods(path: String) -> [String] {
         let parts = path.split(separator: "/", omittingEmptySubsequences: true)
         var methods = Set<String>()
-        for index in byLength[parts.count] ?? [] where score(routes[index], parts) != nil {
+        for index in templates(ofLength: parts.count) where score(routes[index], parts) != nil {
             methods.insert(routes[index].method)
         }
         if methods.contains("GET") { methods.insert("HEAD") }
