@@ -42,7 +42,9 @@ extension HTTPServerCore {
             if name.equalsASCIIIgnoringCase("content-length") || name.equalsASCIIIgnoringCase("transfer-encoding") {
                 continue
             }
-            if MHD_add_response_header(mhdResponse, name, value) != .YES {
+            // withCString: a short name or value is passed from the stack, not copied to the heap.
+            let added = name.withCString { name in value.withCString { MHD_add_response_header(mhdResponse, name, $0) } }
+            if added != .YES {
                 logger.warning("HTTP response header refused", metadata: ["header": "\(name)"])
             }
         }

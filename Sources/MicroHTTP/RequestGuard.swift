@@ -53,6 +53,8 @@ public struct RequestGuard: Sendable {
 
     /// Host names (canonical) any request may carry.
     let allowedHostNames: Set<String>
+    /// The same names as a list, for the shortcut in `isPlainAllowedHost`.
+    private let allowedHostList: [String]
     /// Whether the host check is off (`--allowed-host '*'`).
     public let allowsAnyHost: Bool
     /// Whether the server is bound to `0.0.0.0` or `::` (any IP literal is then a valid `Host`).
@@ -99,6 +101,7 @@ public struct RequestGuard: Sendable {
             origins.insert(origin.serialized)
         }
         allowedHostNames = names
+        allowedHostList = names.sorted()
         allowsAnyHost = any
         boundToWildcard = wildcard
         self.allowedOrigins = origins
@@ -210,7 +213,8 @@ public struct RequestGuard: Sendable {
             else { return false }
             name = host[..<colon]
         }
-        return allowedHostNames.contains(String(name))
+        // A handful of names: compared in turn, no hashing.
+        return allowedHostList.contains { $0.utf8.elementsEqual(name.utf8) }
     }
 
     private func isAllowedHost(_ host: Authority) -> Bool {

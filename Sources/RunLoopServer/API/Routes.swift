@@ -46,8 +46,9 @@ struct API: Sendable {
 
     func makeRouter() -> Router {
         var r = Router()
-        r.add("GET", "/api/version") { _ throws(RunLoopError) in .json(200, version) }
-        // Serialized once: every request gets the same bytes.
+        // Constant documents are serialized once: every request gets the same bytes.
+        let versionResponse = APIResponses.json(200, version)
+        r.add("GET", "/api/version") { _ throws(RunLoopError) in .response(versionResponse) }
         let openAPIResponse = APIResponses.json(200, openAPI)
         r.add("GET", "/api/openapi.json") { _ throws(RunLoopError) in .response(openAPIResponse) }
         r.add("GET", "/api/selectors") { _ throws(RunLoopError) in
