@@ -137,8 +137,9 @@ public struct RequestGuard: Sendable {
         let mayChange = Self.isStateChanging(method) || preflight
         let requestHost: Authority?
         if let host, !host.isEmpty {
-            // The usual read (GET with Host: 127.0.0.1:8080) needs no parse.
-            if !mayChange && isPlainAllowedHost(host) { return .allow }
+            // The usual request (a read, or a change from curl or a script: no Origin,
+            // no Referer) with the usual Host (127.0.0.1:8080) needs no parse.
+            if (!mayChange || (origin == nil && referer == nil)) && isPlainAllowedHost(host) { return .allow }
             guard let parsed = Self.authority(host), allowsAnyHost || isAllowedHost(parsed) else {
                 return .refuse(
                     status: 421, code: "misdirected_host",

@@ -51,7 +51,7 @@ public enum JSON {
         case .object(let members):
             out.append(UInt8(ascii: "{"))
             var first = true
-            for (key, member) in members.sorted(by: { keyPrecedes($0.key, $1.key) }) {
+            for (key, member) in members.sorted(by: { $0.key < $1.key }) {
                 if !first { out.append(UInt8(ascii: ",")) }
                 first = false
                 writeString(key, into: &out)
@@ -60,13 +60,6 @@ public enum JSON {
             }
             out.append(UInt8(ascii: "}"))
         }
-    }
-
-    /// `a < b` for object keys: by bytes when both are ASCII (the same order,
-    /// without String's Unicode machinery), else String's `<`.
-    static func keyPrecedes(_ a: String, _ b: String) -> Bool {
-        guard a.utf8.allSatisfy({ $0 < 0x80 }), b.utf8.allSatisfy({ $0 < 0x80 }) else { return a < b }
-        return a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 
     /// Numbers: integers without a fraction, others in Swift's shortest

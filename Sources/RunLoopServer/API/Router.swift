@@ -1,4 +1,8 @@
 import MicroHTTP
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 import RunLoopCore
 
 /// What a route handler answers.
@@ -59,44 +63,98 @@ struct Router: Sendable {
     /// Every method and path template, in the order they were added (the
     /// contract test compares this table with `openapi.json` both ways).
     var table: [(method: String, template: String)] { routes.map { ($0.method, $0.template) } }
-    /// Route indexes by segment count: a path is compared only with templates of its length.
-    private var byLength: [[Int]] = []
     /// Route indexes of the templates without a capture, by their exact text: the
     /// common request (`GET /api/version`, `GET /api/threads`) is one lookup.
     private var literal: [String: [Int]] = [:]
+    /// The templates as a tree of segments: a path walks only the branches its
+    /// segments match instead of being compared with every template of its length.
+    private var tree = Node()
+
+    /// One position in the segment tree: the literal segments that may follow,
+    /// the capture that may follow, and the routes whose template ends here.
+    private struct Node: Sendable {
+        var literals: [(segment: String, node: Node)] = []
+        var capture: [Node] = []  // at most one: a capture of any name
+        var routes: [Int] = []
+
+        mutating func insert(_ segments: ArraySlice<Segment>, route: Int) {
+            guard let first = segments.first else {
+                routes.append(route)
+                return
+            }
+            switch first {
+            case .literal(let text):
+                if let index = literals.firstIndex(where: { $0.segment == text }) {
+                    literals[index].node.insert(segments.dropFirst(), route: route)
+                } else {
+                    var child = Node()
+                    child.insert(segments.dropFirst(), route: route)
+                    literals.append((text, child))
+                }
+            case .capture:
+                if capture.isEmpty { capture.append(Node()) }
+                capture[0].insert(segments.dropFirst(), route: route)
+            }
+        }
+    }
 
     mutating func add(_ method: String, _ template: String, _ handler: @escaping RouteHandler) {
         let segments = template.split(separator: "/").map { piece -> Segment in
             piece.hasPrefix("{") ? .capture(String(piece.dropFirst().dropLast())) : .literal(String(piece))
         }
-        while byLength.count <= segments.count { byLength.append([]) }
-        byLength[segments.count].append(routes.count)
         if !segments.contains(where: { if case .capture = $0 { true } else { false } }) {
             literal[template, default: []].append(routes.count)
         }
+        tree.insert(segments[...], route: routes.count)
         routes.append(Route(method: method, template: template, segments: segments, handler: handler))
     }
 
-    /// The indexes of the templates with `count` segments.
-    private func templates(ofLength count: Int) -> [Int] {
-        count < byLength.count ? byLength[count] : []
+    /// Walks the tree along `parts` from `node`; every template that matches the
+    /// whole path is offered to `found` with its count of literal segments.
+    private static func walk(
+        _ node: Node, _ parts: [Substring], _ position: Int, literals: Int, _ found: (Int, Int) -> Void
+    ) {
+        guard position < parts.count else {
+            for route in node.routes { found(route, literals) }
+            return
+        }
+        let part = parts[position]
+        for child in node.literals where sameBytes(part, child.segment) {
+            walk(child.node, parts, position + 1, literals: literals + 1, found)
+        }
+        if let child = node.capture.first, PercentDecoding.isWellFormed(part) {
+            walk(child, parts, position + 1, literals: literals, found)
+        }
     }
 
-    /// Whether `route` matches `parts`; the score counts literal segments (higher
-    /// wins). Allocates nothing: captures are checked, decoded only for the winner.
-    private func score(_ route: Route, _ parts: [Substring]) -> Int? {
-        var score = 0
-        for (segment, part) in zip(route.segments, parts) {
-            switch segment {
-            case .literal(let literal):
-                // Byte equality: paths are compared as sent, no Unicode comparison needed.
-                guard part.utf8.elementsEqual(literal.utf8) else { return nil }
-                score += 1
-            case .capture:
-                guard PercentDecoding.isWellFormed(part) else { return nil }
+    /// The non-empty `/`-separated segments of `path`.
+    private static func segments(_ path: String) -> [Substring] {
+        var parts: [Substring] = []
+        parts.reserveCapacity(6)
+        var start = path.utf8.startIndex
+        var index = start
+        let end = path.utf8.endIndex
+        while index < end {
+            if path.utf8[index] == UInt8(ascii: "/") {
+                if start < index { parts.append(path[start..<index]) }
+                start = path.utf8.index(after: index)
+            }
+            index = path.utf8.index(after: index)
+        }
+        if start < end { parts.append(path[start..<end]) }
+        return parts
+    }
+
+    /// Byte equality (paths are compared as sent: no Unicode comparison is
+    /// needed), one `memcmp` when both are contiguous, as native strings are.
+    static func sameBytes(_ part: Substring, _ literal: String) -> Bool {
+        guard part.utf8.count == literal.utf8.count else { return false }
+        let compared = part.utf8.withContiguousStorageIfAvailable { a in
+            literal.utf8.withContiguousStorageIfAvailable { b in
+                a.isEmpty || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
             }
         }
-        return score
+        return (compared ?? nil) ?? (part == literal)
     }
 
     /// The captures of a route that matched.
@@ -126,15 +184,17 @@ struct Router: Sendable {
         if let exact = literal[path], let index = exact.first(where: { routes[$0].method == effective }) {
             return .matched(routes[index], params: [:])
         }
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
+        let parts = Self.segments(path)
+        // Most literal segments wins; on a tie, the route added first.
         var best: (index: Int, score: Int)?
         var anyPath = false
-        for index in templates(ofLength: parts.count) {
-            let route = routes[index]
-            guard let score = score(route, parts) else { continue }
+        Self.walk(tree, parts, 0, literals: 0) { index, score in
             anyPath = true
-            guard route.method == effective else { continue }
-            if best == nil || score > best!.score { best = (index, score) }
+            guard routes[index].method == effective else { return }
+            if let current = best, current.score > score || (current.score == score && current.index < index) {
+                return
+            }
+            best = (index, score)
         }
         if let best {
             let route = routes[best.index]
@@ -145,11 +205,8 @@ struct Router: Sendable {
 
     /// The methods some route accepts for `path` (for 405's `Allow`).
     func allowedMethods(path: String) -> [String] {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
         var methods = Set<String>()
-        for index in templates(ofLength: parts.count) where score(routes[index], parts) != nil {
-            methods.insert(routes[index].method)
-        }
+        Self.walk(tree, Self.segments(path), 0, literals: 0) { index, _ in methods.insert(routes[index].method) }
         if methods.contains("GET") { methods.insert("HEAD") }
         return methods.sorted()
     }
