@@ -106,6 +106,7 @@ public struct HTTPHeaders: Sendable, ExpressibleByDictionaryLiteral {
     /// to its list (RFC 9110 §5.3: two Hosts or two Origins become one value no
     /// check accepts, instead of letting the last one win).
     public mutating func append(_ name: String, _ value: String) {
+        if fields.isEmpty { fields.reserveCapacity(8) }
         if let index = fields.firstIndex(where: { Self.sameName($0.name, name) }) {
             fields[index].value += ", " + value
         } else {

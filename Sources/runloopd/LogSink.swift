@@ -276,8 +276,9 @@ struct ClockCache {
         let whole = Int(interval.rounded(.down))
         if whole != second {
             second = whole
-            let text = Timestamp.string(Date(timeIntervalSince1970: Double(whole)))
-            prefix = Array(text.utf8.dropLast(4))  // "…:SS." without "mmmZ"
+            prefix.removeAll(keepingCapacity: true)
+            Timestamp.append(Date(timeIntervalSince1970: Double(whole)), to: &prefix)
+            prefix.removeLast(4)  // "…:SS." without "mmmZ"
         }
         out.append(contentsOf: prefix)
         let millis = min(999, max(0, Int((interval - Double(whole)) * 1000)))

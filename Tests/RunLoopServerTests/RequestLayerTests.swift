@@ -1,5 +1,10 @@
+import Foundation
 import RunLoopCore
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @testable import MicroHTTP
 @testable import RunLoopServer
@@ -154,5 +159,34 @@ struct RequestLayerTests {
             }
         }
         #expect(checked > 1000)
+    }
+
+    /// The timestamp as `gmtime_r` and string padding made it before.
+    static func referenceTimestamp(_ date: Date) -> String {
+        let interval = date.timeIntervalSince1970
+        var seconds = time_t(interval.rounded(.down))
+        let millis = Int(((interval - interval.rounded(.down)) * 1000).rounded(.down))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(min(millis, 999)), 3))Z"
+    }
+
+    @Test("Timestamp: the civil-date arithmetic writes what gmtime_r gives, leap days and centuries included")
+    func timestamps() {
+        var dates: [Double] = [
+            0, -0.001, -1, 951_782_400, 951_868_799.999, 4_107_542_400, -2_203_891_200, 1_764_076_369.806,
+            253_402_300_799.999, -62_135_596_800 + 86_400 * 366,
+        ]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 { dates.append(Double.random(in: -2_208_988_800...253_402_300_799, using: &generator)) }
+        for seconds in dates {
+            let date = Date(timeIntervalSince1970: seconds)
+            #expect(Timestamp.string(date) == Self.referenceTimestamp(date), "\(seconds)")
+        }
     }
 }

@@ -59,9 +59,10 @@ def wait_up(port, server, path):
 def measure(argv_for_port, kind, count, workdir, tag):
     port = free_port()
     out = os.path.join(workdir, f"callgrind.{tag}.{count}")
+    # A runloopd with its default flags keeps its history store in the work folder.
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv_for_port(port),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, XDG_STATE_HOME=workdir))
     conn = wait_up(port, server, "/healthz" if kind.startswith("runloopd") else "/")
     headers = {"Content-Type": "application/json"}
     if kind == "runloopd-perform":
@@ -131,13 +132,15 @@ def main():
         servers = [
             ("bare libmicrohttpd (hello.c), GET", lambda p: [hello, str(p), "1", "120"], "get"),
             ("minimal hop (1 loop), GET", lambda p: [minimal, str(p), "1", "120"], "get"),
-            ("runloopd GET /api/version (--log-level error)",
-             lambda p: [runloopd, "--port", str(p), "--log-level", "error", "--public-dir", public], "runloopd-get"),
+            ("runloopd GET /api/version (--log-level error --no-store)",
+             lambda p: [runloopd, "--port", str(p), "--log-level", "error", "--no-store", "--public-dir", public],
+             "runloopd-get"),
             ("runloopd GET /api/version (default flags)",
              lambda p: [runloopd, "--port", str(p), "--public-dir", public], "runloopd-get"),
             ("minimal hop (2 loops), POST", lambda p: [minimal, str(p), "2", "200"], "post"),
-            ("runloopd POST perform echo, waitUntilDone",
-             lambda p: [runloopd, "--port", str(p), "--log-level", "error", "--public-dir", public], "runloopd-perform"),
+            ("runloopd POST perform echo, waitUntilDone (--log-level error --no-store)",
+             lambda p: [runloopd, "--port", str(p), "--log-level", "error", "--no-store", "--public-dir", public],
+             "runloopd-perform"),
         ]
         for index, (name, argv, kind) in enumerate(servers):
             small, small_out = measure(argv, kind, SMALL, workdir, f"s{index}")

@@ -105,17 +105,65 @@ public enum JSON {
 public enum Timestamp {
     /// The timestamp of `date`.
     public static func string(_ date: Date) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(24)
+        append(date, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the timestamp of `date` (`2026-11-25T13:12:49.806Z`, UTC,
+    /// milliseconds truncated) as bytes: the civil date computed from the day
+    /// count (proleptic Gregorian), no `gmtime` and no string building.
+    public static func append(_ date: Date, to out: inout [UInt8]) {
         let interval = date.timeIntervalSince1970
-        var seconds = time_t(interval.rounded(.down))
-        let millis = Int(((interval - interval.rounded(.down)) * 1000).rounded(.down))
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        let whole = interval.rounded(.down)
+        let seconds = Int64(whole)
+        let millis = min(999, Int(((interval - whole) * 1000).rounded(.down)))
+        var days = seconds / 86_400
+        var secondOfDay = seconds % 86_400
+        if secondOfDay < 0 {
+            secondOfDay += 86_400
+            days -= 1
         }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(min(millis, 999)), 3))Z"
+        // Days since 1970-01-01 to year, month, day (eras of 400 years from 0000-03-01).
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        /// `value` in decimal, zero-padded to at least `width` digits.
+        func digits(_ value: Int64, _ width: Int) {
+            var rest = max(0, value)
+            var divisor: Int64 = 1
+            var count = 1
+            while count < width || divisor * 10 <= rest {
+                divisor *= 10
+                count += 1
+            }
+            while divisor > 0 {
+                out.append(UInt8(48 + (rest / divisor) % 10))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(year, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(secondOfDay / 3600, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay / 60 % 60, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay % 60, 2)
+        out.append(UInt8(ascii: "."))
+        digits(Int64(max(0, millis)), 3)
+        out.append(UInt8(ascii: "Z"))
     }
 
     static func value(_ date: Date?) -> Value {

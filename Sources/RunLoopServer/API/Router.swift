@@ -68,33 +68,39 @@ struct Router: Sendable {
     private var literal: [String: [Int]] = [:]
     /// The templates as a tree of segments: a path walks only the branches its
     /// segments match instead of being compared with every template of its length.
-    private var tree = Node()
+    private let tree = Node()
 
-    /// One position in the segment tree: the literal segments that may follow,
-    /// the capture that may follow, and the routes whose template ends here.
-    private struct Node: Sendable {
-        var literals: [(segment: String, node: Node)] = []
-        var capture: [Node] = []  // at most one: a capture of any name
-        var routes: [Int] = []
+    /// One position in the segment tree: the literal segments that may follow
+    /// (`segments[i]` leads to `children[i]`), the capture of any name that may
+    /// follow, and the routes whose template ends here. A class: the walk passes
+    /// references, never copies of branches.
+    private final class Node: Sendable {
+        // Filled by `add` before the router is shared, then only read.
+        nonisolated(unsafe) var segments: [String] = []
+        nonisolated(unsafe) var children: [Node] = []
+        nonisolated(unsafe) var capture: Node?
+        nonisolated(unsafe) var routes: [Int] = []
 
-        mutating func insert(_ segments: ArraySlice<Segment>, route: Int) {
-            guard let first = segments.first else {
+        func insert(_ path: ArraySlice<Segment>, route: Int) {
+            guard let first = path.first else {
                 routes.append(route)
                 return
             }
+            let child: Node
             switch first {
             case .literal(let text):
-                if let index = literals.firstIndex(where: { $0.segment == text }) {
-                    literals[index].node.insert(segments.dropFirst(), route: route)
+                if let index = segments.firstIndex(of: text) {
+                    child = children[index]
                 } else {
-                    var child = Node()
-                    child.insert(segments.dropFirst(), route: route)
-                    literals.append((text, child))
+                    child = Node()
+                    segments.append(text)
+                    children.append(child)
                 }
             case .capture:
-                if capture.isEmpty { capture.append(Node()) }
-                capture[0].insert(segments.dropFirst(), route: route)
+                child = capture ?? Node()
+                capture = child
             }
+            child.insert(path.dropFirst(), route: route)
         }
     }
 
@@ -105,25 +111,25 @@ struct Router: Sendable {
         if !segments.contains(where: { if case .capture = $0 { true } else { false } }) {
             literal[template, default: []].append(routes.count)
         }
-        tree.insert(segments[...], route: routes.count)
+        tree.insert(segments[...], route: routes.count)  // before any read: the router is built, then shared
         routes.append(Route(method: method, template: template, segments: segments, handler: handler))
     }
 
-    /// Walks the tree along `parts` from `node`; every template that matches the
-    /// whole path is offered to `found` with its count of literal segments.
+    /// Walks the tree along `parts` from `node`; appends every route whose
+    /// template matches the whole path, with its count of literal segments.
     private static func walk(
-        _ node: Node, _ parts: [Substring], _ position: Int, literals: Int, _ found: (Int, Int) -> Void
+        _ node: Node, _ parts: [Substring], _ position: Int, literals: Int, into found: inout [(route: Int, score: Int)]
     ) {
         guard position < parts.count else {
-            for route in node.routes { found(route, literals) }
+            for route in node.routes { found.append((route, literals)) }
             return
         }
         let part = parts[position]
-        for child in node.literals where sameBytes(part, child.segment) {
-            walk(child.node, parts, position + 1, literals: literals + 1, found)
+        for index in node.segments.indices where sameBytes(part, node.segments[index]) {
+            walk(node.children[index], parts, position + 1, literals: literals + 1, into: &found)
         }
-        if let child = node.capture.first, PercentDecoding.isWellFormed(part) {
-            walk(child, parts, position + 1, literals: literals, found)
+        if let child = node.capture, PercentDecoding.isWellFormed(part) {
+            walk(child, parts, position + 1, literals: literals, into: &found)
         }
     }
 
@@ -185,17 +191,17 @@ struct Router: Sendable {
             return .matched(routes[index], params: [:])
         }
         let parts = Self.segments(path)
+        var found: [(route: Int, score: Int)] = []
+        Self.walk(tree, parts, 0, literals: 0, into: &found)
         // Most literal segments wins; on a tie, the route added first.
         var best: (index: Int, score: Int)?
-        var anyPath = false
-        Self.walk(tree, parts, 0, literals: 0) { index, score in
-            anyPath = true
-            guard routes[index].method == effective else { return }
+        for (index, score) in found where routes[index].method == effective {
             if let current = best, current.score > score || (current.score == score && current.index < index) {
-                return
+                continue
             }
             best = (index, score)
         }
+        let anyPath = !found.isEmpty
         if let best {
             let route = routes[best.index]
             return .matched(route, params: captures(route, parts))
@@ -205,8 +211,9 @@ struct Router: Sendable {
 
     /// The methods some route accepts for `path` (for 405's `Allow`).
     func allowedMethods(path: String) -> [String] {
-        var methods = Set<String>()
-        Self.walk(tree, Self.segments(path), 0, literals: 0) { index, _ in methods.insert(routes[index].method) }
+        var found: [(route: Int, score: Int)] = []
+        Self.walk(tree, Self.segments(path), 0, literals: 0, into: &found)
+        var methods = Set(found.map { routes[$0.route].method })
         if methods.contains("GET") { methods.insert("HEAD") }
         return methods.sorted()
     }

@@ -179,11 +179,16 @@ enum HopBenchmark {
                 return server
             } catch { fatalError("\(error)") }
         }
+        // --no-store: these rows measure the hop against baselines that keep nothing;
+        // what the history store costs is `rlbench store`'s own row (store on vs off).
         func startRunLoopd(httpThreads: Int) -> ServerProcess {
             start {
                 try .runloopd(
                     binary: URL(fileURLWithPath: runloopd),
-                    arguments: ["--http-threads", "\(httpThreads)", "--public-dir", publicDir, "--log-level", "error"])
+                    arguments: [
+                        "--http-threads", "\(httpThreads)", "--public-dir", publicDir, "--log-level", "error",
+                        "--no-store",
+                    ])
             }
         }
         func startHello(threads: Int, bodyBytes: Int) -> ServerProcess {
@@ -399,8 +404,9 @@ enum HopBenchmark {
             + "(`bare-mhd/minimal-hop.c`) suspends, appends to a locked array, signals a plain version-0 CFRunLoopSource and "
             + "wakes its loop, whose perform queues the answer and resumes (HOPS 2: loop A hands over the same way to loop B, "
             + "which answers); same daemon flags as runloopd, bodies padded to runloopd's answer sizes. "
-            + "The default-flags case runs a second runloopd without `--log-level error` (access log to a file) "
-            + "against the first. wrk -t1 runs on the same 2 vCPUs as the server.\n\n" + table
+            + "runloopd runs with `--log-level error --no-store` (the hop alone: the history store's cost is `rlbench store`'s "
+            + "row). The default-flags case runs a second runloopd with no flags at all (access log to a file, the store on; "
+            + "GETs are not stored) against the first. wrk -t1 runs on the same 2 vCPUs as the server.\n\n" + table
             + "\nLatency distributions (wrk's 50/75/90/99th percentiles, medians over the rounds):\n\n"
             + charts.joined(separator: "\n") + "\n"
         section.notes.append(
