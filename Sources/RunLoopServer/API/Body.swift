@@ -34,6 +34,8 @@ struct Body {
     }
 
     private func rejectUnknown() throws(RunLoopError) {
+        // Sorted only to name the first unknown field when there is one.
+        guard !members.keys.allSatisfy(allowed.contains) else { return }
         for key in members.keys.sorted() where !allowed.contains(key) {
             throw RunLoopError(
                 kind: .badValue, code: "unknown_field",

@@ -77,6 +77,8 @@ struct Router: Sendable {
     private final class Node: Sendable {
         // Filled by `add` before the router is shared, then only read.
         nonisolated(unsafe) var segments: [String] = []
+        /// `segments` as bytes, compared with a path's segment by `memcmp`.
+        nonisolated(unsafe) var bytes: [[UInt8]] = []
         nonisolated(unsafe) var children: [Node] = []
         nonisolated(unsafe) var capture: Node?
         nonisolated(unsafe) var routes: [Int] = []
@@ -94,6 +96,7 @@ struct Router: Sendable {
                 } else {
                     child = Node()
                     segments.append(text)
+                    bytes.append(Array(text.utf8))
                     children.append(child)
                 }
             case .capture:
@@ -125,8 +128,19 @@ struct Router: Sendable {
             return
         }
         let part = parts[position]
-        for index in node.segments.indices where sameBytes(part, node.segments[index]) {
-            walk(node.children[index], parts, position + 1, literals: literals + 1, into: &found)
+        // The segment's bytes are taken once and compared with each literal child.
+        let compared: Void? = part.utf8.withContiguousStorageIfAvailable { text in
+            for index in node.bytes.indices where node.bytes[index].count == text.count {
+                let same = node.bytes[index].withUnsafeBufferPointer {
+                    text.isEmpty || memcmp($0.baseAddress!, text.baseAddress!, text.count) == 0
+                }
+                if same { walk(node.children[index], parts, position + 1, literals: literals + 1, into: &found) }
+            }
+        }
+        if compared == nil {
+            for index in node.segments.indices where part == node.segments[index] {
+                walk(node.children[index], parts, position + 1, literals: literals + 1, into: &found)
+            }
         }
         if let child = node.capture, PercentDecoding.isWellFormed(part) {
             walk(child, parts, position + 1, literals: literals, into: &found)
@@ -149,18 +163,6 @@ struct Router: Sendable {
         }
         if start < end { parts.append(path[start..<end]) }
         return parts
-    }
-
-    /// Byte equality (paths are compared as sent: no Unicode comparison is
-    /// needed), one `memcmp` when both are contiguous, as native strings are.
-    static func sameBytes(_ part: Substring, _ literal: String) -> Bool {
-        guard part.utf8.count == literal.utf8.count else { return false }
-        let compared = part.utf8.withContiguousStorageIfAvailable { a in
-            literal.utf8.withContiguousStorageIfAvailable { b in
-                a.isEmpty || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
-            }
-        }
-        return (compared ?? nil) ?? (part == literal)
     }
 
     /// The captures of a route that matched.
