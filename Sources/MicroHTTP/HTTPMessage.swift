@@ -15,8 +15,10 @@ public struct HTTPRequest: Sendable {
     public var headers: HTTPHeaders
     /// The request body (bounded by the server's body limit).
     public var body: [UInt8]
+    /// The peer, when known (its text is made when read).
+    public var peer: PeerAddress?
     /// The peer address as text (`127.0.0.1`), when known.
-    public var remoteAddress: String?
+    public var remoteAddress: String? { peer?.text }
 
     /// Creates a request value (tests and in-process callers use this directly).
     public init(
@@ -29,7 +31,7 @@ public struct HTTPRequest: Sendable {
         self.query = query
         self.headers = headers
         self.body = body
-        self.remoteAddress = remoteAddress
+        self.peer = remoteAddress.map(PeerAddress.init(text:))
     }
 }
 

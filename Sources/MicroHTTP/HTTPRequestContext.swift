@@ -58,12 +58,12 @@ final class HTTPRequestContext: Sendable {
     }
 
     let connection: MHDConnection
-    let remoteAddress: String?
+    let peer: PeerAddress?
     private let state = Locked(State())
 
-    init(connection: MHDConnection, remoteAddress: String?) {
+    init(connection: MHDConnection, peer: PeerAddress?) {
         self.connection = connection
-        self.remoteAddress = remoteAddress
+        self.peer = peer
     }
 
     // MARK: Reading (libmicrohttpd thread)

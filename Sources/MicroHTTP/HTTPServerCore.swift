@@ -175,8 +175,8 @@ final class HTTPServerCore: Sendable {
     private func firstCall(
         connection: OpaquePointer, contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
-        let remote = runloopd_mhd_client_address(connection).flatMap(SocketAddress.numericHost)
-        let context = HTTPRequestContext(connection: MHDConnection(pointer: connection), remoteAddress: remote)
+        let peer = runloopd_mhd_client_address(connection).flatMap(SocketAddress.peer)
+        let context = HTTPRequestContext(connection: MHDConnection(pointer: connection), peer: peer)
         contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
         liveContexts.add(1, ordering: .relaxed)
 
@@ -206,15 +206,15 @@ final class HTTPServerCore: Sendable {
         method: UnsafePointer<CChar>?
     ) -> MHD_Result {
         let id = nextRequestID.add(1, ordering: .relaxed).newValue
-        let request = HTTPRequest(
+        var request = HTTPRequest(
             id: id,
             method: method.map { String(cString: $0) } ?? "GET",
             path: url.map { String(cString: $0) } ?? "/",
             query: Self.queryArguments(connection),
             headers: Self.headerFields(connection),
-            body: context.takeBody(),
-            remoteAddress: context.remoteAddress
+            body: context.takeBody()
         )
+        request.peer = context.peer
         let accepted = registry.withLock { r in
             if r.stopping { return false }
             r.outstanding[ObjectIdentifier(context)] = context

@@ -48,25 +48,53 @@ struct SocketAddress {
         return nil
     }
 
-    /// The numeric host text of a peer address (`127.0.0.1`, `::1`), or `nil`.
-    static func numericHost(_ address: UnsafePointer<sockaddr>) -> String? {
-        // inet_ntop, not getnameinfo: this runs for every request.
+    /// The peer address of `address` (IPv4 or IPv6), or `nil` for other families.
+    static func peer(_ address: UnsafePointer<sockaddr>) -> PeerAddress? {
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            let v4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+            return PeerAddress(storage: .v4(v4))
+        case AF_INET6:
+            let v6 = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+            return PeerAddress(storage: .v6(v6))
+        default:
+            return nil
+        }
+    }
+}
+
+/// A request's peer: the address bytes, copied when the request arrives and
+/// turned into text (`127.0.0.1`, `::1`) only when someone reads it (the access
+/// log), not for every request.
+public struct PeerAddress: @unchecked Sendable {
+    enum Storage {
+        case v4(in_addr)
+        case v6(in6_addr)
+        case text(String)
+    }
+
+    let storage: Storage
+
+    /// A peer known only by a name (`setup` for requests a setup file made).
+    public init(text: String) {
+        storage = .text(text)
+    }
+
+    init(storage: Storage) {
+        self.storage = storage
+    }
+
+    /// The numeric host text (`inet_ntop`).
+    public var text: String {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN)) { buffer in
             let size = socklen_t(buffer.count)
-            let text: UnsafePointer<CChar>?
-            switch Int32(address.pointee.sa_family) {
-            case AF_INET:
-                text = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
-                    withUnsafePointer(to: v4.pointee.sin_addr) { inet_ntop(AF_INET, $0, buffer.baseAddress, size) }
-                }
-            case AF_INET6:
-                text = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
-                    withUnsafePointer(to: v6.pointee.sin6_addr) { inet_ntop(AF_INET6, $0, buffer.baseAddress, size) }
-                }
-            default:
-                text = nil
+            let written: UnsafePointer<CChar>?
+            switch storage {
+            case .text(let text): return text
+            case .v4(var address): written = inet_ntop(AF_INET, &address, buffer.baseAddress, size)
+            case .v6(var address): written = inet_ntop(AF_INET6, &address, buffer.baseAddress, size)
             }
-            return text.map { String(cString: $0) }
+            return written.map { String(cString: $0) } ?? "?"
         }
     }
 }

@@ -176,7 +176,7 @@ extension RunLoopService {
         {
             return given
         }
-        return "r\(request.id)"
+        return "r" + String(request.id)
     }
 
     /// `?k=v&…` (sorted, percent-encoded) for a parsed query; "" when empty.

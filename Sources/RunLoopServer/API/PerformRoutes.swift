@@ -4,9 +4,12 @@ import RunLoopCore
 
 /// Performs: queue a selector on a thread, wait for it, list and cancel pending ones. Run on the control loop.
 extension API {
+    /// The fields of a perform's body (built once: this is the busiest route).
+    static let performFields: Set<String> = ["selector", "args", "waitUntilDone", "modes", "afterDelay", "timeout"]
+
     func addPerform(_ r: inout Router) {
         r.add("POST", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
-            let body = try ctx.body(["selector", "args", "waitUntilDone", "modes", "afterDelay", "timeout"])
+            let body = try ctx.body(Self.performFields)
             let target = try worker(ctx)
             let call = try body.selectorCallHere()
             let wait = try body.bool("waitUntilDone") ?? false
