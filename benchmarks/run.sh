@@ -2,6 +2,7 @@
 # Builds the benchmarks (release), runs them and writes BENCHMARKS.md.
 #   benchmarks/run.sh                      every benchmark (what `make bench` runs)
 #   benchmarks/run.sh wakeup timers        a subset (BENCHMARKS.md keeps the others' last results)
+#   benchmarks/run.sh callgrind            instructions per request under valgrind
 # Environment: BENCH_OUT (results folder), BENCH_REPORT (report path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,13 +12,14 @@ OUT=${BENCH_OUT:-$SCRATCH/results}
 REPORT=${BENCH_REPORT:-BENCHMARKS.md}
 SWIFT=${SWIFT:-swift}
 benches=("$@")
-[ ${#benches[@]} -eq 0 ] && benches=(hop wakeup trace store timers idle scale)
+[ ${#benches[@]} -eq 0 ] && benches=(hop callgrind wakeup trace store timers idle scale)
 
 # wrk (Debian) for the HTTP hop; libmicrohttpd-dev for the bare baseline.
 need=()
 command -v wrk >/dev/null || need+=(wrk)
 dpkg-query -W -f='${Status}' libmicrohttpd-dev 2>/dev/null | grep -q "install ok installed" || need+=(libmicrohttpd-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v valgrind >/dev/null || need+=(valgrind)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
@@ -44,6 +46,7 @@ for bench in "${benches[@]}"; do
     hop)    "$BIN/rlbench" hop --runloopd "$BIN/runloopd" --hello "$SCRATCH/hello" --minimal-hop "$SCRATCH/minimal-hop" --out "$OUT" ;;
     scale)  "$BIN/rlbench" scale --runloopd "$BIN/runloopd" --out "$OUT" ;;
     store)  "$BIN/rlbench" store --runloopd "$BIN/runloopd" --out "$OUT" ;;
+    callgrind) python3 benchmarks/callgrind/per-request.py "$SCRATCH" --section "$OUT/callgrind.json" ;;
     wakeup|timers|idle) "$BIN/rlbench" "$bench" --out "$OUT" ;;
     *) echo "unknown benchmark: $bench" >&2; exit 2 ;;
   esac 2>&1 | tee "$OUT/$bench.log"

@@ -84,9 +84,34 @@ public struct PeerAddress: @unchecked Sendable {
         self.storage = storage
     }
 
-    /// The numeric host text (`inet_ntop`).
+    /// The numeric host text (IPv4 by hand, IPv6 by `inet_ntop`).
     public var text: String {
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN)) { buffer in
+        if case .v4(let address) = storage {
+            // s_addr holds the bytes in network order, first octet lowest in memory.
+            return withUnsafeBytes(of: address.s_addr) { octets in
+                String(unsafeUninitializedCapacity: 15) { text in
+                    var count = 0
+                    for (index, octet) in octets.enumerated() {
+                        if index > 0 {
+                            text[count] = UInt8(ascii: ".")
+                            count += 1
+                        }
+                        if octet >= 100 {
+                            text[count] = 48 + octet / 100
+                            count += 1
+                        }
+                        if octet >= 10 {
+                            text[count] = 48 + octet / 10 % 10
+                            count += 1
+                        }
+                        text[count] = 48 + octet % 10
+                        count += 1
+                    }
+                    return count
+                }
+            }
+        }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN)) { buffer in
             let size = socklen_t(buffer.count)
             let written: UnsafePointer<CChar>?
             switch storage {

@@ -290,13 +290,13 @@ struct ClockCache {
 
     /// A non-negative integer in decimal.
     static func appendInt(_ value: Int, to out: inout [UInt8]) {
-        var digits: [UInt8] = []
-        var v = max(0, value)
-        repeat {
-            digits.append(UInt8(48 + v % 10))
-            v /= 10
-        } while v > 0
-        out.append(contentsOf: digits.reversed())
+        let v = max(0, value)
+        var divisor = 1
+        while divisor <= v / 10 { divisor *= 10 }
+        while divisor > 0 {
+            out.append(UInt8(48 + v / divisor % 10))
+            divisor /= 10
+        }
     }
 
     /// Seconds as milliseconds with up to three decimals, as Swift prints
@@ -315,8 +315,12 @@ struct ClockCache {
             fraction /= 10
             width -= 1
         }
-        let text = String(fraction)
-        for _ in 0..<(width - text.utf8.count) { out.append(48) }
-        out.append(contentsOf: text.utf8)
+        // `width` digits, leading zeros included (fraction < 10^width).
+        var divisor = 1
+        for _ in 1..<width { divisor *= 10 }
+        while divisor > 0 {
+            out.append(UInt8(48 + fraction / divisor % 10))
+            divisor /= 10
+        }
     }
 }

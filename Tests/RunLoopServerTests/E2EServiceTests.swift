@@ -149,6 +149,19 @@ struct E2EServiceTests {
         for i in [0, count / 2, count - 1] {
             #expect(lines.contains { $0.contains("requestId=log-\(i) ") }, "log-\(i) is logged")
         }
+        // The writer formats each line as bytes by hand: every field in its place.
+        let shape = try NSRegularExpression(
+            pattern: #"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) info runloopd : durationMs=\d+\.\d{1,3} "#
+                + #"remote=127\.0\.0\.1 requestId=log-\d+ route=/api/version status=200 \[RunLoopServer\] "#
+                + #"GET /api/version 200$"#)
+        for line in lines.map(String.init) {
+            let range = NSRange(line.startIndex..., in: line)
+            let match = try #require(shape.firstMatch(in: line, range: range), "access line: \(line)")
+            let stamp = String(line[Range(match.range(at: 1), in: line)!])
+            let format = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+            let at = try #require(try? format.parse(stamp), "timestamp \(stamp)")
+            #expect(abs(at.timeIntervalSinceNow) < 300, "timestamp \(stamp)")
+        }
         #expect(server.log.hasSuffix("runloopd stopped\n"), "the last line is the stop")
     }
 }

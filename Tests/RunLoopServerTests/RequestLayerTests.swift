@@ -189,4 +189,21 @@ struct RequestLayerTests {
             #expect(Timestamp.string(date) == Self.referenceTimestamp(date), "\(seconds)")
         }
     }
+
+    @Test("PeerAddress: IPv4 written by hand reads like inet_ntop; IPv6 is inet_ntop's")
+    func peerText() {
+        var generator = SystemRandomNumberGenerator()
+        var samples: [UInt32] = [0, 0xFFFF_FFFF, 0x7F00_0001, 0x0A00_0001, 0x6400_0A09]
+        for _ in 0..<5000 { samples.append(UInt32.random(in: 0...UInt32.max, using: &generator)) }
+        for value in samples {
+            var address = in_addr(s_addr: value.bigEndian)
+            var buffer = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+            let expected = String(cString: inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count))!)
+            #expect(PeerAddress(storage: .v4(address)).text == expected)
+        }
+        var loopback = in6_addr()
+        #expect(inet_pton(AF_INET6, "::1", &loopback) == 1)
+        #expect(PeerAddress(storage: .v6(loopback)).text == "::1")
+        #expect(PeerAddress(text: "setup").text == "setup")
+    }
 }

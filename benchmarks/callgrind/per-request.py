@@ -5,7 +5,7 @@ servers side by side: bare libmicrohttpd (hello.c), the minimal hop
 perform echo + waitUntilDone. Instruction counts are repeatable on a noisy
 shared VM where wall-clock ratios are not.
 
-    python3 benchmarks/callgrind/per-request.py BIN_DIR [--top N] [--out FILE]
+    python3 benchmarks/callgrind/per-request.py BIN_DIR [--top N] [--out FILE] [--section FILE]
 
 BIN_DIR holds `hello`, `minimal-hop` and `runloopd` (benchmarks/.build: run
 `benchmarks/run.sh hop` once to build them; runloopd is taken from the
@@ -14,7 +14,9 @@ release bin path next to it). Each server runs under callgrind twice (400 and
 request with start-up and shutdown cancelled out, counted over every thread.
 For runloopd the functions with the most *self* instructions per request
 (large run minus small run, over the extra requests; `--top N`, default 15)
-are listed, from callgrind_annotate. Swift release
+are listed, from callgrind_annotate. `--out` writes the tables as Markdown;
+`--section` writes them as an rlbench report section (`benchmarks/run.sh
+callgrind` does, so BENCHMARKS.md shows them). Swift release
 binaries carry DWARF 5 that valgrind 3.19 cannot read: a copy with its debug
 info stripped (symbols kept) is measured.
 """
@@ -118,6 +120,8 @@ def main():
     bindir = args[0]
     top = int(args[args.index("--top") + 1]) if "--top" in args else 15
     report = args[args.index("--out") + 1] if "--out" in args else None
+    section = args[args.index("--section") + 1] if "--section" in args else None
+    started = time.monotonic()
     public = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Public")
     rows, tops = [], []
     with tempfile.TemporaryDirectory() as workdir:
@@ -169,6 +173,38 @@ def main():
     if report:
         with open(report, "w") as f:
             f.write(text)
+    if section:
+        write_section(section, rows, text, time.monotonic() - started)
+
+
+def write_section(path, rows, tables, seconds):
+    """The tables as an rlbench report section (`rlbench report` reads it)."""
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+    environment = f"{os.cpu_count()} cores ({cpu}), Linux {os.uname().release}, load {load}, valgrind callgrind"
+    base = {name: per for name, per in rows}
+    figures = []
+    for name, per in rows:
+        if not name.startswith("runloopd"):
+            continue
+        ref_name = "minimal hop (2 loops), POST" if "POST" in name else "minimal hop (1 loop), GET"
+        ref = base.get(ref_name)
+        if not ref:
+            continue
+        figures.append({
+            "name": f"instructions per request: {name}", "value": f"{per:,.0f}", "baseline": f"{ref:,.0f} ({ref_name})",
+            "ratio": f"{per / ref:.2f}×", "goal": "none (where the hop's cost is)", "pass": None, "steal": 0.0,
+            "clean": True})
+    details = (
+        "`python3 benchmarks/callgrind/per-request.py benchmarks/.build` (valgrind's callgrind counts instructions, "
+        "not seconds, so the figures repeat on a noisy VM): each server runs twice, for 400 and for 2,000 requests on "
+        "one keep-alive connection, and the difference over the 1,600 extra requests is the count per request, every "
+        "thread included, start-up and shutdown cancelled out. runloopd runs with `--log-level error --no-store` "
+        "except in the default-flags row (its access log on, the store in a temporary folder).\n\n" + tables)
+    with open(path, "w") as f:
+        json.dump({"id": "callgrind", "title": "Instructions per request (callgrind)", "environment": environment,
+                   "command": "python3 benchmarks/callgrind/per-request.py", "seconds": seconds, "figures": figures,
+                   "details": details, "notes": []}, f, indent=1)
 
 
 if __name__ == "__main__":

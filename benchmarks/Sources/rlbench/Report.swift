@@ -60,7 +60,7 @@ struct Section: Codable {
 
 /// Assembles BENCHMARKS.md from the saved sections.
 enum ReportWriter {
-    static let order = ["hop", "wakeup", "trace", "store", "timers", "idle", "scale"]
+    static let order = ["hop", "callgrind", "wakeup", "trace", "store", "timers", "idle", "scale"]
 
     static func write(outputDirectory: String, to path: String, totalSeconds: Double?) throws {
         var sections: [Section] = []
@@ -82,7 +82,7 @@ enum ReportWriter {
         md += "- the load generator (`wrk -t1`) shares the 2 cores with the server under test\n"
         if let totalSeconds { md += "- whole run: \(fmt(totalSeconds, 0)) s\n" }
         md += "\n## Commands\n\n```\nmake bench                       # everything below, then this file\n"
-        md += "benchmarks/run.sh [hop|wakeup|timers|idle|scale]...   # a subset\n```\n\n"
+        md += "benchmarks/run.sh [hop|callgrind|wakeup|trace|store|timers|idle|scale]...   # a subset\n```\n\n"
         for section in sections { md += "- `\(section.command)` (\(fmt(section.seconds, 0)) s)\n" }
         md += "\n## Goals\n\n"
         md += "| benchmark | figure | runloopd | baseline | ratio | goal | result | steal |\n"
