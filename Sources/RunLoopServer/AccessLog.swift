@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import MicroHTTP
 
 /// One answered request, as the access log records it.
 public struct AccessLogEntry: Sendable {
@@ -15,8 +16,10 @@ public struct AccessLogEntry: Sendable {
     public var route: String
     /// Seconds from arrival to answer.
     public var seconds: Double
-    /// The client's address.
-    public var remote: String?
+    /// The client, as bytes until the line is written.
+    public var peer: PeerAddress?
+    /// The client's address (made when read: on the log writer's thread).
+    public var remote: String? { peer?.text }
     /// When it was answered.
     public var at: Date
 

@@ -68,7 +68,7 @@ extension RunLoopService {
             guard accessLog != nil || logsAccess else { return }
             let entry = AccessLogEntry(
                 method: request.method, path: request.path, status: response.status, requestId: trace.requestId,
-                route: route, seconds: seconds, remote: request.remoteAddress, at: Date())
+                route: route, seconds: seconds, peer: request.peer, at: Date())
             if let accessLog {
                 // Queued as data; the writer thread formats it.
                 accessLog.record(entry)
