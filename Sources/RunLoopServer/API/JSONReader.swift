@@ -94,6 +94,7 @@ struct JSONReader {
     private mutating func readObject() throws(Failure) -> Value {
         var members: [String: Value] = [:]
         if try openContainer(closer: UInt8(ascii: "}")) { return .object(members) }
+        members.reserveCapacity(8)  // one allocation for the usual small object, not one per growth
         repeat {
             skipSpace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {

@@ -184,13 +184,15 @@ enum Rep {
     }
 
     static func performResult(_ r: PerformResult) -> Value {
-        var object: [String: Value] = [
-            "performId": .string(r.performId), "thread": .string(r.thread), "selector": .string(r.selector),
-            "queuedMs": .number((r.queuedMs * 1000).rounded() / 1000),
-            "ranMs": .number((r.ranMs * 1000).rounded() / 1000),
-        ]
+        // Sized once for all its members (a literal then a merge grew it twice).
+        var object = [String: Value](minimumCapacity: 9)
+        object["performId"] = .string(r.performId)
+        object["thread"] = .string(r.thread)
+        object["selector"] = .string(r.selector)
+        object["queuedMs"] = .number((r.queuedMs * 1000).rounded() / 1000)
+        object["ranMs"] = .number((r.ranMs * 1000).rounded() / 1000)
         // ok, result, error: the same shape as an action's last result.
-        object.merge(actionResult(r.outcome).object ?? [:]) { $1 }
+        for (key, value) in actionResult(r.outcome).object ?? [:] { object[key] = value }
         return .object(object)
     }
 
