@@ -119,8 +119,19 @@ public struct HTTPHeaders: Sendable, ExpressibleByDictionaryLiteral {
     /// Whether two field names are equal ignoring ASCII case.
     static func sameName(_ a: String, _ b: String) -> Bool {
         guard a.utf8.count == b.utf8.count else { return false }
-        for (x, y) in zip(a.utf8, b.utf8) where x != y {
-            guard x | 0x20 == y | 0x20, (0x61...0x7A).contains(x | 0x20) else { return false }
+        // Byte by byte over contiguous storage (native strings are): zip over
+        // two UTF-8 views costs more than the comparison itself.
+        let compared = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in sameLetters(x, y) }
+        }
+        return (compared ?? nil) ?? sameLetters(Array(a.utf8), Array(b.utf8))
+    }
+
+    private static func sameLetters<C: RandomAccessCollection>(_ x: C, _ y: C) -> Bool
+    where C.Element == UInt8, C.Index == Int {
+        for index in x.indices where x[index] != y[index] {
+            let folded = x[index] | 0x20
+            guard folded == y[index] | 0x20, (0x61...0x7A).contains(folded) else { return false }
         }
         return true
     }

@@ -109,6 +109,9 @@ def self_costs(path):
         if name.startswith(("PROGRAM TOTALS", "file:function", "Ir")):
             continue
         name = re.sub(r"^.*?:", "", name, count=1) if ":" in name.split(" ")[0] else name
+        # Keyed by the function alone: callgrind may name the object a symbol came
+        # from differently in two runs, which would make a start-up cost look per-request.
+        name = re.sub(r" \[[^]]*\]$", "", name)
         costs[name] = costs.get(name, 0) + int(m.group(1).replace(",", ""))
     return costs
 
