@@ -116,6 +116,15 @@ def self_costs(path):
     return costs
 
 
+def demangled(name):
+    """A Swift symbol as `swift demangle --simplified` prints it (else as given)."""
+    swift = shutil.which("swift") or "/opt/swift/usr/bin/swift"
+    if not name.startswith(("$s", "_$s")) or not os.path.exists(swift):
+        return name
+    out = subprocess.run([swift, "demangle", "--simplified", "--compact", name], capture_output=True, text=True)
+    return out.stdout.strip() or name
+
+
 def main():
     args = sys.argv[1:]
     if not args or not shutil.which("valgrind"):
@@ -170,7 +179,7 @@ def main():
         lines += ["", f"Top functions by self instructions per request, {name}:", "",
                   "| instructions / request | function |", "|---|---|"]
         for per, fn in items:
-            lines.append(f"| {per:,.0f} | `{fn[:110]}` |")
+            lines.append(f"| {per:,.0f} | `{demangled(fn)[:110]}` |")
     text = "\n".join(lines) + "\n"
     print(text)
     if report:
