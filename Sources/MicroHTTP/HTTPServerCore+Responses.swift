@@ -43,7 +43,8 @@ extension HTTPServerCore {
                 continue
             }
             // withCString: a short name or value is passed from the stack, not copied to the heap.
-            let added = name.withCString { name in value.withCString { MHD_add_response_header(mhdResponse, name, $0) }
+            let added = name.withCString { name in
+                value.withCString { value in MHD_add_response_header(mhdResponse, name, value) }
             }
             if added != .YES {
                 logger.warning("HTTP response header refused", metadata: ["header": "\(name)"])

@@ -1,9 +1,9 @@
 import MicroHTTP
+import RunLoopCore
 
 #if canImport(Glibc)
     import Glibc
 #endif
-import RunLoopCore
 
 /// What a route handler answers.
 enum Reply {
@@ -44,7 +44,8 @@ typealias RouteHandler = @Sendable (RouteContext) throws(RunLoopError) -> Reply
 /// A method + path template table. Paths are matched segment by segment;
 /// `{name}` captures one segment. Literal segments win over captures, so
 /// `POST /tasks/suspend` is an action while `DELETE /tasks/{taskId}` removes a
-/// task named anything. Built once at start, then only read (on the control loop).
+/// task named anything. Built once at start, then only read (on the control loop):
+/// copies share one segment tree, so a router is built whole before it is shared.
 struct Router: Sendable {
     struct Route: Sendable {
         let method: String
