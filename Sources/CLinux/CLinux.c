@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/syscall.h>
 #include "CLinux.h"
 
@@ -10,3 +11,7 @@ int clinux_gettid(void) { return (int)syscall(SYS_gettid); }
 int clinux_set_thread_name(const char *name) { return pthread_setname_np(pthread_self(), name); }
 
 int clinux_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int clinux_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+}

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import GRDB
 import MicroHTTP
@@ -254,17 +255,43 @@ struct E2EHistoryTests {
 
     static let isRoot = getuid() == 0
 
-    /// Runs `command` with bash and waits for it (posix_spawn + waitpid:
-    /// Foundation's Process.waitUntilExit was seen never to return here).
+    /// Runs `command` with bash and waits for it (posix_spawn + waitpid).
+    ///
+    /// The child gets only stdin, stdout and stderr: every other descriptor is
+    /// closed in it. `pg_ctl start` leaves a PostgreSQL daemon running, and a
+    /// daemon that inherited the write end of another test's output pipe kept
+    /// that pipe from ever reaching end-of-file: a reader blocked for good and
+    /// the suite hung (seen twice, blamed first on `Process.waitUntilExit`).
     static func shell(_ command: String) -> Int32 {
         var pid: pid_t = 0
         let words: [String] = ["/bin/bash", "-c", command]
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         defer { for arg in argv { free(arg) } }
-        guard posix_spawn(&pid, "/bin/bash", nil, nil, argv, environ) == 0 else { return -1 }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        clinux_spawn_close_from(&actions, 3)
+        guard posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ) == 0 else { return -1 }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    }
+
+    @Test("shell: a spawned command (and any daemon it leaves) inherits none of the test process's pipes")
+    func shellInheritsNoPipe() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)  // inheritable on purpose (no O_CLOEXEC)
+        defer {
+            close(ends[0])
+            close(ends[1])
+        }
+        let pipeName = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(ends[1])")
+        let listing = FileManager.default.temporaryDirectory.appendingPathComponent("fds-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: listing) }
+        #expect(Self.shell("ls -l /proc/$$/fd > '\(listing.path)'") == 0)
+        let seen = try String(contentsOf: listing, encoding: .utf8)
+        #expect(seen.contains("total"), "no listing: \(seen)")
+        #expect(!seen.contains(pipeName), "the child holds \(pipeName): \(seen)")
     }
 
     /// `shell`, awaited off the cooperative pool.

@@ -1,6 +1,8 @@
-// Linux calls Swift's Glibc module does not import (eventfd, thread names).
+// Linux calls Swift's Glibc module does not import (eventfd, thread names,
+// closefrom for spawned children).
 #ifndef CLINUX_H
 #define CLINUX_H
+#include <spawn.h>
 #include <sys/eventfd.h>
 
 /// A non-blocking, close-on-exec eventfd with counter 0, or -1 (errno set).
@@ -15,4 +17,9 @@ int clinux_gettid(void);
 /// A pipe whose two ends are close-on-exec from birth (`pipe2`), so a process
 /// spawned by another thread at the same moment cannot inherit them.
 int clinux_pipe_cloexec(int fds[2]);
+
+/// Adds "close every descriptor from `lowest` up" to `actions` (glibc's
+/// `posix_spawn_file_actions_addclosefrom_np`), so a spawned child, and any
+/// daemon it leaves behind, holds none of the parent's pipes.
+int clinux_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 #endif
