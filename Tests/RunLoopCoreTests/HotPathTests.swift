@@ -90,14 +90,17 @@ import Testing
         do {
             let marker = Marker()
             released = marker
-            cancelled = Deadlines.after(0.02) { [marker] in
+            // Deadlines far apart (hundreds of ms): a loaded machine can stall a thread
+            // for tens of ms between two lines, and a 20 ms deadline once fired before
+            // the line that cancels it.
+            cancelled = Deadlines.after(0.3) { [marker] in
                 _ = marker
                 fired.put("cancelled")
             }
         }
-        Deadlines.after(0.06) { fired.put("late") }
-        Deadlines.after(0.01) { fired.put("early") }
-        Deadlines.after(0.04) { fired.put("middle") }
+        Deadlines.after(0.6) { fired.put("late") }
+        Deadlines.after(0.1) { fired.put("early") }
+        Deadlines.after(0.4) { fired.put("middle") }
         #expect(released != nil, "the scheduled action holds what it captured")
         cancelled.cancel()
         #expect(released == nil, "cancel releases the action at once, not at its deadline")
