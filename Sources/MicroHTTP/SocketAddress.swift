@@ -1,3 +1,5 @@
+import Primitives
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -86,40 +88,25 @@ public struct PeerAddress: @unchecked Sendable {
 
     /// The numeric host text (IPv4 by hand, IPv6 by `inet_ntop`).
     public var text: String {
-        if case .v4(let address) = storage {
+        switch storage {
+        case .text(let text):
+            return text
+        case .v4(let address):
             // s_addr holds the bytes in network order, first octet lowest in memory.
             return withUnsafeBytes(of: address.s_addr) { octets in
-                String(unsafeUninitializedCapacity: 15) { text in
-                    var count = 0
-                    for (index, octet) in octets.enumerated() {
-                        if index > 0 {
-                            text[count] = UInt8(ascii: ".")
-                            count += 1
-                        }
-                        if octet >= 100 {
-                            text[count] = 48 + octet / 100
-                            count += 1
-                        }
-                        if octet >= 10 {
-                            text[count] = 48 + octet / 10 % 10
-                            count += 1
-                        }
-                        text[count] = 48 + octet % 10
-                        count += 1
-                    }
-                    return count
+                var text: [UInt8] = []
+                text.reserveCapacity(15)
+                for (index, octet) in octets.enumerated() {
+                    if index > 0 { text.append(UInt8(ascii: ".")) }
+                    text.appendDecimal(Int(octet))
                 }
+                return String(decoding: text, as: UTF8.self)
             }
-        }
-        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN)) { buffer in
-            let size = socklen_t(buffer.count)
-            let written: UnsafePointer<CChar>?
-            switch storage {
-            case .text(let text): return text
-            case .v4(var address): written = inet_ntop(AF_INET, &address, buffer.baseAddress, size)
-            case .v6(var address): written = inet_ntop(AF_INET6, &address, buffer.baseAddress, size)
+        case .v6(var address):
+            return withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN)) { buffer in
+                inet_ntop(AF_INET6, &address, buffer.baseAddress, socklen_t(buffer.count)).map { String(cString: $0) }
+                    ?? "?"
             }
-            return written.map { String(cString: $0) } ?? "?"
         }
     }
 }

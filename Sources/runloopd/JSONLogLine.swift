@@ -20,7 +20,7 @@ enum JSONLogLine {
     }
 
     /// An access entry in the same format.
-    static func appendAccessLine(_ entry: AccessLogEntry, to out: inout [UInt8], clock: inout ClockCache) {
+    static func appendAccessLine(_ entry: AccessLogEntry, to out: inout [UInt8]) {
         out.append(
             contentsOf: line(
                 at: entry.at, level: .info, label: "runloopd", message: entry.message, source: "RunLoopServer",

@@ -31,7 +31,7 @@ final class LogSink: AccessLogWriter {
         var started = false
         var dropped = 0
         var reportedDropped = 0
-        var formatAccess: AccessFormat = { entry, out, _ in out.append(contentsOf: "\(entry.message)\n".utf8) }
+        var formatAccess: AccessFormat = { entry, out in out.append(contentsOf: "\(entry.message)\n".utf8) }
     }
 
     private let fd: Int32
@@ -46,9 +46,8 @@ final class LogSink: AccessLogWriter {
         self.limit = limit
     }
 
-    /// Appends an access entry's line to `out`; the clock cache lets a batch
-    /// format its timestamps' date and time once per second.
-    typealias AccessFormat = @Sendable (AccessLogEntry, inout [UInt8], inout ClockCache) -> Void
+    /// Appends an access entry's line to `out`.
+    typealias AccessFormat = @Sendable (AccessLogEntry, inout [UInt8]) -> Void
 
     /// How access entries become lines (the text or JSON handler's format).
     func formatAccessLines(_ format: @escaping AccessFormat) {
@@ -98,11 +97,10 @@ final class LogSink: AccessLogWriter {
     private static func render(_ items: [Item], _ format: AccessFormat) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(items.count * accessEstimate)
-        var clock = ClockCache()
         for item in items {
             switch item {
             case .bytes(let bytes): out.append(contentsOf: bytes)
-            case .access(let entry): format(entry, &out, &clock)
+            case .access(let entry): format(entry, &out)
             }
         }
         return out
@@ -243,10 +241,10 @@ enum TextLogLine {
     /// An access entry in the same format as `SinkLogHandler` writes it (fields sorted),
     /// appended as bytes: no intermediate strings, so the writer spends well
     /// under a microsecond per line.
-    static func appendAccessLine(_ e: AccessLogEntry, to out: inout [UInt8], clock: inout ClockCache) {
-        clock.appendTimestamp(e.at, to: &out)
+    static func appendAccessLine(_ e: AccessLogEntry, to out: inout [UInt8]) {
+        Timestamp.append(e.at, to: &out)
         out.append(contentsOf: " info runloopd : durationMs=".utf8)
-        ClockCache.appendMillis(e.seconds, to: &out)
+        appendMillis(e.seconds, to: &out)
         out.append(contentsOf: " remote=".utf8)
         out.append(contentsOf: (e.remote ?? "-").utf8)
         out.append(contentsOf: " requestId=".utf8)
@@ -254,56 +252,21 @@ enum TextLogLine {
         out.append(contentsOf: " route=".utf8)
         out.append(contentsOf: e.route.utf8)
         out.append(contentsOf: " status=".utf8)
-        ClockCache.appendInt(e.status, to: &out)
+        out.appendDecimal(e.status)
         out.append(contentsOf: " [RunLoopServer] ".utf8)
         out.append(contentsOf: e.method.utf8)
         out.append(32)
         out.append(contentsOf: e.path.utf8)
         out.append(32)
-        ClockCache.appendInt(e.status, to: &out)
+        out.appendDecimal(e.status)
         out.append(10)
-    }
-}
-
-/// Timestamps as bytes (`2026-11-25T13:12:49.806Z`): the date and time are
-/// formatted once per second, the milliseconds per line.
-struct ClockCache {
-    private var second = Int.min
-    private var prefix: [UInt8] = []
-
-    mutating func appendTimestamp(_ date: Date, to out: inout [UInt8]) {
-        let interval = date.timeIntervalSince1970
-        let whole = Int(interval.rounded(.down))
-        if whole != second {
-            second = whole
-            prefix.removeAll(keepingCapacity: true)
-            Timestamp.append(Date(timeIntervalSince1970: Double(whole)), to: &prefix)
-            prefix.removeLast(4)  // "…:SS." without "mmmZ"
-        }
-        out.append(contentsOf: prefix)
-        let millis = min(999, max(0, Int((interval - Double(whole)) * 1000)))
-        out.append(UInt8(48 + millis / 100))
-        out.append(UInt8(48 + millis / 10 % 10))
-        out.append(UInt8(48 + millis % 10))
-        out.append(90)  // Z
-    }
-
-    /// A non-negative integer in decimal.
-    static func appendInt(_ value: Int, to out: inout [UInt8]) {
-        let v = max(0, value)
-        var divisor = 1
-        while divisor <= v / 10 { divisor *= 10 }
-        while divisor > 0 {
-            out.append(UInt8(48 + v / divisor % 10))
-            divisor /= 10
-        }
     }
 
     /// Seconds as milliseconds with up to three decimals, as Swift prints
     /// `(seconds * 1e6).rounded() / 1000` (`0.329`, `12.5`, `3.0`).
     static func appendMillis(_ seconds: Double, to out: inout [UInt8]) {
         let micros = Int((seconds * 1e6).rounded())
-        appendInt(micros / 1000, to: &out)
+        out.appendDecimal(micros / 1000)
         out.append(46)  // .
         var fraction = micros % 1000
         if fraction == 0 {
@@ -315,12 +278,6 @@ struct ClockCache {
             fraction /= 10
             width -= 1
         }
-        // `width` digits, leading zeros included (fraction < 10^width).
-        var divisor = 1
-        for _ in 1..<width { divisor *= 10 }
-        while divisor > 0 {
-            out.append(UInt8(48 + fraction / divisor % 10))
-            divisor /= 10
-        }
+        out.appendDecimal(fraction, digits: width)
     }
 }

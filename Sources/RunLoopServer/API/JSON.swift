@@ -1,4 +1,5 @@
 import Foundation
+import Primitives
 import RunLoopCore
 
 /// JSON text ↔ `Value`: the only place the server parses or writes JSON.
@@ -117,7 +118,7 @@ public enum Timestamp {
     public static func append(_ date: Date, to out: inout [UInt8]) {
         let interval = date.timeIntervalSince1970
         let whole = interval.rounded(.down)
-        let seconds = Int64(whole)
+        let seconds = Int(whole)
         let millis = min(999, Int(((interval - whole) * 1000).rounded(.down)))
         var days = seconds / 86_400
         var secondOfDay = seconds % 86_400
@@ -135,34 +136,19 @@ public enum Timestamp {
         let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        /// `value` in decimal, zero-padded to at least `width` digits.
-        func digits(_ value: Int64, _ width: Int) {
-            var rest = max(0, value)
-            var divisor: Int64 = 1
-            var count = 1
-            while count < width || divisor * 10 <= rest {
-                divisor *= 10
-                count += 1
-            }
-            while divisor > 0 {
-                out.append(UInt8(48 + (rest / divisor) % 10))
-                rest %= divisor
-                divisor /= 10
-            }
-        }
-        digits(year, 4)
+        out.appendDecimal(year, digits: 4)
         out.append(UInt8(ascii: "-"))
-        digits(month, 2)
+        out.appendDecimal(month, digits: 2)
         out.append(UInt8(ascii: "-"))
-        digits(day, 2)
+        out.appendDecimal(day, digits: 2)
         out.append(UInt8(ascii: "T"))
-        digits(secondOfDay / 3600, 2)
+        out.appendDecimal(secondOfDay / 3600, digits: 2)
         out.append(UInt8(ascii: ":"))
-        digits(secondOfDay / 60 % 60, 2)
+        out.appendDecimal(secondOfDay / 60 % 60, digits: 2)
         out.append(UInt8(ascii: ":"))
-        digits(secondOfDay % 60, 2)
+        out.appendDecimal(secondOfDay % 60, digits: 2)
         out.append(UInt8(ascii: "."))
-        digits(Int64(max(0, millis)), 3)
+        out.appendDecimal(millis, digits: 3)
         out.append(UInt8(ascii: "Z"))
     }
 
