@@ -98,7 +98,7 @@ public struct HTTPHeaders: Sendable, ExpressibleByDictionaryLiteral {
 
     /// The value of the field `name` (any case), nil when absent.
     public subscript(_ name: String) -> String? {
-        for field in fields where field.name.utf8.count == name.utf8.count && Self.sameName(field.name, name) {
+        for field in fields where Self.sameName(field.name, name) {
             return field.value
         }
         return nil

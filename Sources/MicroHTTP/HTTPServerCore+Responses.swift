@@ -105,24 +105,11 @@ extension HTTPServerCore {
         return pairs.items
     }
 
-    private final class HeaderCollector {
-        var headers = HTTPHeaders()
-    }
-
-    /// The request's header fields, collected straight into the list.
+    /// The request's header fields (a repeated one joined, see `HTTPHeaders.append`).
     static func headerFields(_ connection: OpaquePointer) -> HTTPHeaders {
-        let collector = HeaderCollector()
-        withExtendedLifetime(collector) {
-            _ = MHD_get_connection_values(
-                connection, .HEADER_KIND,
-                { cls, _, key, value in
-                    guard let cls, let key else { return .YES }
-                    let collector = Unmanaged<HeaderCollector>.fromOpaque(cls).takeUnretainedValue()
-                    collector.headers.append(String(cString: key), value.map { String(cString: $0) } ?? "")
-                    return .YES
-                }, Unmanaged.passUnretained(collector).toOpaque())
-        }
-        return collector.headers
+        var headers = HTTPHeaders()
+        for (name, value) in values(connection, kind: .HEADER_KIND) { headers.append(name, value) }
+        return headers
     }
 
     static func queryArguments(_ connection: OpaquePointer) -> [String: String] {

@@ -51,10 +51,9 @@ public struct RequestGuard: Sendable {
     /// The response headers a cross-origin caller may read.
     public static let exposedHeaders = "Location, Retry-After, X-Request-Id, Allow, WWW-Authenticate"
 
-    /// Host names (canonical) any request may carry.
-    let allowedHostNames: Set<String>
-    /// The same names as a list, for the shortcut in `isPlainAllowedHost`.
-    private let allowedHostList: [String]
+    /// Host names (canonical, each once) any request may carry: a handful,
+    /// compared in turn rather than hashed.
+    let allowedHostNames: [String]
     /// Whether the host check is off (`--allowed-host '*'`).
     public let allowsAnyHost: Bool
     /// Whether the server is bound to `0.0.0.0` or `::` (any IP literal is then a valid `Host`).
@@ -100,8 +99,7 @@ public struct RequestGuard: Sendable {
             }
             origins.insert(origin.serialized)
         }
-        allowedHostNames = names
-        allowedHostList = names.sorted()
+        allowedHostNames = names.sorted()
         allowsAnyHost = any
         boundToWildcard = wildcard
         self.allowedOrigins = origins
@@ -208,14 +206,17 @@ public struct RequestGuard: Sendable {
         guard bytes.first != UInt8(ascii: "[") else { return false }
         var name = Substring(host)
         if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
-            let port = bytes[bytes.index(after: colon)...]
-            guard (1...5).contains(port.count), port.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                let value = Int(Substring(port)), value <= 65535
-            else { return false }
+            guard Self.port(bytes[bytes.index(after: colon)...]) != nil else { return false }
             name = host[..<colon]
         }
-        // A handful of names: compared in turn, no hashing.
-        return allowedHostList.contains { $0.utf8.elementsEqual(name.utf8) }
+        return allowedHostNames.contains { $0.utf8.elementsEqual(name.utf8) }
+    }
+
+    /// The port in `digits` (1–5 ASCII digits, at most 65535), or nil.
+    private static func port<Digits: Collection<UInt8>>(_ digits: Digits) -> Int? {
+        guard (1...5).contains(digits.count), digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        let value = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        return value <= 65535 ? value : nil
     }
 
     private func isAllowedHost(_ host: Authority) -> Bool {
@@ -297,9 +298,7 @@ public struct RequestGuard: Sendable {
         }
         var port: Int?
         if let portPart {
-            guard !portPart.isEmpty, portPart.count <= 5, portPart.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                let value = Int(String(decoding: portPart, as: UTF8.self)), value <= 65535
-            else { return nil }
+            guard let value = Self.port(portPart) else { return nil }
             port = value
         }
         if bracketed {
@@ -397,6 +396,9 @@ public enum SecurityHeaders {
             headers.append((names[index], index == 0 ? (dashboard ? dashboardPolicy : apiPolicy) : values[index]))
         }
     }
+
+    /// How many headers `add` may add.
+    public static var count: Int { names.count }
 
     private static let names = [
         "Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy",

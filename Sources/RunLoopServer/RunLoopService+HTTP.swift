@@ -43,8 +43,8 @@ extension RunLoopService {
             ? (requestGuard?.corsHeaders(origin: origin, host: request.headers["host"]) ?? []) : []
         let answer: @Sendable (HTTPResponse) -> Void = { response in
             var response = response
-            // One growth for all that is added here (X-Request-Id, CORS, five security headers).
-            response.headers.reserveCapacity(response.headers.count + 6 + cors.count)
+            // One growth for all that is added here: X-Request-Id, CORS, the security headers.
+            response.headers.reserveCapacity(response.headers.count + 1 + cors.count + SecurityHeaders.count)
             response.headers.append(("X-Request-Id", trace.requestId))
             response.headers.append(contentsOf: cors)
             SecurityHeaders.add(to: &response.headers, dashboard: isDashboard)

@@ -5,8 +5,6 @@ import RunLoopCore
 enum APIResponses {
     static func json(_ status: Int, _ value: Value, headers: [(String, String)] = []) -> HTTPResponse {
         var all: [(String, String)] = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
-        // Room for what is added on the way out: X-Request-Id, the five security headers, CORS.
-        all.reserveCapacity(2 + headers.count + 9)
         all.append(contentsOf: headers)
         var body = JSON.serialize(value)
         body.append(0x0A)
