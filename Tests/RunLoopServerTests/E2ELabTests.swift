@@ -10,24 +10,11 @@ import Testing
 /// `runloopd play`.
 @Suite("E2E lab: experiments, journal, record and replay")
 struct E2ELabTests {
-    /// Runs `runloopd play arguments…` (waited for off the cooperative pool);
-    /// returns its exit status and output.
+    /// Runs `runloopd play arguments…`; returns its exit status (-1 when it had to
+    /// be killed after 2 minutes) and output.
     static func play(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-        let binary = try #require(E2EPaths.binary)
-        return try await offThePool { try playBlocking(binary, arguments) }
-    }
-
-    private static func playBlocking(_ binary: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["play"] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let (status, output) = try await RunLoopd.runToExit(["play"] + arguments, timeout: 120)
+        return (status ?? -1, output)
     }
 
     static func temporaryFile(_ name: String) -> URL {

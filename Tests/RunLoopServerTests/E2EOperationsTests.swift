@@ -1,7 +1,6 @@
 import Foundation
 import RunLoopCore
 import RunLoopServer
-import RunLoopTestSupport
 import Testing
 
 /// Token auth, read-only mode, Prometheus metrics and the healthcheck
@@ -136,19 +135,8 @@ struct E2EOperationsTests {
 
     @Test("runloopd healthcheck exits 0 against a live server and 1 against a closed port")
     func healthcheckSubcommand() async throws {
-        let binary = try #require(E2EPaths.binary)
-        @Sendable func exitCode(_ port: UInt16) async throws -> Int32 {
-            try await offThePool { try exitCodeBlocking(port) }
-        }
-        @Sendable func exitCodeBlocking(_ port: UInt16) throws -> Int32 {
-            let process = Process()
-            process.executableURL = binary
-            process.arguments = ["healthcheck", "--port", String(port), "--timeout", "5"]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            return process.terminationStatus
+        func exitCode(_ port: UInt16) async throws -> Int32? {
+            try await RunLoopd.runToExit(["healthcheck", "--port", String(port), "--timeout", "5"]).0
         }
         let live = try await RunLoopd.with { server in try await exitCode(server.port) }
         #expect(live == 0)

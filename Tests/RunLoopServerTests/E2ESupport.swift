@@ -92,18 +92,18 @@ extension ServerProcess {
         try await offThePool { try start(arguments, environment: environment) }
     }
 
-    /// Runs the binary with `arguments` until it exits (killed after 20 s): its
-    /// status and output, waited for off the cooperative pool.
+    /// Runs the binary with `arguments` until it exits (killed after `timeout`
+    /// seconds): its status and output, waited for off the cooperative pool.
     static func runToExit(
-        _ arguments: [String], environment: [String: String] = [:]
+        _ arguments: [String], environment: [String: String] = [:], timeout: Double = 20
     ) async throws -> (Int32?, String) {
-        try await offThePool { try runToExitBlocking(arguments, environment: environment) }
+        try await offThePool { try runToExitBlocking(arguments, environment: environment, timeout: timeout) }
     }
 
     /// `runToExit`, blocking the calling thread. The output is read to its end
     /// (the child's exit closes the pipe), so nothing waits on a readability callback.
     private static func runToExitBlocking(
-        _ arguments: [String], environment: [String: String]
+        _ arguments: [String], environment: [String: String], timeout: Double
     ) throws -> (Int32?, String) {
         guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
         let process = Process()
@@ -121,7 +121,7 @@ extension ServerProcess {
         }
         try process.run()
         let watchdog = DispatchWorkItem { [process] in if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         watchdog.cancel()
         exited.wait(timeout: 20) { $0 != nil }
