@@ -84,37 +84,44 @@ extension HTTPServerCore {
 
     // MARK: - Header and argument collection
 
-    private final class Pairs {
-        var items: [(String, String)] = []
+    /// Carries the visiting closure through libmicrohttpd's `void *` argument.
+    private final class Visitor {
+        let visit: (String, String) -> Void
+        init(_ visit: @escaping (String, String) -> Void) { self.visit = visit }
     }
 
-    private static func values(_ connection: OpaquePointer, kind: MHD_ValueKind) -> [(String, String)] {
-        // Counting first (no iterator) spares the collector for the common empty query.
-        guard MHD_get_connection_values(connection, kind, nil, nil) > 0 else { return [] }
-        let pairs = Pairs()
-        withExtendedLifetime(pairs) {
-            _ = MHD_get_connection_values(
-                connection, kind,
-                { cls, _, key, value in
-                    guard let cls, let key else { return .YES }
-                    let pairs = Unmanaged<Pairs>.fromOpaque(cls).takeUnretainedValue()
-                    pairs.items.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
-                    return .YES
-                }, Unmanaged.passUnretained(pairs).toOpaque())
+    /// Calls `visit` with each (name, value) of `kind`, in arrival order,
+    /// straight from libmicrohttpd's iterator (no list in between).
+    private static func forEachValue(
+        _ connection: OpaquePointer, kind: MHD_ValueKind, _ visit: (String, String) -> Void
+    ) {
+        // Counting first (no iterator) spares the visitor for the common empty query.
+        guard MHD_get_connection_values(connection, kind, nil, nil) > 0 else { return }
+        withoutActuallyEscaping(visit) { visit in
+            let visitor = Visitor(visit)
+            withExtendedLifetime(visitor) {
+                _ = MHD_get_connection_values(
+                    connection, kind,
+                    { cls, _, key, value in
+                        guard let cls, let key else { return .YES }
+                        Unmanaged<Visitor>.fromOpaque(cls).takeUnretainedValue().visit(
+                            String(cString: key), value.map { String(cString: $0) } ?? "")
+                        return .YES
+                    }, Unmanaged.passUnretained(visitor).toOpaque())
+            }
         }
-        return pairs.items
     }
 
     /// The request's header fields (a repeated one joined, see `HTTPHeaders.append`).
     static func headerFields(_ connection: OpaquePointer) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        for (name, value) in values(connection, kind: .HEADER_KIND) { headers.append(name, value) }
+        forEachValue(connection, kind: .HEADER_KIND) { headers.append($0, $1) }
         return headers
     }
 
     static func queryArguments(_ connection: OpaquePointer) -> [String: String] {
         var query: [String: String] = [:]
-        for (rawKey, rawValue) in values(connection, kind: .GET_ARGUMENT_KIND) {
+        forEachValue(connection, kind: .GET_ARGUMENT_KIND) { rawKey, rawValue in
             let key = PercentDecoding.decode(rawKey, plusIsSpace: true) ?? rawKey
             if query[key] == nil {
                 query[key] = PercentDecoding.decode(rawValue, plusIsSpace: true) ?? rawValue
