@@ -163,10 +163,11 @@ public final class HTTPServer: Sendable {
     ///
     /// Stops accepting connections, answers every request still waiting for an
     /// answer with 503 `shutting_down`, ends every event stream, waits up to
-    /// `shutdownGracePeriod` for those to be written, then stops libmicrohttpd.
+    /// `shutdownGracePeriod` (or `grace`, when shorter) for those to be
+    /// written, then stops libmicrohttpd.
     /// Safe to call more than once and from any thread except a libmicrohttpd
     /// thread (that is, not from inside `handle`).
-    public func stop() {
+    public func stop(grace: Double? = nil) {
         let daemon: OpaquePointer? = lifecycle.withLock { state in
             guard case .running(let daemon, _) = state else { return nil }
             state = .stopping
@@ -182,8 +183,8 @@ public final class HTTPServer: Sendable {
         for stream in streams {
             stream.finish(.serverStopping)
         }
-        let grace = DispatchTimeInterval.milliseconds(Int(min(configuration.shutdownGracePeriod, 3600) * 1000))
-        if !core.waitUntilDrained(deadline: .now() + grace) {
+        let seconds = max(0, min(configuration.shutdownGracePeriod, grace ?? .infinity, 3600))
+        if !core.waitUntilDrained(deadline: .now() + .milliseconds(Int(seconds * 1000))) {
             logger.warning("HTTP server stopping with connections still writing")
         }
         MHD_stop_daemon(daemon)

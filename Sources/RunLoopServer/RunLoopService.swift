@@ -213,7 +213,15 @@ public final class RunLoopService: Sendable {
 
     /// Graceful stop: stop accepting, answer every suspended request, end the
     /// event streams, stop and join every worker (logging each final exit),
-    /// then the control loop. Returns within about `timeout` seconds.
+    /// then the control loop, then the store's last batch.
+    ///
+    /// One deadline, `timeout` seconds away, bounds the whole stop; each step
+    /// has its share and whatever the earlier steps left: the workers up to
+    /// half of it (a busy handler is not waited for longer), the HTTP drain
+    /// until 30 % is left, the control loop until 20 % is left (1 s at most),
+    /// the store what remains (at least 10 %). Nothing here waits without a
+    /// bound, so a SIGTERM ends the process within about `timeout` seconds
+    /// whatever a handler, a client or the disk is doing.
     public func stop(timeout: Double = 4) {
         let (first, control, server) = running.withLock { r in
             defer {
@@ -224,8 +232,18 @@ public final class RunLoopService: Sendable {
         }
         guard first else { return }
         logger.info("runloopd stopping")
+        let started = Monotonic.now()
+        let deadline = started + timeout
+        func left(keeping share: Double) -> Double { max(0, deadline - timeout * share - Monotonic.now()) }
+        var steps: [(String, Double)] = []
+        var stepStarted = started
+        func finished(_ step: String) {
+            let now = Monotonic.now()
+            steps.append((step, now - stepStarted))
+            stepStarted = now
+        }
         hub.closeAll()
-        let results = registry.endAll(timeout: timeout * 0.6, origin: .serviceStopping)
+        let results = registry.endAll(timeout: left(keeping: 0.5), origin: .serviceStopping)
         registry.diagnostics.shutdown()
         for (id, snapshot) in results {
             if let snapshot {
@@ -237,14 +255,27 @@ public final class RunLoopService: Sendable {
                 logger.warning("thread did not end in time (a handler is busy)", metadata: ["thread": "\(id)"])
             }
         }
-        server?.stop()
-        for job in control?.stop(timeout: 1) ?? [] {
+        finished("threads")
+        server?.stop(grace: left(keeping: 0.3))
+        finished("http")
+        for job in control?.stop(timeout: min(1, left(keeping: 0.2))) ?? [] {
             job.respond(APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"))
         }
+        finished("control")
         // Last: the threads' final exits are queued by now; write them.
-        history?.stop(timeout: max(1, timeout * 0.4))
-        logger.info("runloopd stopped")
+        history?.stop(timeout: max(timeout * 0.1, left(keeping: 0)))
+        finished("store")
+        let seconds = Monotonic.now() - started
+        var metadata: Logger.Metadata = ["seconds": "\(Self.rounded(seconds))"]
+        for (step, took) in steps { metadata[step + "Seconds"] = "\(Self.rounded(took))" }
+        if seconds > timeout {
+            logger.warning("runloopd stopped later than its \(timeout) s bound", metadata: metadata)
+        } else {
+            logger.info("runloopd stopped", metadata: metadata)
+        }
     }
+
+    private static func rounded(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
 
     /// This process for the store and `/api/fleet`: `--instance-id` (default
     /// host name and port) and `--advertise-url` (default from host and port).

@@ -300,6 +300,53 @@ struct E2EHistoryTests {
     }
 
     @Test(
+        "a store that holds the writer (another connection keeps the write lock): SIGTERM still exits 0 within the stop's bound"
+    )
+    func stopIsBoundedWhenTheStoreHangs() async throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let args = ["--data-dir", dir.path, "--instance-id", "held", "--log-level", "warning"]
+        var server = try await RunLoopd.started(args)
+        let c = server.client
+        let loop = try await c.createThread(["run": ["style": "loop"]])
+        let first = try await c.post(
+            "/api/threads/\(loop)/perform", ["selector": "echo", "args": ["n": 1], "waitUntilDone": true])
+        #expect(first.status == 200)
+        let store = try await c.poll("/api/store") { $0["queued"] == 0 && ($0["written"].number ?? 0) > 0 }
+        let path = try #require(store["location"].string)
+        // Another connection takes SQLite's write lock and keeps it: every commit
+        // of runloopd's writer waits out its busy timeout (5 s), as on a disk that
+        // does not answer.
+        var holding = Configuration()
+        holding.allowsUnsafeTransactions = true
+        let holder = try DatabaseQueue(path: path, configuration: holding)
+        try await holder.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        let second = try await c.post(
+            "/api/threads/\(loop)/perform", ["selector": "echo", "args": ["n": 2], "waitUntilDone": true])
+        #expect(second.status == 200, "answers never wait for the store")
+        _ = try await c.poll("/api/store") { ($0["queued"].number ?? 0) > 0 }
+        let signalledAt = Date()
+        server.send(signal: SIGTERM)
+        let status = await server.exited(timeout: 15)
+        let took = Date().timeIntervalSince(signalledAt)
+        try await holder.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        try holder.close()
+        #expect(status == 0, "\(server.log)")
+        // The stop's bound is 4 s; the writer alone would hold it 5 s per try.
+        #expect(took < 6.5, "the stop waited for the store (\(took) s)")
+        #expect(server.log.contains("the writer did not finish"), "\(server.log)")
+
+        // What was committed before stays, and the next start says the last one
+        // did not stop cleanly.
+        server = try await RunLoopd.started(args)
+        defer { server.stop() }
+        let performs = try await server.client.get("/api/history?instance=held&type=perform&boot=1")
+        #expect(performs["events"].items.contains { $0["data", "result", "n"] == 1 }, "\(performs)")
+        let started = try await server.client.get("/api/history?type=instance&limit=1")
+        #expect(started["events"].items.first?["data", "previousEnd"] == "lost", "\(started)")
+    }
+
+    @Test(
         "a full disk (a 2 MiB tmpfs): the warning, no failed answer; writing resumes once there is room",
         .enabled(if: isRoot, "mounting a tmpfs needs root (CI runs as root)"))
     func fullDisk() async throws {

@@ -128,6 +128,36 @@ struct E2EServiceTests {
         #expect(server.log.contains("runloopd stopped"))
     }
 
+    @Test("SIGTERM while two handlers sleep 10 s: the stop keeps to its 4 s bound, writes the store and exits 0")
+    func stopIsBoundedWhileHandlersAreBusy() async throws {
+        let server = try await RunLoopd.started()
+        defer { server.stop() }
+        let c = server.client
+        for _ in 0..<2 {
+            let thread = try await c.createThread(["name": "busy"])
+            let queued = try await c.post(
+                "/api/threads/\(thread)/perform", ["selector": "sleep", "args": ["ms": 10_000]])
+            let follow = try #require(queued["follow"].string, "\(queued)")
+            _ = try await c.poll(follow) { $0["state"] == "running" }
+        }
+        let signalledAt = Date()
+        server.send(signal: SIGTERM)
+        // Waiting for the handlers would take 10 s; the stop gives them half of its 4 s.
+        let status = await server.exited(timeout: 9)
+        let took = Date().timeIntervalSince(signalledAt)
+        #expect(status == 0, "\(server.log)")
+        #expect(took < 9, "the stop waited for the sleeping handlers (\(took) s)")
+        let log = server.log
+        #expect(log.components(separatedBy: "thread did not end in time").count - 1 == 2, "\(log)")
+        // The last line gives each step's seconds, and the store's last batch was written.
+        let last = try #require(log.split(separator: "\n").last.map(String.init))
+        for step in ["threadsSeconds=", "httpSeconds=", "controlSeconds=", "storeSeconds=", "seconds="] {
+            #expect(last.contains(step), "\(last)")
+        }
+        #expect(last.hasSuffix("runloopd stopped"), "\(last)")
+        #expect(!log.contains("events not written"), "\(log)")
+    }
+
     @Test("the access log loses no line on a clean stop (lines are written by the log writer in batches)")
     func accessLogIsComplete() async throws {
         // Default flags: the access log at info, text format.

@@ -141,13 +141,38 @@ class Server:
         self.log.close()
 
     def backtraces(self):
-        """gdb backtraces of every thread (for a hang report)."""
+        """gdb backtraces of every thread (for a hang report); where gdb is
+        missing or may not attach, each thread's name, state and kernel wait
+        channel from /proc."""
+        threads = []
+        try:
+            for tid in sorted(os.listdir(f"/proc/{self.pid}/task"), key=int):
+                base = f"/proc/{self.pid}/task/{tid}"
+                try:
+                    with open(base + "/comm") as f:
+                        name = f.read().strip()
+                    with open(base + "/wchan") as f:
+                        wchan = f.read().strip() or "-"
+                    with open(base + "/stat") as f:
+                        state = f.read().rsplit(")", 1)[1].split()[0]
+                    threads.append(f"  {tid} {name}: {state} {wchan}")
+                except OSError:
+                    continue
+        except OSError as error:
+            threads.append(f"  (no /proc: {error})")
+        report = "threads (tid name: state wait channel):\n" + "\n".join(threads)
         try:
             out = subprocess.run(["gdb", "-p", str(self.pid), "-batch", "-ex", "thread apply all bt 30"],
                                  capture_output=True, text=True, timeout=60)
-            return out.stdout[-20000:]
+            traces = out.stdout.strip() or "(gdb printed nothing: " + out.stderr.strip()[-500:] + ")"
         except Exception as error:  # gdb missing or not permitted
-            return f"(no backtraces: {error})"
+            traces = f"(no backtraces: {error})"
+        return report + "\n" + traces[-20000:]
+
+    def hang_report(self):
+        """What a server that did not exit in time was doing: its log's last
+        lines first (they say which step of the stop was slow), then its threads."""
+        return "server log (last lines):\n" + self.log_text()[-3000:] + "\n" + self.backtraces()
 
 
 @pytest.fixture
@@ -168,7 +193,7 @@ def server_factory():
         if s.exit_code is None and s.alive():
             code, seconds = s.terminate(5.0)
             if code is None:
-                problems.append(f"runloopd pid {s.pid} ignored SIGTERM for 5 s:\n{s.backtraces()}")
+                problems.append(f"runloopd pid {s.pid} ignored SIGTERM for 5 s:\n{s.hang_report()}")
             elif code != 0:
                 problems.append(f"runloopd exited {code} after SIGTERM:\n{s.log_text()[-3000:]}")
         elif s.proc.returncode not in (0, None):

@@ -83,5 +83,5 @@ def test_schemathesis_finds_nothing_and_the_server_stays_healthy(server_factory,
         if thread["state"] != "exited":
             requests.delete(f"{s.base}/api/threads/{thread['id']}", timeout=20)
     code, seconds = s.terminate(5.0)
-    assert code == 0, f"exit {code} after {seconds:.1f}s\n{s.backtraces() if code is None else ''}"
+    assert code == 0, f"exit {code} after {seconds:.1f}s\n{s.hang_report() if code is None else ''}"
 

@@ -101,7 +101,7 @@ def test_sigterm_with_100_requests_in_flight(server_factory):
     time.sleep(0.3)
 
     code, seconds = s.terminate(5.0)
-    backtraces = s.backtraces() if code is None else ""
+    backtraces = s.hang_report() if code is None else ""
     stop_fast.set()
     for f in futures:
         f.result(timeout=30)

@@ -153,6 +153,11 @@ final class HistoryRecorder: Sendable {
         var stopping = false
         var flushWanted = false
         var stopped = false
+        /// The writer runs (set by `start`).
+        var writing = false
+        /// The writer has marked the stop (when everything was written) and
+        /// closed the store: the last thing it does.
+        var closed = false
         /// This process as the store sees it (set by `start`, once the port is bound).
         var instance = InstanceRecord(
             id: "", url: "", version: "", host: "", pid: 0, startedAt: 0, heartbeatAt: 0)
@@ -210,7 +215,10 @@ final class HistoryRecorder: Sendable {
     /// Opens the store and registers this start (called once, before serving).
     /// On failure the writer keeps trying; ids then start from the clock.
     func start(instance: InstanceRecord) {
-        state.withLock { $0.instance = instance }
+        state.withLock {
+            $0.instance = instance
+            $0.writing = true
+        }
         register(atStart: true)
         let thread = Thread { [self] in
             // Below the loops and the HTTP thread: when the CPUs are saturated,
@@ -369,10 +377,21 @@ final class HistoryRecorder: Sendable {
             }
             if stopping && state.withLock({ $0.queue.isEmpty }) { break }
         }
-        state.withLock { s in
-            s.stopped = true
-            s.inFlight = []
+        let everything = state.withLock { s in
+            defer {
+                s.stopped = true
+                s.inFlight = []
+            }
+            return s.queue.isEmpty && s.inFlight.isEmpty
         }
+        state.notifyAll()
+        // The store's last work happens here, on the writer, like all of it: a
+        // slow disk or an unreachable server holds this thread, never the stop.
+        if everything {
+            try? store.markStopped(instance: instance.id, at: Date().timeIntervalSince1970)
+        }
+        store.close()
+        state.withLock { $0.closed = true }
         state.notifyAll()
     }
 
@@ -537,21 +556,35 @@ final class HistoryRecorder: Sendable {
     }
 
     /// Writes what is queued, marks a clean stop, and ends the writer; waits
-    /// at most `timeout` seconds (SIGTERM and SIGINT come here).
+    /// at most `timeout` seconds (SIGTERM and SIGINT come here). When the
+    /// writer is not done by then (a slow disk, an unreachable server), the
+    /// process goes on without it: what was committed stays (WAL, or
+    /// PostgreSQL's transactions), and the next start records this one as
+    /// not stopped cleanly.
     func stop(timeout: Double) {
         record(.instance(change: "stopped", details: [:]), seq: sequence.next())
-        state.withLock { $0.stopping = true }
+        let writing = state.withLock { s in
+            s.stopping = true
+            return s.writing
+        }
         state.notifyAll()
-        let finished = state.withLock(when: { $0.stopped }, timeout: timeout) { _, done in done }
+        guard writing else {
+            state.withLock { $0.stopped = true }
+            store.close()
+            return
+        }
+        let closed = state.withLock(when: { $0.closed }, timeout: timeout) { _, done in done }
         let left = status.queued
-        let instance = self.instance
-        if finished && left == 0 {
-            try? store.markStopped(instance: instance.id, at: Date().timeIntervalSince1970)
-        } else {
+        // Nothing is recorded from here on.
+        state.withLock { $0.stopped = true }
+        if left > 0 {
             logger.warning("history store: events not written at stop", metadata: ["events": "\(left)"])
         }
-        state.withLock { $0.stopped = true }
-        store.close()
+        if !closed {
+            logger.warning(
+                "history store: the writer did not finish within the stop's \(timeout) s; what it committed stays",
+                metadata: ["store": "\(store.location)"])
+        }
     }
 
     /// Asks the writer to commit now and waits
