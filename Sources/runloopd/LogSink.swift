@@ -41,9 +41,14 @@ final class LogSink: AccessLogWriter {
     /// An access entry is counted at this size against `limit` until formatted.
     private static let accessEstimate = 160
 
-    init(fd: Int32, limit: Int = 8 << 20) {
+    /// How long the writer lets lines gather after a write, in nanoseconds:
+    /// the most a line waits for its write beyond the one before it.
+    private let gather: Int
+
+    init(fd: Int32, limit: Int = 8 << 20, gatherNanoseconds: Int = 5_000_000) {
         self.fd = fd
         self.limit = limit
+        self.gather = gatherNanoseconds
     }
 
     /// Appends an access entry's line to `out`.
@@ -148,6 +153,16 @@ final class LogSink: AccessLogWriter {
             spare.removeAll(keepingCapacity: true)
             state.withLock { $0.writing = false }
             state.notifyAll()
+            // Lines that come meanwhile gather for a moment: under load the next
+            // write carries many, and a request thread seldom has a sleeping
+            // writer to wake (a wake-up is a futex call on its own path). This is
+            // a pause after work, never a poll: idle, the writer waits on the
+            // condition above. `flush()` does not wait for it.
+            if gather > 0 {
+                var pause = timespec(tv_sec: 0, tv_nsec: gather)
+                var left = timespec()
+                while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
+            }
         }
     }
 
