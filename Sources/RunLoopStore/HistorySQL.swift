@@ -233,10 +233,18 @@ extension InstanceRecord {
 }
 
 /// What both stores do with the same SQL, given how to run a statement.
-/// `run` executes inside the caller's transaction and returns the rows.
+/// `execute` runs one inside the caller's transaction and returns the rows;
+/// its flag says whether the text recurs, so that a store may prepare it once
+/// and keep it (a multi-row insert's text changes with its row count: kept,
+/// there would be one per count).
 struct HistoryLogic {
     let sql: HistorySQL
-    let run: (String, [SQLValue]) throws -> [[SQLValue]]
+    let execute: (_ text: String, _ values: [SQLValue], _ recurs: Bool) throws -> [[SQLValue]]
+
+    /// Runs a statement whose text recurs.
+    func run(_ text: String, _ values: [SQLValue]) throws -> [[SQLValue]] {
+        try execute(text, values, true)
+    }
 
     /// Most rows in one INSERT (PostgreSQL allows 65,535 binds).
     static let rowsPerInsert = 500
@@ -245,7 +253,7 @@ struct HistoryLogic {
         var start = 0
         while start < batch.events.count {
             let chunk = batch.events[start..<min(start + Self.rowsPerInsert, batch.events.count)]
-            _ = try run(sql.insertEvent(rows: chunk.count), chunk.flatMap(HistorySQL.eventValues))
+            _ = try execute(sql.insertEvent(rows: chunk.count), chunk.flatMap(HistorySQL.eventValues), false)
             start += chunk.count
         }
         for thread in batch.threads { _ = try run(sql.upsertThread, HistorySQL.threadValues(thread)) }

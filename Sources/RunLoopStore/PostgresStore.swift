@@ -81,7 +81,8 @@ public final class PostgresStore: HistoryStore {
         let connection = try connection(slot)
         let logger = self.logger
         let timeout = queryTimeout
-        let logic = HistoryLogic(sql: logic) { text, values in
+        // postgres-nio runs each query as an unnamed statement, parsed anew: the flag changes nothing here.
+        let logic = HistoryLogic(sql: logic) { text, values, _ in
             var binds = PostgresBindings(capacity: values.count)
             for value in values {
                 switch value {

@@ -83,13 +83,9 @@ public final class SQLiteStore: HistoryStore {
     }
 
     private static func logic(_ db: Database, _ sql: HistorySQL) -> HistoryLogic {
-        HistoryLogic(sql: sql) { text, values in
+        HistoryLogic(sql: sql) { text, values, recurs in
             let arguments = StatementArguments(values.map(Self.databaseValue))
-            // Multi-row inserts differ in their row count: prepared each time, or
-            // the statement cache would keep one per count (hundreds, large).
-            let statement =
-                text.hasPrefix("INSERT INTO events")
-                ? try db.makeStatement(sql: text) : try db.cachedStatement(sql: text)
+            let statement = recurs ? try db.cachedStatement(sql: text) : try db.makeStatement(sql: text)
             return try Row.fetchAll(statement, arguments: arguments).map { row in
                 row.databaseValues.map(Self.value)
             }
