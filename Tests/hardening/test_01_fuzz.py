@@ -5,6 +5,10 @@ examples, fuzzing and stateful phases (stateful = the spec's links: create a
 thread, then act on its id), positive and negative data, every check except:
   - not_a_server_error: replaced by st_hooks.no_undocumented_server_error,
     which accepts the documented 503/504 and nothing else;
+  - positive_data_acceptance: replaced by
+    st_hooks.positive_data_acceptance_of_valid_data, the same check for the
+    cases whose path parameters satisfy their schemas (schemathesis's stateful
+    phase once labelled a mode outside `^[!-~]+$` valid data);
   - use_after_free: an ended thread stays readable (state "exited") by design,
     docs/api.md: an ended thread stays readable (state "exited") for a while,
     so GET after DELETE is 200;
@@ -42,14 +46,16 @@ WORKERS = os.environ.get("HARDENING_FUZZ_WORKERS", "4")
 def test_schemathesis_finds_nothing_and_the_server_stays_healthy(server_factory, tmp_path):
     s = server_factory("--max-wait", "2", "--max-threads", "96", "--connection-timeout", "10")
     requests_before = s.metric("runloopd_http_requests_total")
-    env = dict(os.environ, SCHEMATHESIS_HOOKS="st_hooks", PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    skipped_log = os.path.join(str(tmp_path), "positive-cases-outside-schema.txt")
+    env = dict(os.environ, SCHEMATHESIS_HOOKS="st_hooks", ST_SKIPPED_LOG=skipped_log,
+               PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
     st = [sys.executable, "-m", "schemathesis.cli"]
     cmd = st + [
         "run", s.base + "/api/openapi.json",
         "--exclude-path", "/api/events",
         "--phases", "examples,fuzzing,stateful", "--suppress-health-check", "filter_too_much",
         "--checks", "all",
-        "--exclude-checks", "not_a_server_error,use_after_free,ensure_resource_availability",
+        "--exclude-checks", "not_a_server_error,positive_data_acceptance,use_after_free,ensure_resource_availability",
         "--max-examples", str(EXAMPLES), "--max-time", str(SECONDS), "-w", WORKERS,
         "--request-timeout", "15", "--generation-database", "none", "--generation-codec", "ascii", "--no-color",
         "--report", "junit", "--report-dir", str(tmp_path),
@@ -76,6 +82,10 @@ def test_schemathesis_finds_nothing_and_the_server_stays_healthy(server_factory,
     figure("fuzz_seconds", round(took, 1))
     operations = re.search(r"Tested: (\d+)", text)
     figure("fuzz_operations_tested", int(operations.group(1)) if operations else None)
+    skipped = open(skipped_log).read().splitlines() if os.path.exists(skipped_log) else []
+    figure("fuzz_positive_cases_outside_schema", len(skipped))
+    if skipped:
+        figure("fuzz_positive_cases_outside_schema_first", skipped[0][:200])
     assert out.returncode == 0, "schemathesis reported failures:\n" + text[-12000:]
 
     # Clean up what the fuzzer left (bounded), then a clean SIGTERM.
