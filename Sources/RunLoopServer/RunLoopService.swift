@@ -235,11 +235,11 @@ public final class RunLoopService: Sendable {
         let started = Monotonic.now()
         let deadline = started + timeout
         func left(keeping share: Double) -> Double { max(0, deadline - timeout * share - Monotonic.now()) }
-        var steps: [(String, Double)] = []
+        var metadata: Logger.Metadata = [:]
         var stepStarted = started
         func finished(_ step: String) {
             let now = Monotonic.now()
-            steps.append((step, now - stepStarted))
+            metadata[step + "Seconds"] = "\(Rep.rounded3(now - stepStarted))"
             stepStarted = now
         }
         hub.closeAll()
@@ -266,16 +266,13 @@ public final class RunLoopService: Sendable {
         history?.stop(timeout: max(timeout * 0.1, left(keeping: 0)))
         finished("store")
         let seconds = Monotonic.now() - started
-        var metadata: Logger.Metadata = ["seconds": "\(Self.rounded(seconds))"]
-        for (step, took) in steps { metadata[step + "Seconds"] = "\(Self.rounded(took))" }
+        metadata["seconds"] = "\(Rep.rounded3(seconds))"
         if seconds > timeout {
             logger.warning("runloopd stopped later than its \(timeout) s bound", metadata: metadata)
         } else {
             logger.info("runloopd stopped", metadata: metadata)
         }
     }
-
-    private static func rounded(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
 
     /// This process for the store and `/api/fleet`: `--instance-id` (default
     /// host name and port) and `--advertise-url` (default from host and port).

@@ -16,8 +16,11 @@ enum Rep {
     /// Milliseconds rounded to microseconds.
     static func ms(_ seconds: Double) -> Double { (seconds * 1_000_000).rounded() / 1000 }
 
+    /// `value` rounded to three decimals (seconds to milliseconds, milliseconds to microseconds).
+    static func rounded3(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
     static func round3(_ value: Double?) -> Value {
-        value.map { .number(($0 * 1000).rounded() / 1000) } ?? .null
+        value.map { .number(rounded3($0)) } ?? .null
     }
 
     static func policy(_ policy: RunPolicy) -> Value {
@@ -189,8 +192,8 @@ enum Rep {
         object["performId"] = .string(r.performId)
         object["thread"] = .string(r.thread)
         object["selector"] = .string(r.selector)
-        object["queuedMs"] = .number((r.queuedMs * 1000).rounded() / 1000)
-        object["ranMs"] = .number((r.ranMs * 1000).rounded() / 1000)
+        object["queuedMs"] = .number(rounded3(r.queuedMs))
+        object["ranMs"] = .number(rounded3(r.ranMs))
         // ok, result, error: the same shape as an action's last result.
         for (key, value) in actionResult(r.outcome).object ?? [:] { object[key] = value }
         return .object(object)
