@@ -43,12 +43,11 @@ final class LogSink: AccessLogWriter {
 
     /// How long the writer lets lines gather after a write, in nanoseconds:
     /// the most a line waits for its write beyond the one before it.
-    private let gather: Int
+    private static let gatherNanoseconds = 5_000_000
 
-    init(fd: Int32, limit: Int = 8 << 20, gatherNanoseconds: Int = 5_000_000) {
+    init(fd: Int32, limit: Int = 8 << 20) {
         self.fd = fd
         self.limit = limit
-        self.gather = gatherNanoseconds
     }
 
     /// Appends an access entry's line to `out`.
@@ -158,11 +157,9 @@ final class LogSink: AccessLogWriter {
             // writer to wake (a wake-up is a futex call on its own path). This is
             // a pause after work, never a poll: idle, the writer waits on the
             // condition above. `flush()` does not wait for it.
-            if gather > 0 {
-                var pause = timespec(tv_sec: 0, tv_nsec: gather)
-                var left = timespec()
-                while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
-            }
+            var pause = timespec(tv_sec: 0, tv_nsec: Self.gatherNanoseconds)
+            var left = timespec()
+            while nanosleep(&pause, &left) != 0 && errno == EINTR { pause = left }
         }
     }
 
