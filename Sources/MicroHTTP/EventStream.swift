@@ -78,6 +78,9 @@ public final class EventStream: Sendable {
     /// Bytes sent but not yet handed to the connection.
     public var bufferedBytes: Int { state.withLock { $0.pending } }
 
+    /// The bytes queued and not yet read (tests read what a client would get).
+    var bufferedText: [UInt8] { state.withLock { Array($0.buffer[$0.readOffset...]) } }
+
     /// Registers a handler that runs once when the stream ends (at once if it
     /// already has). It runs on the thread that ends the stream and must not block.
     public func onClose(_ handler: @escaping @Sendable (CloseReason) -> Void) {
@@ -85,7 +88,10 @@ public final class EventStream: Sendable {
             if s.closeReason == nil { s.handlers.append(handler) }
             return s.closeReason
         }
-        if let reason { handler(reason) }
+        if let reason {
+            LockCheck.assertNoneHeld("EventStream close handler")
+            handler(reason)
+        }
     }
 
     /// Queues one event frame (`event:`, `id:`, one `data:` line per line of `data`).
@@ -148,7 +154,10 @@ public final class EventStream: Sendable {
             return true
         }
         if let resume { MHD_resume_connection(resume.pointer) }
-        if let fire { for handler in fire.handlers { handler(fire.reason) } }
+        if let fire {
+            LockCheck.assertNoneHeld("EventStream close handlers")
+            for handler in fire.handlers { handler(fire.reason) }
+        }
         return accepted
     }
 
@@ -161,7 +170,10 @@ public final class EventStream: Sendable {
             resume = takeSuspendedConnection(&s)
         }
         if let resume { MHD_resume_connection(resume.pointer) }
-        if let fire { for handler in fire.handlers { handler(fire.reason) } }
+        if let fire {
+            LockCheck.assertNoneHeld("EventStream close handlers")
+            for handler in fire.handlers { handler(fire.reason) }
+        }
     }
 
     private func close(

@@ -222,7 +222,11 @@ public final class RunLoopService: Sendable {
     /// the store what remains (at least 10 %). Nothing here waits without a
     /// bound, so a SIGTERM ends the process within about `timeout` seconds
     /// whatever a handler, a client or the disk is doing.
-    public func stop(timeout: Double = 4) {
+    /// The bound of a graceful stop (seconds): SIGTERM exits within it, or the
+    /// process's stop watchdog ends it shortly after.
+    public static let stopBound: Double = 4
+
+    public func stop(timeout: Double = RunLoopService.stopBound) {
         let (first, control, server) = running.withLock { r in
             defer {
                 r.stopped = true
@@ -293,4 +297,16 @@ public final class RunLoopService: Sendable {
     public var isReady: Bool {
         running.withLock { $0.accepting && ($0.control?.isRunning ?? false) }
     }
+
+    #if DEBUG
+        /// Test-only faults (debug builds; `RUNLOOPD_TEST_FAULT`). `stuck-lock`:
+        /// a thread takes the event hub's lock and never lets go, as the freeze
+        /// of issue 22 did, so every publish and the stop's `closeAll` wait forever.
+        public func injectTestFault(_ fault: String) {
+            switch fault {
+            case "stuck-lock": hub.holdLockForever()
+            default: logger.warning("unknown test fault", metadata: ["fault": "\(fault)"])
+            }
+        }
+    #endif
 }

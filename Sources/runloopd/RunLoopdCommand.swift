@@ -456,10 +456,20 @@ struct Serve: ParsableCommand {
             }
             logger.info("port file written", metadata: ["path": "\(portFile)", "port": "\(service.port)"])
         }
+        #if DEBUG
+            // Test-only fault switches (absent from release builds): how the stop
+            // watchdog is proven to end a stop that a stuck lock would hang.
+            if let fault = ProcessInfo.processInfo.environment["RUNLOOPD_TEST_FAULT"], !fault.isEmpty {
+                logger.warning("test fault injected", metadata: ["fault": "\(fault)"])
+                service.injectTestFault(fault)
+            }
+        #endif
         var received: Int32 = 0
         sigwait(&signals, &received)
         logger.info("signal received", metadata: ["signal": "\(received == SIGINT ? "SIGINT" : "SIGTERM")"])
-        service.stop()
+        // Past the stop's bound and a grace, this thread ends the process, whatever is stuck.
+        StopWatchdog.arm(bound: RunLoopService.stopBound, signals: signals, json: json)
+        service.stop(timeout: RunLoopService.stopBound)
     }
 }
 

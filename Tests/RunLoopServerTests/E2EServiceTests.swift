@@ -158,6 +158,30 @@ struct E2EServiceTests {
         #expect(!log.contains("events not written"), "\(log)")
     }
 
+    #if DEBUG
+        @Test("a stop stuck on a lock that is never released still ends: the watchdog names every thread and exits 70")
+        func stuckLockStopEnds() async throws {
+            // The test fault (debug builds only) makes a thread take the event hub's
+            // lock for good, as the freeze of issue 22 did; the stop's closeAll waits on it.
+            let server = try await RunLoopd.started(environment: ["RUNLOOPD_TEST_FAULT": "stuck-lock"])
+            defer { server.stop() }
+            // (Any request that publishes an event would now wait forever too: a probe answers on its own.)
+            #expect(try await server.client.get("/healthz").status == 200)
+            let signalledAt = Date()
+            server.send(signal: SIGTERM)
+            let status = await server.exited(timeout: 15)
+            let took = Date().timeIntervalSince(signalledAt)
+            let log = server.log
+            #expect(status == 70, "\(log)")
+            let bound = RunLoopService.stopBound
+            #expect(took < bound + 3, "the watchdog ended the stop after \(took) s")
+            #expect(log.contains("stop watchdog: the stop did not end within its"), "\(log)")
+            // Every thread is listed with its state and wait: the stuck holder and the waiting main thread.
+            #expect(log.contains("rl-fault state="), "\(log)")
+            #expect(log.contains("syscall=futex") || log.contains("wchan=futex"), "\(log)")
+        }
+    #endif
+
     @Test("the access log loses no line on a clean stop (lines are written by the log writer in batches)")
     func accessLogIsComplete() async throws {
         // Default flags: the access log at info, text format.

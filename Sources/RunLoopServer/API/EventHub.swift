@@ -1,4 +1,5 @@
 import MicroHTTP
+import CLinux
 import Foundation
 import Primitives
 import RunLoopCore
@@ -37,11 +38,14 @@ final class EventHub: Sendable {
         set { recorder.withLock { $0 = newValue } }
     }
 
-    /// Live events a resumed stream may hold while its replay is read.
-    static let maxHeld = 10_000
+    /// Live events a resumed stream may hold while its replay is read (default).
+    static let defaultMaxHeld = 10_000
+    /// Live events a resumed stream may hold; past it the stream is closed (the client resumes again).
+    let maxHeld: Int
 
-    init(maxClients: Int) {
+    init(maxClients: Int, maxHeld: Int = EventHub.defaultMaxHeld) {
         self.maxClients = maxClients
+        self.maxHeld = maxHeld
     }
 
     /// Open streams now.
@@ -130,13 +134,20 @@ final class EventHub: Sendable {
             "truncated": .bool(truncated),
         ]
         if let failure { summary["error"] = .string(failure) }
-        // The held events go out under the lock, so nothing live overtakes them.
-        clients.withLock { c in
-            guard let held = c.streams[client]?.held else { return }
-            c.streams[client]?.held = nil
-            stream.send(event: "resumed", data: JSON.string(.object(summary)))
-            for event in held where !seen.contains(event.id) {
-                stream.send(event: event.name, data: event.text, id: UInt64(event.id))
+        // What was held meanwhile, in rounds: each round takes the held events
+        // under the lock and sends them after it (a send can close a slow
+        // client's stream, whose close handler takes this lock). Live events
+        // keep being held until a round finds nothing left, so none overtakes them.
+        stream.send(event: "resumed", data: JSON.string(.object(summary)))
+        while true {
+            let batch: [(name: String, text: String, id: Int64)]? = clients.withLock { c in
+                guard let held = c.streams[client]?.held else { return nil }
+                c.streams[client]?.held = held.isEmpty ? nil : []
+                return held.isEmpty ? nil : held
+            }
+            guard let batch else { return }
+            for event in batch where !seen.contains(event.id) {
+                guard stream.send(event: event.name, data: event.text, id: UInt64(event.id)) else { return }
             }
         }
     }
@@ -152,13 +163,16 @@ final class EventHub: Sendable {
         var stamped = data.object ?? [:]
         if stamped["at"] == nil { stamped["at"] = Timestamp.value(Date()) }
         let text = JSON.string(.object(stamped))
-        let targets: [EventStream] = clients.withLock { c in
+        let maxHeld = self.maxHeld
+        // Collected under the lock, acted on after it: a send or a close can run
+        // the stream's close handlers, which take this lock (ARCHITECTURE.md, "Locks").
+        let (live, overflow): ([EventStream], [EventStream]) = clients.withLock { c in
             var live: [EventStream] = []
-            var overflow: [UInt64] = []
+            var overflow: [EventStream] = []
             for (key, client) in c.streams where client.thread == nil || client.thread == thread {
                 if let held = client.held {
-                    if held.count >= Self.maxHeld {
-                        overflow.append(key)
+                    if held.count >= maxHeld {
+                        overflow.append(client.stream)
                     } else {
                         c.streams[key]?.held?.append((name, text, id))
                     }
@@ -166,16 +180,33 @@ final class EventHub: Sendable {
                     live.append(client.stream)
                 }
             }
-            for key in overflow {
-                // Its replay takes too long for the events arriving: it reconnects and resumes again.
-                c.streams[key]?.stream.close()
-            }
-            return live
+            return (live, overflow)
         }
-        for stream in targets {
+        LockCheck.assertNoneHeld("EventHub.publish sending")
+        for stream in overflow {
+            // Its replay takes too long for the events arriving: it reconnects and resumes again.
+            stream.close()
+        }
+        for stream in live {
             stream.send(event: name, data: text, id: UInt64(id))
         }
     }
+
+    #if DEBUG
+        /// Test-only fault: a thread named `rl-fault` takes the table's lock and never releases it.
+        func holdLockForever() {
+            let taken = DispatchSemaphore(value: 0)
+            let thread = Thread { [clients] in
+                _ = clinux_set_thread_name("rl-fault")
+                clients.withLock { _ in
+                    taken.signal()
+                    DispatchSemaphore(value: 0).wait()
+                }
+            }
+            thread.start()
+            taken.wait()
+        }
+    #endif
 
     /// Closes every stream (shutdown).
     func closeAll() {
