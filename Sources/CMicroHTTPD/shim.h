@@ -52,6 +52,43 @@ static inline size_t runloopd_mhd_unescape_nothing(void *cls, struct MHD_Connect
     return strlen(s);
 }
 
+/**
+ * `MHD_OPTION_URI_LOG_CALLBACK`: called once the request line is read, before
+ * its query is parsed; its result becomes the request's context (runloopd
+ * returns NULL).
+ */
+typedef void *(*runloopd_mhd_uri_log_fn)(void *cls, const char *uri, struct MHD_Connection *connection);
+
+/**
+ * Counts the query parameters of a request line's `uri` (1 + the `&`s after
+ * the `?`; 0 without a query). When there are more than `limit`, cuts the
+ * query off in place (MHD's own line buffer, which MHD itself cuts up next),
+ * so MHD parses none of them and runs out of no memory, and returns the count.
+ */
+static inline unsigned int runloopd_mhd_cut_long_query(const char *uri, unsigned int limit) {
+    char *query = (uri == NULL) ? NULL : strchr(uri, '?');
+    unsigned int count = 0;
+    if (query == NULL) {
+        return 0;
+    }
+    count = 1;
+    for (const char *c = query + 1; *c != '\0'; c++) {
+        if (*c == '&') {
+            count++;
+        }
+    }
+    if (count > limit && query[1] != '\0') {
+        query[1] = '\0';
+    }
+    return count;
+}
+
+/** The socket of a connection (`MHD_CONNECTION_INFO_CONNECTION_FD`), or -1. */
+static inline int runloopd_mhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
+
 /** Everything `runloopd_mhd_start` passes to `MHD_start_daemon`. */
 struct runloopd_mhd_start_options {
     unsigned int flags;
@@ -65,6 +102,10 @@ struct runloopd_mhd_start_options {
     void *access_handler_cls;
     MHD_RequestCompletedCallback request_completed;
     void *request_completed_cls;
+    MHD_NotifyConnectionCallback notify_connection;
+    void *notify_connection_cls;
+    runloopd_mhd_uri_log_fn uri_log;
+    void *uri_log_cls;
     struct runloopd_mhd_logger *logger;
 };
 
@@ -89,6 +130,9 @@ static inline struct MHD_Daemon *runloopd_mhd_start(const struct runloopd_mhd_st
                             MHD_OPTION_EXTERNAL_LOGGER, runloopd_mhd_log_trampoline, options->logger,
                             MHD_OPTION_NOTIFY_COMPLETED, options->request_completed,
                             options->request_completed_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, options->notify_connection,
+                            options->notify_connection_cls,
+                            MHD_OPTION_URI_LOG_CALLBACK, options->uri_log, options->uri_log_cls,
                             MHD_OPTION_UNESCAPE_CALLBACK, runloopd_mhd_unescape_nothing, NULL,
                             MHD_OPTION_SOCK_ADDR, options->address,
                             MHD_OPTION_CONNECTION_LIMIT, options->connection_limit,

@@ -117,6 +117,10 @@ public final class HTTPServer: Sendable {
             options.access_handler_cls = coreCls
             options.request_completed = HTTPServerCore.requestCompleted
             options.request_completed_cls = coreCls
+            options.notify_connection = HTTPServerCore.notifyConnection
+            options.notify_connection_cls = coreCls
+            options.uri_log = HTTPServerCore.uriLog
+            options.uri_log_cls = coreCls
             options.logger = core.loggerSink
             return runloopd_mhd_start(&options)
         }
@@ -144,6 +148,12 @@ public final class HTTPServer: Sendable {
             c.connectionTimeout.isFinite && c.connectionTimeout > 0 && c.connectionTimeout <= 86_400,
             "connectionTimeout must be > 0 and ≤ 86400 seconds")
         try check(c.connectionMemoryLimit >= 4096, "connectionMemoryLimit must be ≥ 4096 bytes")
+        try check(
+            c.requestDeadline.isFinite && c.requestDeadline >= 0.1 && c.requestDeadline <= 86_400,
+            "requestDeadline must be ≥ 0.1 and ≤ 86400 seconds")
+        try check(c.maxPendingRequests >= 1, "maxPendingRequests must be ≥ 1")
+        try check(c.maxQueryParameters >= 1, "maxQueryParameters must be ≥ 1")
+        try check(c.maxHeaders >= 1, "maxHeaders must be ≥ 1")
         try check(c.maxBodyBytes >= 0, "maxBodyBytes must be ≥ 0")
         try check(c.sseBufferBytes >= 1, "sseBufferBytes must be ≥ 1")
         try check(c.sseHeartbeat.isFinite && c.sseHeartbeat > 0, "sseHeartbeat must be > 0 seconds")

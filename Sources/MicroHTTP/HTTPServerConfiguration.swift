@@ -25,6 +25,14 @@ public struct HTTPServerConfiguration: Sendable {
     public static let defaultSSEHeartbeat: Double = 15
     /// Default time `stop()` waits for suspended requests and streams to finish, in seconds.
     public static let defaultShutdownGracePeriod: Double = 3
+    /// Default seconds a client has to send a whole request (headers and body).
+    public static let defaultRequestDeadline: Double = 10
+    /// Default most connections still sending their request before the oldest is dropped.
+    public static let defaultMaxPendingRequests = 256
+    /// Default most query parameters read from a request line (more: 414).
+    public static let defaultMaxQueryParameters = 100
+    /// Default most header fields read from a request (more: 431).
+    public static let defaultMaxHeaders = 100
 
     /// Address to bind: an IPv4 or IPv6 literal (`127.0.0.1`, `::1`, `0.0.0.0`, `::`) or a host name.
     public var host: String
@@ -48,6 +56,16 @@ public struct HTTPServerConfiguration: Sendable {
     public var sseHeartbeat: Double
     /// Most seconds `stop()` waits for answered requests and ended streams to drain.
     public var shutdownGracePeriod: Double
+    /// Seconds a client has to send a whole request, counted from the accept
+    /// (or a kept-alive connection's next request line); later, the connection is closed.
+    public var requestDeadline: Double
+    /// Most connections still sending their request; past it, the oldest one
+    /// pending for over a second is closed (against slow-header floods).
+    public var maxPendingRequests: Int
+    /// Most query parameters a request line may carry (more: 414 `too_many_parameters`).
+    public var maxQueryParameters: Int
+    /// Most header fields a request may carry (more: 431 `too_many_headers`).
+    public var maxHeaders: Int
 
     /// Creates a configuration; every argument defaults to its named default.
     public init(
@@ -61,7 +79,11 @@ public struct HTTPServerConfiguration: Sendable {
         maxBodyBytes: Int = defaultMaxBodyBytes,
         sseBufferBytes: Int = defaultSSEBufferBytes,
         sseHeartbeat: Double = defaultSSEHeartbeat,
-        shutdownGracePeriod: Double = defaultShutdownGracePeriod
+        shutdownGracePeriod: Double = defaultShutdownGracePeriod,
+        requestDeadline: Double = defaultRequestDeadline,
+        maxPendingRequests: Int = defaultMaxPendingRequests,
+        maxQueryParameters: Int = defaultMaxQueryParameters,
+        maxHeaders: Int = defaultMaxHeaders
     ) {
         self.host = host
         self.port = port
@@ -74,5 +96,9 @@ public struct HTTPServerConfiguration: Sendable {
         self.sseBufferBytes = sseBufferBytes
         self.sseHeartbeat = sseHeartbeat
         self.shutdownGracePeriod = shutdownGracePeriod
+        self.requestDeadline = requestDeadline
+        self.maxPendingRequests = maxPendingRequests
+        self.maxQueryParameters = maxQueryParameters
+        self.maxHeaders = maxHeaders
     }
 }

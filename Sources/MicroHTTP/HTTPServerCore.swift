@@ -27,6 +27,8 @@ final class HTTPServerCore: Sendable {
     let configuration: HTTPServerConfiguration
     let handler: any HTTPRequestHandler
     let logger: Logger
+    /// The request deadline and the cap on connections still sending their request.
+    let deadlines: RequestDeadlines
 
     private let nextRequestID = Atomic<UInt64>(0)
     private let liveContexts = Atomic<Int>(0)
@@ -40,6 +42,8 @@ final class HTTPServerCore: Sendable {
         self.configuration = configuration
         self.handler = handler
         self.logger = logger
+        deadlines = RequestDeadlines(
+            seconds: configuration.requestDeadline, cap: configuration.maxPendingRequests)
         loggerSink = .allocate(capacity: 1)
         loggerSink.initialize(to: runloopd_mhd_logger(fn: Self.logCallback, cls: nil))
         loggerSink.pointee.cls = Unmanaged.passUnretained(self).toOpaque()
@@ -159,9 +163,27 @@ final class HTTPServerCore: Sendable {
 
         switch context.phase {
         case .reading:
+            let cutQuery = deadlines.received(connection)
             if context.bodyTooLarge {
                 context.markAnswered()
                 return queue(payloadTooLarge(), on: connection)
+            }
+            if cutQuery > 0 {
+                context.markAnswered()
+                return queue(
+                    refusal(
+                        414, "too_many_parameters",
+                        "the query has \(cutQuery) parameters; at most \(configuration.maxQueryParameters) are read"),
+                    on: connection)
+            }
+            let headerCount = Int(MHD_get_connection_values(connection, .HEADER_KIND, nil, nil))
+            if headerCount > configuration.maxHeaders {
+                context.markAnswered()
+                return queue(
+                    refusal(
+                        431, "too_many_headers",
+                        "the request has \(headerCount) header fields; at most \(configuration.maxHeaders) are read"),
+                    on: connection)
             }
             return dispatch(context: context, connection: connection, url: url, method: method)
         case .resumed:
@@ -187,6 +209,7 @@ final class HTTPServerCore: Sendable {
             if length > configuration.maxBodyBytes {
                 context.markBodyTooLarge()
                 context.markAnswered()
+                deadlines.received(connection)
                 return queue(payloadTooLarge(), on: connection)
             }
         }
@@ -199,6 +222,12 @@ final class HTTPServerCore: Sendable {
                 status: 413, code: "payload_too_large",
                 message: "request body exceeds \(configuration.maxBodyBytes) bytes",
                 headers: [("Connection", "close")]))
+    }
+
+    /// A refusal of the HTTP layer's own, closing the connection.
+    private func refusal(_ status: Int, _ code: String, _ message: String) -> HTTPResponse {
+        handler.response(
+            for: HTTPRefusal(status: status, code: code, message: message, headers: [("Connection", "close")]))
     }
 
     private func dispatch(
@@ -292,6 +321,32 @@ final class HTTPServerCore: Sendable {
         let core = Unmanaged<HTTPServerCore>.fromOpaque(cls).takeUnretainedValue()
         let context = Unmanaged<HTTPRequestContext>.fromOpaque(raw).takeRetainedValue()
         core.completed(context, code: code)
+    }
+
+    /// `MHD_NotifyConnectionCallback`: a connection's start and end, for the request deadline.
+    static let notifyConnection: MHD_NotifyConnectionCallback = { cls, connection, _, code in
+        guard let cls, let connection else { return }
+        let core = Unmanaged<HTTPServerCore>.fromOpaque(cls).takeUnretainedValue()
+        switch code {
+        case .CONNECTION_NOTIFY_STARTED:
+            core.deadlines.started(connection, fd: runloopd_mhd_connection_fd(connection))
+        default:
+            core.deadlines.closed(connection)
+        }
+    }
+
+    /// `MHD_OPTION_URI_LOG_CALLBACK`: a request line was read. Cuts off a query
+    /// with too many parameters before libmicrohttpd parses it (1,000 of them
+    /// exhausted its memory pool and the request was never answered); the
+    /// request is then refused 414.
+    static let uriLog: runloopd_mhd_uri_log_fn = { cls, uri, connection in
+        guard let cls, let connection else { return nil }
+        let core = Unmanaged<HTTPServerCore>.fromOpaque(cls).takeUnretainedValue()
+        let limit = UInt32(clamping: core.configuration.maxQueryParameters)
+        let count = runloopd_mhd_cut_long_query(uri, limit)
+        core.deadlines.requestLine(
+            connection, fd: runloopd_mhd_connection_fd(connection), cutQuery: count > limit ? count : 0)
+        return nil
     }
 
     /// `MHD_ContentReaderCallback` for event streams.

@@ -127,8 +127,7 @@ public struct RequestGuard: Sendable {
     ///   - host: The `Host` header (`nil` when absent).
     ///   - origin: The `Origin` header (`nil` when absent).
     ///   - referer: The `Referer` header (`nil` when absent).
-    ///   - boundPort: The port the server listens on (0 while unknown).
-    public func check(method: String, host: String?, origin: String?, referer: String?, boundPort: UInt16)
+    public func check(method: String, host: String?, origin: String?, referer: String?)
         -> Verdict
     {
         let preflight = method == "OPTIONS" && origin != nil
@@ -161,7 +160,7 @@ public struct RequestGuard: Sendable {
         } else {
             return .allow  // not from a browser page: curl, scripts
         }
-        if isAllowed(source: value, isReferer: header == "Referer", requestHost: requestHost, boundPort: boundPort) {
+        if isAllowed(source: value, isReferer: header == "Referer", requestHost: requestHost) {
             return .allow
         }
         return .refuse(
@@ -223,14 +222,14 @@ public struct RequestGuard: Sendable {
         allowedHostNames.contains(host.host) || (boundToWildcard && host.isIPLiteral)
     }
 
-    private func isAllowed(source: String, isReferer: Bool, requestHost: Authority?, boundPort: UInt16) -> Bool {
+    private func isAllowed(source: String, isReferer: Bool, requestHost: Authority?) -> Bool {
         guard case .origin(let origin) = Self.origin(source, isReferer: isReferer) else { return false }
         if allowedOrigins.contains(origin.serialized) { return true }
         guard origin.scheme == "http" || origin.scheme == "https" else { return false }
-        if isSameOrigin(origin, requestHost: requestHost) { return true }
-        // http://<allowed host>:<bound port>: another name for this same server.
-        return origin.scheme == "http" && boundPort != 0 && origin.port == Int(boundPort)
-            && allowedHostNames.contains(origin.host)
+        // Only the address the request was sent to is this server's own: another
+        // loopback name or address on the same port (`[::1]:8080` beside
+        // `127.0.0.1:8080`) can be another server's page.
+        return isSameOrigin(origin, requestHost: requestHost)
     }
 
     /// The page's origin names the host and port the request was sent to.

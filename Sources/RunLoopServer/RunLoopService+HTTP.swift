@@ -24,11 +24,11 @@ extension RunLoopService {
         let accessLog = self.accessLog
         let logsAccess = logger.logLevel <= .info
         let metrics = self.metrics
-        // One look at the running state per request: the guard, the port, the control loop
+        // One look at the running state per request: the guard, the control loop
         // (none for /api while --setup is applied: nobody sees a half-built setup).
-        let (requestGuard, boundPort, control, settingUp, starting) = running.withLock {
+        let (requestGuard, control, settingUp, starting) = running.withLock {
             (
-                $0.requestGuard, $0.boundPort, $0.accepting && !$0.applyingSetup ? $0.control : nil,
+                $0.requestGuard, $0.accepting && !$0.applyingSetup ? $0.control : nil,
                 $0.applyingSetup, !$0.accepting && !$0.stopped
             )
         }
@@ -88,7 +88,7 @@ extension RunLoopService {
         }
         let verdict = requestGuard.check(
             method: request.method, host: request.headers["host"], origin: origin,
-            referer: request.headers["referer"], boundPort: boundPort)
+            referer: request.headers["referer"])
         if case .refuse(let status, let code, let message, let field) = verdict {
             answer(
                 APIResponses.refusal(

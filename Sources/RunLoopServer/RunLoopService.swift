@@ -50,8 +50,6 @@ public final class RunLoopService: Sendable {
         var router = Router()
         var server: HTTPServer?
         var requestGuard: RequestGuard?
-        /// The port the server is bound to (what a same-origin page's Origin names).
-        var boundPort: UInt16 = 0
         var accepting = false
         var stopped = false
         /// While `--setup` is applied: only its own requests reach the control
@@ -182,10 +180,7 @@ public final class RunLoopService: Sendable {
         }
         // The store learns who we are once the port is bound (the default id and URL name it).
         history?.start(instance: instanceRecord(port: server.port))
-        running.withLock {
-            $0.boundPort = server.port
-            $0.accepting = true
-        }
+        running.withLock { $0.accepting = true }
         logger.info(
             "runloopd listening",
             metadata: [

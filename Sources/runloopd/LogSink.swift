@@ -245,8 +245,8 @@ enum TextLogLine {
     ) -> String {
         var line = Timestamp.string(date)
         line += " \(level) \(label) :"
-        for (key, value) in fields { line += " \(key)=\(value)" }
-        line += " [\(source)] \(message)\n"
+        for (key, value) in fields { line += " \(LogEscape.text(key))=\(LogEscape.text(value))" }
+        line += " [\(source)] \(LogEscape.text(message))\n"
         return line
     }
 
@@ -258,17 +258,17 @@ enum TextLogLine {
         out.append(contentsOf: " info runloopd : durationMs=".utf8)
         appendMillis(e.seconds, to: &out)
         out.append(contentsOf: " remote=".utf8)
-        out.append(contentsOf: (e.remote ?? "-").utf8)
+        LogEscape.append(e.remote ?? "-", to: &out)
         out.append(contentsOf: " requestId=".utf8)
-        out.append(contentsOf: e.requestId.utf8)
+        LogEscape.append(e.requestId, to: &out)
         out.append(contentsOf: " route=".utf8)
-        out.append(contentsOf: e.route.utf8)
+        LogEscape.append(e.route, to: &out)
         out.append(contentsOf: " status=".utf8)
         out.appendDecimal(e.status)
         out.append(contentsOf: " [RunLoopServer] ".utf8)
-        out.append(contentsOf: e.method.utf8)
+        LogEscape.append(e.method, to: &out)
         out.append(32)
-        out.append(contentsOf: e.path.utf8)
+        LogEscape.append(e.path, to: &out)
         out.append(32)
         out.appendDecimal(e.status)
         out.append(10)
@@ -291,5 +291,59 @@ enum TextLogLine {
             width -= 1
         }
         out.appendDecimal(fraction, digits: width)
+    }
+}
+
+/// Makes what a client sent safe to print in a text log line: control
+/// characters (C0, DEL, C1), a backslash, and Unicode's bidi and invisible
+/// format characters become visible escapes (`\x1b`, `\\`, `\u{202E}`), so a
+/// request line cannot move an operator's cursor, clear the terminal, forge a
+/// second line or reorder what a line shows. Plain printable text (the usual
+/// case) is copied as it is.
+enum LogEscape {
+    /// `text`, escaped.
+    static func text(_ text: String) -> String {
+        guard needsEscaping(text) else { return text }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count + 16)
+        escape(text, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends `text`, escaped, as UTF-8.
+    static func append(_ text: String, to out: inout [UInt8]) {
+        if needsEscaping(text) {
+            escape(text, to: &out)
+        } else {
+            out.append(contentsOf: text.utf8)
+        }
+    }
+
+    private static func needsEscaping(_ text: String) -> Bool {
+        text.utf8.contains { $0 < 0x20 || $0 >= 0x7f || $0 == UInt8(ascii: "\\") }
+    }
+
+    private static func escape(_ text: String, to out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        for scalar in text.unicodeScalars {
+            let value = scalar.value
+            if value < 0x20 || value == 0x7f {
+                out.append(contentsOf: [
+                    UInt8(ascii: "\\"), UInt8(ascii: "x"), hex[Int(value >> 4)], hex[Int(value & 0xf)],
+                ])
+            } else if value == 0x5c {
+                out.append(contentsOf: [0x5c, 0x5c])
+            } else if (0x80...0x9f).contains(value) || isFormat(value) {
+                out.append(contentsOf: "\\u{\(String(value, radix: 16, uppercase: true))}".utf8)
+            } else {
+                out.append(contentsOf: String(scalar).utf8)
+            }
+        }
+    }
+
+    /// Bidi controls and invisible format characters.
+    private static func isFormat(_ value: UInt32) -> Bool {
+        (0x200B...0x200F).contains(value) || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value)
+            || value == 0x061C || value == 0xFEFF
     }
 }

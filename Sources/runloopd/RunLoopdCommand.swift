@@ -76,6 +76,22 @@ struct Serve: ParsableCommand {
     @Option(help: "Idle connection timeout, seconds.")
     var connectionTimeout: Double = Env.double("CONNECTION_TIMEOUT") ?? HTTPServerConfiguration.defaultConnectionTimeout
 
+    @Option(
+        help:
+            "Seconds a client has to send a whole request (headers and body), from its connection or request line; then it is closed."
+    )
+    var requestDeadline: Double = Env.double("REQUEST_DEADLINE") ?? HTTPServerConfiguration.defaultRequestDeadline
+
+    @Option(help: "Connections still sending their request; past it the oldest (pending over 1 s) is closed.")
+    var maxPendingRequests: Int =
+        Env.integer("MAX_PENDING_REQUESTS") ?? HTTPServerConfiguration.defaultMaxPendingRequests
+
+    @Option(help: "Query parameters a request may carry (more: 414).")
+    var maxQueryParams: Int = Env.integer("MAX_QUERY_PARAMS") ?? HTTPServerConfiguration.defaultMaxQueryParameters
+
+    @Option(help: "Header fields a request may carry (more: 431).")
+    var maxHeaders: Int = Env.integer("MAX_HEADERS") ?? HTTPServerConfiguration.defaultMaxHeaders
+
     @Option(help: "Event-stream (SSE) clients at once.")
     var maxEventClients: Int = Env.integer("MAX_EVENT_CLIENTS") ?? APILimits().maxEventClients
 
@@ -233,11 +249,20 @@ struct Serve: ParsableCommand {
         guard maxWait.isFinite, maxWait > 0, connectionTimeout.isFinite, connectionTimeout > 0 else {
             throw ValidationError("--max-wait and --connection-timeout must be positive")
         }
+        guard requestDeadline.isFinite, requestDeadline >= 0.1, requestDeadline <= 86_400 else {
+            throw ValidationError("--request-deadline must be 0.1...86400 seconds")
+        }
+        guard maxPendingRequests >= 1, maxQueryParams >= 1, maxHeaders >= 1 else {
+            throw ValidationError("--max-pending-requests, --max-query-params and --max-headers must be >= 1")
+        }
         guard token.isEmpty || tokenFile.isEmpty else {
             throw ValidationError("give the token once: --token (RUNLOOPD_TOKEN) or --token-file (RUNLOOPD_TOKEN_FILE)")
         }
         guard !noAuth || (token.isEmpty && tokenFile.isEmpty) else {
             throw ValidationError("--no-auth contradicts the token given with --token or --token-file")
+        }
+        if !token.isEmpty, token.count < Self.minimumTokenLength {
+            throw ValidationError(Self.shortToken("--token (RUNLOOPD_TOKEN)"))
         }
         guard (1...100_000).contains(turnRingSize), (0...1024).contains(maxCalloutsPerTurn),
             (1...1_000_000).contains(maxWarnings)
@@ -335,7 +360,18 @@ struct Serve: ParsableCommand {
         }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard !text.isEmpty else { throw ValidationError("--token-file \(tokenFile) is empty") }
+        guard text.count >= Self.minimumTokenLength else {
+            throw ValidationError(Self.shortToken("the token in --token-file \(tokenFile)"))
+        }
         return text
+    }
+
+    /// The shortest token accepted: a short one is guessed by anyone who can connect.
+    static let minimumTokenLength = 16
+
+    static func shortToken(_ what: String) -> String {
+        "\(what) is shorter than \(minimumTokenLength) characters: a short token is easy to guess; "
+            + "make one with: head -c 24 /dev/urandom | base64"
     }
 
     func run() throws {
@@ -391,6 +427,10 @@ struct Serve: ParsableCommand {
         config.http.connectionLimit = maxConnections
         config.http.perIPConnectionLimit = maxConnectionsPerIp
         config.http.connectionTimeout = connectionTimeout
+        config.http.requestDeadline = requestDeadline
+        config.http.maxPendingRequests = maxPendingRequests
+        config.http.maxQueryParameters = maxQueryParams
+        config.http.maxHeaders = maxHeaders
         config.limits.maxWorkers = maxThreads
         config.limits.maxTimersPerWorker = maxTimers
         config.limits.maxQueuedCommands = maxQueued

@@ -9,7 +9,7 @@ import Testing
 struct E2EOperationsTests {
     @Test("--token: /api needs the bearer token (401 + WWW-Authenticate); probes stay open")
     func tokenAuth() async throws {
-        try await RunLoopd.with(["--token", "s3cret-token"]) { server in
+        try await RunLoopd.with(["--token", "s3cret-token-0123456789"]) { server in
             let c = server.client
             let anonymous = try await c.get("/api/threads")
             #expect(anonymous.status == 401)
@@ -19,11 +19,12 @@ struct E2EOperationsTests {
             #expect(wrong.status == 401)
             let short = try await c.send("GET", "/api/threads", headers: [("Authorization", "Bearer s3cret")])
             #expect(short.status == 401)
-            let good = try await c.send("GET", "/api/threads", headers: [("Authorization", "Bearer s3cret-token")])
+            let good = try await c.send(
+                "GET", "/api/threads", headers: [("Authorization", "Bearer s3cret-token-0123456789")])
             #expect(good.status == 200)
             let created = try await c.send(
                 "POST", "/api/threads", body: Array("{}".utf8), contentType: "application/json",
-                headers: [("Authorization", "bearer s3cret-token")])
+                headers: [("Authorization", "bearer s3cret-token-0123456789")])
             #expect(created.status == 201)
             for probe in ["/healthz", "/readyz", "/metrics"] {
                 let open = try await c.get(probe)

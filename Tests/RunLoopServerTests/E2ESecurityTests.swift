@@ -20,10 +20,10 @@ struct E2ESecurityTests {
         return list["threads"].items.count
     }
 
-    private func expectRefused(_ r: E2EResponse, _ status: Int, _ code: String, _ field: String) {
+    private func expectRefused(_ r: E2EResponse, _ status: Int, _ code: String, _ field: String?) {
         #expect(r.status == status, "\(r)")
         #expect(r["error"]["code"] == .string(code), "\(r)")
-        #expect(r["error"]["field"] == .string(field), "\(r)")
+        #expect(r["error"]["field"] == (field.map { .string($0) } ?? .null), "\(r)")
         #expect(r.header("Content-Type") == "application/json")
         #expect(r.header("Access-Control-Allow-Origin") == nil)
     }
@@ -118,7 +118,6 @@ struct E2ESecurityTests {
             let pages: [(host: String, origin: String)] = [
                 ("127.0.0.1:\(port)", "http://127.0.0.1:\(port)"), ("localhost:\(port)", "http://localhost:\(port)"),
                 ("LocalHost.:\(port)", "http://localhost:\(port)"), ("[::1]:\(port)", "http://[::1]:\(port)"),
-                ("localhost:\(port)", "http://127.0.0.1:\(port)"),
             ]
             for page in pages {
                 let r = try await c.send(
@@ -131,10 +130,47 @@ struct E2ESecurityTests {
             #expect(read.status == 200)
             #expect(read.header("Access-Control-Allow-Origin") == nil)
             #expect(try await threadCount(c) == 1 + pages.count)
+            // Another loopback name or address on the same port is another origin
+            // (it may be another server's page): refused, nothing created.
+            for (host, origin) in [
+                ("localhost:\(port)", "http://127.0.0.1:\(port)"), ("127.0.0.1:\(port)", "http://[::1]:\(port)"),
+                ("[::1]:\(port)", "http://127.0.0.1:\(port)"), ("127.0.0.1:\(port)", "http://localhost:\(port)"),
+            ] {
+                let r = try await c.send(
+                    "POST", "/api/threads", body: Array("{}".utf8), contentType: "application/json",
+                    headers: [("Host", host), ("Origin", origin)])
+                expectRefused(r, 403, "forbidden_origin", "Origin")
+            }
+            #expect(try await threadCount(c) == 1 + pages.count)
             let referred = try await c.send(
-                "DELETE", "/api/threads/\(plain)", headers: [("Referer", "http://127.0.0.1:\(port)/index.html")])
+                "DELETE", "/api/threads/\(plain)",
+                headers: [("Host", "127.0.0.1:\(port)"), ("Referer", "http://127.0.0.1:\(port)/index.html")])
             #expect(referred.status == 200, "\(referred)")
         }
+    }
+
+    @Test("HTTP limits: too many query parameters 414, too many headers 431, at once; control bytes escaped in the log")
+    func requestLimits() async throws {
+        let server = try await RunLoopd.started(["--log-level", "info"])
+        defer { server.stop() }
+        let c = server.client
+        let query = (0..<1200).map { "a\($0)=1" }.joined(separator: "&")
+        let long = try await c.send("GET", "/api/threads?" + query)
+        expectRefused(long, 414, "too_many_parameters", nil)
+        let headers = (0..<150).map { ("X-Filler-\($0)", "1") }
+        let many = try await c.send("GET", "/healthz", headers: headers)
+        expectRefused(many, 431, "too_many_headers", nil)
+        let probe = try await c.get("/healthz")
+        #expect(probe.status == 200)
+        // A terminal escape and a carriage return in the request line reach the log escaped.
+        _ = try await c.send("GET", "/\u{1B}[2J")
+        _ = try await c.send("GET", "/x\rFAKE 200")
+        server.send(signal: SIGTERM)
+        #expect(await server.exited(timeout: 10) == 0)
+        let log = server.log
+        #expect(!log.contains("\u{1B}") && !log.contains("\r"), "raw control bytes in the log")
+        #expect(log.contains("GET /\\x1b[2J 404"), "\(log)")
+        #expect(log.contains("GET /x\\x0dFAKE 200 404"), "\(log)")
     }
 
     @Test("Host: loopback names with any port, /healthz too; HTTP/1.0 without Host passes")
@@ -192,7 +228,7 @@ struct E2ESecurityTests {
     @Test("preflight: no CORS headers for a foreign origin; exactly the API's methods and headers for an allowed one")
     func preflight() async throws {
         let dash = "https://dash.example:8443"
-        try await RunLoopd.with(["--allowed-origin", dash, "--token", "t0ken"]) { server in
+        try await RunLoopd.with(["--allowed-origin", dash, "--token", "t0ken-0123456789abcdef"]) { server in
             let c = server.client
             let ask = [("Access-Control-Request-Method", "POST"), ("Access-Control-Request-Headers", "content-type")]
             let foreign = try await c.send("OPTIONS", "/api/threads", headers: Self.evil + ask)
@@ -209,12 +245,13 @@ struct E2ESecurityTests {
             let anonymous = try await c.send("POST", "/api/threads", headers: [("Origin", dash)])
             #expect(anonymous.status == 401)
             let created = try await c.send(
-                "POST", "/api/threads", headers: [("Origin", dash), ("Authorization", "Bearer t0ken")])
+                "POST", "/api/threads", headers: [("Origin", dash), ("Authorization", "Bearer t0ken-0123456789abcdef")])
             #expect(created.status == 201, "\(created)")
             #expect(created.header("Access-Control-Allow-Origin") == dash)
             #expect(created.header("Vary") == "Origin")
             // An OPTIONS that is not a preflight is what it was: 405 with Allow.
-            let plain = try await c.send("OPTIONS", "/api/threads", headers: [("Authorization", "Bearer t0ken")])
+            let plain = try await c.send(
+                "OPTIONS", "/api/threads", headers: [("Authorization", "Bearer t0ken-0123456789abcdef")])
             #expect(plain.status == 405)
         }
     }
@@ -292,6 +329,9 @@ struct E2ESecurityTests {
             (["--allowed-host", "http://x"], [:], "--allowed-host 'http://x'"),
             (["--allowed-origin", "evil.example"], [:], "--allowed-origin 'evil.example'"),
             ([], ["RUNLOOPD_ALLOWED_ORIGIN": "null"], "--allowed-origin 'null'"),
+            (["--token", "a"], [:], "shorter than 16 characters"),
+            (["--token", "fifteen-chars15"], [:], "shorter than 16 characters"),
+            ([], ["RUNLOOPD_TOKEN": "short"], "shorter than 16 characters"),
         ]
         for (arguments, environment, message) in cases {
             let (status, log) = try await RunLoopd.runToExit(
@@ -307,6 +347,17 @@ struct E2ESecurityTests {
         ])
         #expect(status == 1)
         #expect(log.contains("is empty"), "\(log)")
+        // A token file with a short secret is refused too; 16 characters start.
+        try Data("short-secret\n".utf8).write(to: empty)
+        let (shortStatus, shortLog) = try await RunLoopd.runToExit([
+            "serve", "--port", "0", "--host", "0.0.0.0", "--token-file", empty.path,
+        ])
+        #expect(shortStatus != 0 && shortStatus != nil, "\(shortLog)")
+        #expect(shortLog.contains("shorter than 16 characters"), "\(shortLog)")
+        try await RunLoopd.with(["--token", "sixteen-chars-16"]) { server in
+            let probe = try await server.client.get("/healthz")
+            #expect(probe.status == 200)
+        }
     }
 
     @Test("start-up: --no-auth serves a non-loopback bind on purpose, with a loud warning")
@@ -321,7 +372,7 @@ struct E2ESecurityTests {
     @Test("start-up: on 0.0.0.0 with --token-file (a mounted secret) it serves; probes by pod IP pass, names do not")
     func tokenFileOnWildcard() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("token-\(UUID().uuidString)")
-        try Data("file-s3cret\n".utf8).write(to: file)
+        try Data("file-s3cret-0123456789\n".utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         for (arguments, environment) in [
             (["--host", "0.0.0.0", "--token-file", file.path], [String: String]()),
@@ -337,7 +388,7 @@ struct E2ESecurityTests {
             #expect(try await c.send("GET", "/healthz", headers: [("Host", "evil.example")]).status == 421)
             #expect(try await c.get("/api/threads").status == 401)
             let authorized = try await c.send(
-                "GET", "/api/threads", headers: [("Authorization", "Bearer file-s3cret")])
+                "GET", "/api/threads", headers: [("Authorization", "Bearer file-s3cret-0123456789")])
             #expect(authorized.status == 200, "\(authorized)")
             #expect(!server.log.contains("WITHOUT A TOKEN"))
         }

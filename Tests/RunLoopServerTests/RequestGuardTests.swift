@@ -30,7 +30,7 @@ struct RequestGuardTests {
             "127.0.0.1:9", "[::1]", "[::1]:8080", "[0:0:0:0:0:0:0:1]:8080", "[::0001]",
         ])
     func loopbackHostsPass(host: String) throws {
-        #expect(try loopback().check(method: "GET", host: host, origin: nil, referer: nil, boundPort: 8080) == .allow)
+        #expect(try loopback().check(method: "GET", host: host, origin: nil, referer: nil) == .allow)
     }
 
     @Test(
@@ -41,7 +41,7 @@ struct RequestGuardTests {
             "local host", "localhost/x", "user@localhost", "2130706433", "[fe80::1%25eth0]", "é.example",
         ])
     func foreignHostsAreRefused(host: String) throws {
-        let verdict = try loopback().check(method: "GET", host: host, origin: nil, referer: nil, boundPort: 8080)
+        let verdict = try loopback().check(method: "GET", host: host, origin: nil, referer: nil)
         #expect(status(verdict) == 421)
         #expect(code(verdict) == "misdirected_host")
         if case .refuse(_, _, let message, let field) = verdict {
@@ -53,8 +53,8 @@ struct RequestGuardTests {
     @Test("Host: a missing or empty Host (HTTP/1.0, never a browser) passes")
     func missingHost() throws {
         let guardian = try loopback()
-        #expect(guardian.check(method: "GET", host: nil, origin: nil, referer: nil, boundPort: 8080) == .allow)
-        #expect(guardian.check(method: "POST", host: "", origin: nil, referer: nil, boundPort: 8080) == .allow)
+        #expect(guardian.check(method: "GET", host: nil, origin: nil, referer: nil) == .allow)
+        #expect(guardian.check(method: "POST", host: "", origin: nil, referer: nil) == .allow)
     }
 
     @Test("Host: --allowed-host names (normalized), the bound name, and '*'")
@@ -65,13 +65,13 @@ struct RequestGuardTests {
             "dash.example", "DASH.example:443", "dash.example.", "runloopd.internal:8080", "192.168.1.5:8080",
             "[fd00::5]:1", "[::6]",
         ] {
-            #expect(guardian.check(method: "GET", host: host, origin: nil, referer: nil, boundPort: 8080) == .allow)
+            #expect(guardian.check(method: "GET", host: host, origin: nil, referer: nil) == .allow)
         }
         #expect(
-            code(guardian.check(method: "GET", host: "other.example", origin: nil, referer: nil, boundPort: 1)) != nil)
+            code(guardian.check(method: "GET", host: "other.example", origin: nil, referer: nil)) != nil)
         let open = try loopback(hosts: ["*"])
         #expect(open.allowsAnyHost)
-        #expect(open.check(method: "GET", host: "evil.example", origin: nil, referer: nil, boundPort: 8080) == .allow)
+        #expect(open.check(method: "GET", host: "evil.example", origin: nil, referer: nil) == .allow)
     }
 
     @Test("Host: bound to a wildcard, any IP literal passes (probes by pod IP); names still do not")
@@ -79,17 +79,17 @@ struct RequestGuardTests {
         for bound in ["0.0.0.0", "::", "[::]"] {
             let guardian = try RequestGuard(boundHost: bound)
             for host in ["10.1.2.3:8080", "[fd00::1]:8080", "192.168.0.7", "localhost:8080"] {
-                #expect(guardian.check(method: "GET", host: host, origin: nil, referer: nil, boundPort: 8080) == .allow)
+                #expect(guardian.check(method: "GET", host: host, origin: nil, referer: nil) == .allow)
             }
             #expect(
-                status(guardian.check(method: "GET", host: "evil.example", origin: nil, referer: nil, boundPort: 8080))
+                status(guardian.check(method: "GET", host: "evil.example", origin: nil, referer: nil))
                     == 421)
         }
         let specific = try RequestGuard(boundHost: "192.168.1.5")
         #expect(
-            specific.check(method: "GET", host: "192.168.1.5:8080", origin: nil, referer: nil, boundPort: 80) == .allow)
+            specific.check(method: "GET", host: "192.168.1.5:8080", origin: nil, referer: nil) == .allow)
         #expect(
-            status(specific.check(method: "GET", host: "10.0.0.1", origin: nil, referer: nil, boundPort: 80)) == 421)
+            status(specific.check(method: "GET", host: "10.0.0.1", origin: nil, referer: nil)) == 421)
     }
 
     @Test("Origin: the server's own origin passes state-changing methods")
@@ -101,16 +101,33 @@ struct RequestGuardTests {
             ("[::1]:8080", "http://[::1]:8080"),
             ("[::1]:9000", "http://[0::1]:9000"),  // same host and port as Host (a port mapping)
             ("localhost", "http://localhost"),  // no port: 80
-            ("localhost:8080", "http://127.0.0.1:8080"),  // another name for this server, bound port
-            (nil, "http://localhost:8080"),  // HTTP/1.0 without Host: the bound-port form
         ]
         for (host, origin) in cases {
             for method in ["POST", "PUT", "PATCH", "DELETE"] {
                 #expect(
-                    guardian.check(method: method, host: host, origin: origin, referer: nil, boundPort: Self.port)
+                    guardian.check(method: method, host: host, origin: origin, referer: nil)
                         == .allow, "\(method) Host \(host ?? "-") Origin \(origin)")
             }
         }
+    }
+
+    @Test(
+        "Origin: another loopback name or address on the same port is another origin (another server's page)",
+        arguments: [
+            ("127.0.0.1:8080", "http://[::1]:8080"), ("[::1]:8080", "http://127.0.0.1:8080"),
+            ("127.0.0.1:8080", "http://localhost:8080"), ("localhost:8080", "http://127.0.0.1:8080"),
+            ("[::1]:8080", "http://localhost:8080"), ("127.0.0.1:8080", "http://127.0.0.2:8080"),
+        ])
+    func otherLoopbackOrigins(host: String, origin: String) throws {
+        let guardian = try loopback()
+        for method in ["POST", "DELETE", "OPTIONS"] {
+            let verdict = guardian.check(method: method, host: host, origin: origin, referer: nil)
+            #expect(code(verdict) == "forbidden_origin", "\(method) Host \(host) Origin \(origin)")
+        }
+        // Without a Host (HTTP/1.0) no origin is this server's own.
+        #expect(
+            code(guardian.check(method: "POST", host: nil, origin: origin, referer: nil))
+                == "forbidden_origin")
     }
 
     @Test(
@@ -125,7 +142,7 @@ struct RequestGuardTests {
         let guardian = try loopback()
         for method in ["POST", "PUT", "PATCH", "DELETE", "PROPFIND"] {
             let verdict = guardian.check(
-                method: method, host: "127.0.0.1:8080", origin: origin, referer: nil, boundPort: Self.port)
+                method: method, host: "127.0.0.1:8080", origin: origin, referer: nil)
             #expect(status(verdict) == 403, "\(method) \(origin)")
             #expect(code(verdict) == "forbidden_origin")
             if case .refuse(_, _, let message, let field) = verdict {
@@ -136,7 +153,7 @@ struct RequestGuardTests {
         // Reads are the browser's business (no CORS headers): they pass.
         for method in ["GET", "HEAD"] {
             #expect(
-                guardian.check(method: method, host: "127.0.0.1:8080", origin: origin, referer: nil, boundPort: 8080)
+                guardian.check(method: method, host: "127.0.0.1:8080", origin: origin, referer: nil)
                     == .allow)
         }
     }
@@ -147,20 +164,20 @@ struct RequestGuardTests {
         let host = "127.0.0.1:8080"
         #expect(
             guardian.check(
-                method: "POST", host: host, origin: nil, referer: "http://127.0.0.1:8080/x?y#z", boundPort: 8080)
+                method: "POST", host: host, origin: nil, referer: "http://127.0.0.1:8080/x?y#z")
                 == .allow)
         let foreign = guardian.check(
-            method: "POST", host: host, origin: nil, referer: "http://evil.example/page", boundPort: 8080)
+            method: "POST", host: host, origin: nil, referer: "http://evil.example/page")
         #expect(code(foreign) == "forbidden_origin")
         if case .refuse(_, _, _, let field) = foreign { #expect(field == "Referer") }
-        #expect(code(guardian.check(method: "POST", host: host, origin: nil, referer: "null", boundPort: 8080)) != nil)
+        #expect(code(guardian.check(method: "POST", host: host, origin: nil, referer: "null")) != nil)
         // The Origin wins over the Referer.
         #expect(
             code(
                 guardian.check(
-                    method: "POST", host: host, origin: "http://evil.example", referer: "http://127.0.0.1:8080/",
-                    boundPort: 8080)) == "forbidden_origin")
-        #expect(guardian.check(method: "POST", host: host, origin: nil, referer: nil, boundPort: 8080) == .allow)
+                    method: "POST", host: host, origin: "http://evil.example", referer: "http://127.0.0.1:8080/"))
+                == "forbidden_origin")
+        #expect(guardian.check(method: "POST", host: host, origin: nil, referer: nil) == .allow)
     }
 
     @Test("repeated fields (joined with \", \" by the HTTP layer) are never accepted, in either order")
@@ -168,16 +185,16 @@ struct RequestGuardTests {
         let guardian = try loopback()
         let own = "http://127.0.0.1:8080"
         for host in ["127.0.0.1, evil.example", "evil.example, 127.0.0.1", "localhost, localhost"] {
-            #expect(code(guardian.check(method: "GET", host: host, origin: nil, referer: nil, boundPort: 8080)) != nil)
+            #expect(code(guardian.check(method: "GET", host: host, origin: nil, referer: nil)) != nil)
         }
         for origin in ["\(own), http://evil.example", "http://evil.example, \(own)", "\(own), \(own)"] {
             let verdict = guardian.check(
-                method: "POST", host: "127.0.0.1:8080", origin: origin, referer: nil, boundPort: 8080)
+                method: "POST", host: "127.0.0.1:8080", origin: origin, referer: nil)
             #expect(code(verdict) == "forbidden_origin", "\(origin)")
         }
         for referer in ["\(own)/, http://evil.example/", "\(own)/a b", "\(own)/\t"] {
             let verdict = guardian.check(
-                method: "POST", host: "127.0.0.1:8080", origin: nil, referer: referer, boundPort: 8080)
+                method: "POST", host: "127.0.0.1:8080", origin: nil, referer: referer)
             #expect(code(verdict) == "forbidden_origin", "\(referer)")
         }
     }
@@ -187,13 +204,13 @@ struct RequestGuardTests {
         let guardian = try loopback(origins: ["https://Dash.Example:443", "http://[::1]:3000"])
         let host = "127.0.0.1:8080"
         for origin in ["https://dash.example", "https://dash.example:443", "http://[::1]:3000"] {
-            #expect(guardian.check(method: "POST", host: host, origin: origin, referer: nil, boundPort: 8080) == .allow)
+            #expect(guardian.check(method: "POST", host: host, origin: origin, referer: nil) == .allow)
             let cors = guardian.corsHeaders(origin: origin, host: host)
             #expect(cors.first { $0.0 == "Access-Control-Allow-Origin" }?.1 == origin)
         }
         #expect(
             code(
-                guardian.check(method: "POST", host: host, origin: "http://dash.example", referer: nil, boundPort: 8080)
+                guardian.check(method: "POST", host: host, origin: "http://dash.example", referer: nil)
             ) != nil)
         #expect(guardian.corsHeaders(origin: "http://evil.example", host: host).isEmpty)
         #expect(guardian.corsHeaders(origin: "http://127.0.0.1:8080", host: host).isEmpty)
@@ -204,15 +221,15 @@ struct RequestGuardTests {
     func preflight() throws {
         let guardian = try loopback(origins: ["https://dash.example"])
         let refused = guardian.check(
-            method: "OPTIONS", host: "127.0.0.1:8080", origin: "http://evil.example", referer: nil, boundPort: 8080)
+            method: "OPTIONS", host: "127.0.0.1:8080", origin: "http://evil.example", referer: nil)
         #expect(status(refused) == 403)
         #expect(
             guardian.check(
-                method: "OPTIONS", host: "127.0.0.1:8080", origin: "https://dash.example", referer: nil, boundPort: 8080
+                method: "OPTIONS", host: "127.0.0.1:8080", origin: "https://dash.example", referer: nil
             )
                 == .allow)
         #expect(
-            guardian.check(method: "OPTIONS", host: "127.0.0.1:8080", origin: nil, referer: nil, boundPort: 8080)
+            guardian.check(method: "OPTIONS", host: "127.0.0.1:8080", origin: nil, referer: nil)
                 == .allow)
         let headers = Dictionary(uniqueKeysWithValues: guardian.preflightHeaders(origin: "https://dash.example"))
         #expect(headers["Access-Control-Allow-Origin"] == "https://dash.example")

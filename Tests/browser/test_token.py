@@ -16,7 +16,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from conftest import BASE, api
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-0123456789"
 UPSTREAM = urllib.parse.urlsplit(BASE)
 HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
