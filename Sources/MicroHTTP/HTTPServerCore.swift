@@ -107,6 +107,7 @@ final class HTTPServerCore: Sendable {
     /// resumes the connection when it was suspended (at the end of the batch
     /// when the calling thread is inside `withBatchedResumes`).
     func deliver(_ response: HTTPResponse, to context: HTTPRequestContext) {
+        LockCheck.assertNoneHeld("an HTTP answer (it resumes a connection)")
         let (accepted, resume) = context.deliver(response)
         if !accepted {
             logger.debug("HTTP answer ignored: the request was already answered or has ended")

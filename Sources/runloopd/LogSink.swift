@@ -208,6 +208,8 @@ struct SinkLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
+        // A log call is a call-out: never under a lock (debug builds stop here).
+        LockCheck.assertNoneHeld("a log call (\(event.source): \(event.message))")
         var fields = metadata
         if let provided = metadataProvider?.get() { fields.merge(provided) { $1 } }
         if let extra = event.metadata { fields.merge(extra) { $1 } }
