@@ -111,7 +111,7 @@ function errorOf(res, data) {
 
 // ---- thread calls shared by the cards and the detail panel (base: /api/threads/<id>)
 
-export const stopThread = async (base) => 'stop → ' + exitText(await api('POST', base + '/stop'));
+export const stopThread = async (base) => ['stop → ', exitText(await api('POST', base + '/stop'))];
 
 export const wakeThread = async (base) => `woken (state ${(await api('POST', base + '/wakeup')).state})`;
 

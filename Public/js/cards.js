@@ -4,7 +4,7 @@
 
 import { state, markDirty } from './state.js';
 import { api, stopThread, wakeThread, threadPath } from './api.js';
-import { h, setText, setClass } from './dom.js';
+import { h, setText, setClass, user, plain } from './dom.js';
 import { fmtMs, fmtTime, plural, exitText, styleText, fmtPercent } from './format.js';
 import { act, num, clean } from './forms.js';
 import { select, refreshDetailSoon } from './detail.js';
@@ -18,7 +18,7 @@ export function updateCard(m) {
   const { el, r } = m.card || buildCard(m);
   const shown = s.state === 'exited' ? 'exited' : m.hint || s.state;
   const exited = shown === 'exited';
-  setText(r.name, s.name || s.id);
+  setText(r.name, user(s.name || s.id));
   setText(r.state, shown + (s.parked ? ' · parked' : '') + (s.ending && !exited ? ' · ending' : ''));
   setClass(r.state, 'badge state st-' + shown);
   setClass(el, 'card st-' + shown + (m.id === state.selectedId ? ' selected' : ''));
@@ -30,8 +30,8 @@ export function updateCard(m) {
   const active = (s.warnings || []).filter((w) => w.active);
   r.warn.hidden = active.length === 0;
   setText(r.warn, plural(active.length, 'warning'));
-  r.warn.title = active.map((w) => `${w.code}: ${w.message}`).join('\n');
-  setText(r.mode, s.currentMode || (exited ? '–' : `(${s.run.mode})`));
+  r.warn.title = plain(active.map((w, i) => [i ? '\n' : '', `${w.code}: `, user(w.message)]));
+  setText(r.mode, s.currentMode ? user(s.currentMode) : exited ? '–' : ['(', user(s.run.mode), ')']);
   setText(r.runs, s.runs);
   let fires = 0;
   for (const f of m.timerFires.values()) fires += f;
@@ -50,7 +50,7 @@ function updateLastExit(badge, x) {
   if (x) {
     setText(badge, `${x.exitReason} · ${x.cause ? x.cause.code + ' · ' : ''}${fmtMs(x.durationMs)}`);
     setClass(badge, 'badge exit ex-' + x.exitReason);
-    badge.title = (x.cause ? x.cause.message + '\n' : '') + `run ${x.run} in ${x.mode}, depth ${x.depth}, ended ${fmtTime(x.at)}`;
+    badge.title = plain([x.cause ? [user(x.cause.message), '\n'] : '', `run ${x.run} in `, user(x.mode), `, depth ${x.depth}, ended ${fmtTime(x.at)}`]);
     badge.dataset.cause = x.cause ? x.cause.code : '';
   } else {
     setText(badge, 'none yet');
@@ -121,7 +121,7 @@ function wireCard(m, r) {
   on(r.stop, () => stopThread(base));
   on(r.wake, () => wakeThread(base));
   on(r.observe, () => (m.observed ? stopObserving(m) : observe(m)));
-  on(r.run, async () => 'run → ' + exitText(await api('POST', base + '/run', clean({ seconds: num(r.runSeconds), returnAfterSourceHandled: r.runFlag.checked }))));
+  on(r.run, async () => ['run → ', exitText(await api('POST', base + '/run', clean({ seconds: num(r.runSeconds), returnAfterSourceHandled: r.runFlag.checked })))]);
   r.runSeconds.addEventListener('keydown', (e) => {
     if (e.key === 'Enter') r.run.click();
   });

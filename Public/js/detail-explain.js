@@ -6,8 +6,8 @@
 // timeline into the run.
 
 import { state, queueFrame } from './state.js';
-import { h, setText, setFacts, syncRows } from './dom.js';
-import { fmtMs, fmtPercent, turnText } from './format.js';
+import { h, setText, setFacts, syncRows, user } from './dom.js';
+import { fmtMs, fmtPercent, turnText, itemText } from './format.js';
 import { timelineHooks, zoomTo } from './timeline.js';
 import { select } from './detail.js';
 
@@ -32,10 +32,11 @@ export function wireExplain() {
 /** d: the fetched views (why, turns), s: the freshest snapshot. */
 export function renderExplain(d, s) {
   const x = s.lastExit;
-  setText($('d-cause'), x && x.cause ? `${x.exitReason}: ${x.cause.code} — ${x.cause.message}` : x ? x.exitReason : 'no run has ended yet');
+  setText($('d-cause'), x && x.cause ? [`${x.exitReason}: ${x.cause.code} — `, user(x.cause.message)] : x ? x.exitReason : 'no run has ended yet');
   $('d-cause').dataset.cause = x && x.cause ? x.cause.code : '';
-  setText($('d-why'), d.why ? d.why.verdict : '–');
-  const why = d.why ? d.why.modes.map((mode) => h('li', { 'data-mode': mode.mode }, h('strong', { class: 'mono' }, mode.mode), ' ', mode.verdict)) : [];
+  // the verdicts quote mode and item names: user text
+  setText($('d-why'), d.why ? user(d.why.verdict) : '–');
+  const why = d.why ? d.why.modes.map((mode) => h('li', { 'data-mode': mode.mode }, h('strong', { class: 'mono' }, user(mode.mode)), ' ', user(mode.verdict))) : [];
   $('d-why-modes').replaceChildren(...why);
   const l = s.load;
   setFacts(
@@ -59,10 +60,10 @@ export function renderExplain(d, s) {
     (t) => [
       String(t.turn),
       String(t.run),
-      t.wokeBy.id ? `${t.wokeBy.kind} ${t.wokeBy.id}` : t.wokeBy.kind,
+      itemText(t.wokeBy),
       { text: fmtMs(t.sleptMs), cls: 'num' },
       { text: fmtMs(t.busyMs), cls: 'num' },
-      t.callouts.map((c) => `${c.kind} ${c.id}`).join(', ') || '–',
+      t.callouts.length ? t.callouts.map((c, i) => [i ? ', ' : '', itemText(c)]) : '–',
     ],
     (t) => [h('button', { type: 'button', class: 'small', 'aria-label': `Open turn ${t.turn}`, onclick: () => openTurn(d.id, t) }, 'Open')],
   );
@@ -77,15 +78,15 @@ function renderOpenTurn(turns) {
   box.hidden = !v;
   if (!v) return;
   const t = v.turn;
-  setText($('turn-title'), `Turn ${t.turn} of ${v.thread} (run ${t.run}, ${t.mode}${t.depth ? ', depth ' + t.depth : ''})`);
+  setText($('turn-title'), [`Turn ${t.turn} of ${v.thread} (run ${t.run}, `, user(t.mode), `${t.depth ? ', depth ' + t.depth : ''})`]);
   setFacts($('turn-facts'), [
-    ['woke by', t.wokeBy.id ? `${t.wokeBy.kind} ${t.wokeBy.id}` : t.wokeBy.kind],
+    ['woke by', itemText(t.wokeBy)],
     ['slept before', fmtMs(t.sleptMs)],
     ['busy', fmtMs(t.busyMs)],
     ['ended', t.end === 'exit' ? 'the run returned' : 'went to sleep'],
     ['callouts', t.callouts.length + (t.droppedCallouts ? ` (+${t.droppedCallouts} not kept)` : '')],
   ]);
-  $('turn-callouts').replaceChildren(...t.callouts.map((c) => h('li', { class: 'mono' }, `${c.kind} ${c.id}${c.selector ? ' (' + c.selector + ')' : ''}: ${fmtMs(c.ms)}`)));
+  $('turn-callouts').replaceChildren(...t.callouts.map((c) => h('li', { class: 'mono' }, itemText(c), c.selector ? [' (', user(c.selector), ')'] : '', `: ${fmtMs(c.ms)}`)));
   setText($('turn-zoom'), `Zoom the timeline into run ${t.run}`);
   setText($('turn-zoom-result'), '');
   const m = state.threads.get(v.thread);
@@ -97,5 +98,5 @@ function renderOpenTurn(turns) {
 function renderTrace(turns, run) {
   const lines = turns.filter((t) => t.run === run).sort((a, b) => a.turn - b.turn).map(turnText);
   setText($('trace-title'), run ? `Trace of run ${run}` : 'Trace');
-  setText($('trace'), lines.length ? lines.join('\n') : 'no turns recorded yet');
+  setText($('trace'), lines.length ? lines.flatMap((line, i) => (i ? ['\n', line] : [line])) : 'no turns recorded yet');
 }

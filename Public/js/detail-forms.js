@@ -7,6 +7,7 @@
 import { state, applySnapshot, markDirty } from './state.js';
 import { api, clientError, stopThread, wakeThread } from './api.js';
 import { exitText, performText } from './format.js';
+import { user, userList } from './dom.js';
 import { bindForm, act, num, str, clean } from './forms.js';
 import { pickedCall } from './pickers.js';
 import { needThread, refreshDetailSoon, performOutcome } from './detail.js';
@@ -52,7 +53,7 @@ async function createThread(f) {
   const run = clean({ style: e.style.value, mode: str(e.mode), seconds: num(e.seconds), returnAfterSourceHandled: e.returnAfterSourceHandled.checked || undefined });
   const t = await api('POST', '/api/threads', clean({ name: str(e.name), keepAlive: e.keepAlive.value, run }));
   applySnapshot(t);
-  return `created ${t.name || t.id} (${t.id})`;
+  return ['created ', user(t.name || t.id), ` (${t.id})`];
 }
 
 async function threadAction(what) {
@@ -74,7 +75,7 @@ async function taskQueueAction(what) {
 
 async function runOnce(f, e) {
   const body = clean({ mode: str(e.mode), seconds: num(e.seconds), returnAfterSourceHandled: e.returnAfterSourceHandled.checked || undefined });
-  return 'run → ' + exitText(await api('POST', needThread() + '/run', body));
+  return ['run → ', exitText(await api('POST', needThread() + '/run', body))];
 }
 
 async function addTimer(f, e) {
@@ -88,13 +89,13 @@ async function addTimer(f, e) {
     action: pickedCall('timer-action') || undefined,
   });
   const t = await api('POST', needThread() + '/timers', body);
-  return `timer ${t.id} added (every ${t.interval} s in ${t.mode})`;
+  return [`timer ${t.id} added (every ${t.interval} s in `, user(t.mode), ')'];
 }
 
 async function addSource(f, e) {
   const body = clean({ kind: e.kind.value, mode: str(e.mode), order: num(e.order), action: pickedCall('source-action') || undefined });
   const x = await api('POST', needThread() + '/sources', body);
-  return `source ${x.id} (${x.kind}) added in ${x.mode}`;
+  return [`source ${x.id} (${x.kind}) added in `, user(x.mode)];
 }
 
 async function sendMessage(f, e) {
@@ -106,7 +107,7 @@ async function sendMessage(f, e) {
 
 async function addCommonMode(f, e) {
   const m = await api('POST', needThread() + '/modes/common', clean({ mode: str(e.mode) }));
-  return `common set: ${m.common.join(', ')}`;
+  return ['common set: ', userList(m.common)];
 }
 
 async function addObserver(f, e) {
@@ -128,12 +129,12 @@ async function perform(f, e) {
   const body = clean({ selector: call.selector, args: call.args, waitUntilDone: wait, modes, afterDelay: num(e.afterDelay), timeout: num(e.timeout) });
   const r = await api('POST', needThread() + '/perform', body);
   if (wait) return { text: performText(r), bad: !r.ok };
-  return performOutcome(r.performId, f.querySelector('.form-result')) || `${r.performId} queued (${r.selector} in ${r.modes.join(', ')}); result appears when it runs`;
+  return performOutcome(r.performId, f.querySelector('.form-result')) || [`${r.performId} queued (`, user(r.selector), ' in ', userList(r.modes), '); result appears when it runs'];
 }
 
 async function cancelDelayed(f, e) {
   const r = await api('DELETE', needThread() + '/perform?selector=' + encodeURIComponent(e.selector.value));
-  return `${r.cancelled} delayed ${r.selector} perform(s) cancelled`;
+  return [`${r.cancelled} delayed `, user(r.selector), ' perform(s) cancelled'];
 }
 
 async function addTask(f, e) {

@@ -5,7 +5,7 @@
 // writes in place (setText, setFacts, syncRows); the row buttons call the API.
 
 import { api, threadPath } from './api.js';
-import { h, setText, setClass, setFacts, setOptions, syncRows } from './dom.js';
+import { h, setText, setClass, setFacts, setOptions, syncRows, user, userList } from './dom.js';
 import { fmtTime, fmtIn, fmtNum, jsonShort, exitText } from './format.js';
 import { act } from './forms.js';
 import { refreshDetailSoon } from './detail.js';
@@ -29,7 +29,7 @@ export function renderSections(d, s) {
   renderLog(d.log);
 }
 
-/** A small row button calling the API, then refreshing the panel; its outcome goes to errorEl/resultEl. */
+/** A small row button calling the API, then refreshing the panel; its outcome goes to errorEl/resultEl. label: rich text. */
 function rowButton(text, label, errorEl, resultEl, call) {
   const onclick = (e) =>
     act(e.currentTarget, errorEl, resultEl, async () => {
@@ -40,22 +40,25 @@ function rowButton(text, label, errorEl, resultEl, call) {
   return h('button', { type: 'button', class: 'small', 'aria-label': label, onclick }, text);
 }
 
+/** A selector call (an action, a pending perform): its selector and short JSON arguments. */
+const actionText = (a) => [user(a.selector), ' ', jsonShort(a.args)];
+
 function renderThread(s) {
-  setText($('d-name'), s.name || s.id);
+  setText($('d-name'), user(s.name || s.id));
   setText($('d-id'), s.id);
   setText($('d-state'), s.state);
   setClass($('d-state'), 'badge state st-' + s.state);
   setFacts($('d-facts'), [
     ['style', s.run.style],
     ['keep-alive', s.keepAlive],
-    ['policy mode', s.run.mode],
-    ['current mode', s.currentMode ?? '–'],
+    ['policy mode', user(s.run.mode)],
+    ['current mode', s.currentMode ? user(s.currentMode) : '–'],
     ['seconds', s.run.seconds],
-    ['returnAfterSource\u200BHandled', s.run.returnAfterSourceHandled],
+    ['returnAfterSourceHandled', s.run.returnAfterSourceHandled],
     ['runs', s.runs],
     ['depth', s.depth],
     ['parked', s.parked],
-    ['thread name', s.threadName + (s.threadNameTruncated ? ' (truncated)' : '')],
+    ['thread name', [user(s.threadName), s.threadNameTruncated ? ' (truncated)' : '']],
     ['last exit', s.lastExit ? exitText(s.lastExit) : '–'],
     ['created', fmtTime(s.createdAt)],
     ['ended', fmtTime(s.endedAt)],
@@ -71,12 +74,12 @@ function renderTimers(timers, base) {
     (t) => [
       t.id,
       `${t.interval} s${t.repeats ? '' : ' once'}`,
-      t.mode,
+      user(t.mode),
       yesNo(t.valid),
       { text: `${t.fires}${t.maxFires ? ' / ' + t.maxFires : ''}`, cls: 'fires num' },
       t.valid ? fmtIn(t.nextFireAt) : '–',
       { text: `${fmtNum(t.lateness.p50Ms)} / ${fmtNum(t.lateness.p99Ms)} / ${fmtNum(t.lateness.maxMs)}`, cls: 'num' },
-      t.action ? `${t.action.selector} ${jsonShort(t.action.args)}${t.lastActionError ? ' ⚠ ' + t.lastActionError : ''}` : '–',
+      t.action ? [actionText(t.action), t.lastActionError ? [' ⚠ ', user(t.lastActionError)] : ''] : '–',
     ],
     (t) => [rowButton('Invalidate', `Invalidate timer ${t.id}`, error, null, () => api('DELETE', `${base}/timers/${t.id}`))],
   );
@@ -97,14 +100,14 @@ function renderSources(sources, base) {
     (x) => [
       x.id,
       x.kind,
-      x.mode,
+      user(x.mode),
       x.order,
       yesNo(x.valid),
       { text: x.fired + (x.signalled ? ' (signalled)' : ''), cls: 'num' },
       { text: x.scheduled, cls: 'num' },
       { text: x.cancelled, cls: 'num' },
       x.kind === 'port' ? `${x.received} in, ${x.queued} queued` : '–',
-      x.action ? `${x.action.selector} ${jsonShort(x.action.args)}` : '–',
+      x.action ? actionText(x.action) : '–',
     ],
     (x) => [
       ...(x.kind === 'custom'
@@ -126,9 +129,9 @@ function renderSources(sources, base) {
 
 function renderModes(modes) {
   setFacts($('modes-facts'), [
-    ['current', modes.current ?? '–'],
-    ['all modes', modes.all.join(', ') || '–'],
-    ['common set', modes.common.join(', ') || '–'],
+    ['current', modes.current ? user(modes.current) : '–'],
+    ['all modes', modes.all.length ? userList(modes.all) : '–'],
+    ['common set', modes.common.length ? userList(modes.common) : '–'],
   ]);
   const names = ['default', 'common', ...modes.all.filter((x) => x !== 'default' && x !== 'kCFRunLoopDefaultMode')];
   setOptions($('mode-names'), [...new Set(names)]);
@@ -139,7 +142,7 @@ function renderObservers(observers) {
     tbody('observers-table'),
     observers,
     (o) => o.id,
-    (o) => [o.id, o.activities.length === 6 ? 'all' : o.activities.join(', '), o.repeats ? 'yes' : 'no', o.mode, o.order, o.valid ? 'yes' : 'no', { text: o.fired, cls: 'num' }],
+    (o) => [o.id, o.activities.length === 6 ? 'all' : o.activities.join(', '), o.repeats ? 'yes' : 'no', user(o.mode), o.order, o.valid ? 'yes' : 'no', { text: o.fired, cls: 'num' }],
   );
 }
 
@@ -148,7 +151,7 @@ function renderPending(pending) {
     tbody('pending-table'),
     pending,
     (p) => p.performId,
-    (p) => [p.performId, `${p.selector} ${jsonShort(p.args)}`, p.modes.join(', '), fmtTime(p.queuedAt), p.afterDelay ? p.afterDelay + ' s' : '–', p.fireAt ? fmtIn(p.fireAt) : '–'],
+    (p) => [p.performId, actionText(p), userList(p.modes), fmtTime(p.queuedAt), p.afterDelay ? p.afterDelay + ' s' : '–', p.fireAt ? fmtIn(p.fireAt) : '–'],
   );
 }
 
@@ -166,18 +169,17 @@ function renderTasks(q, base) {
     tbody('tasks-table'),
     q.tasks,
     (t) => t.id,
-    (t) => [String(q.tasks.indexOf(t) + 1), t.id, t.selector, jsonShort(t.args), t.runs, t.running ? 'running' : '–'],
-    (t) => [rowButton('Remove', `Remove task ${t.id}`, error, null, () => api('DELETE', `${base}/tasks/${encodeURIComponent(t.id)}`))],
+    (t) => [String(q.tasks.indexOf(t) + 1), user(t.id), user(t.selector), jsonShort(t.args), t.runs, t.running ? 'running' : '–'],
+    (t) => [rowButton('Remove', ['Remove task ', user(t.id)], error, null, () => api('DELETE', `${base}/tasks/${encodeURIComponent(t.id)}`))],
   );
 }
 
 function renderLog(log) {
-  const counters = Object.entries(log.counters || {});
+  const counters = Object.entries(log.counters || {}).map(([name, n]) => [user(name), n]);
   setFacts($('counters-facts'), counters.length ? counters : [['counters', 'none']]);
-  const text = (log.lines || []).slice(-200).join('\n') || '(empty)';
+  const lines = (log.lines || []).slice(-200);
   const el = $('log-lines');
-  if (el.textContent === text) return;
   const atEnd = el.scrollTop + el.clientHeight >= el.scrollHeight - 4;
-  el.textContent = text;
-  if (atEnd) el.scrollTop = el.scrollHeight;
+  // a line each, as user text (a log line quotes names and messages)
+  if (setText(el, lines.length ? userList(lines, '\n') : '(empty)') && atEnd) el.scrollTop = el.scrollHeight;
 }

@@ -6,7 +6,7 @@
 
 import { state, model, applySnapshot, markDirty, queueFrame } from './state.js';
 import { api, threadPath, clientError } from './api.js';
-import { setText } from './dom.js';
+import { setText, user } from './dom.js';
 import { fmtTime, performText } from './format.js';
 import { renderSections } from './detail-sections.js';
 
@@ -99,7 +99,7 @@ async function refreshDetailNow() {
     for (const t of timers.timers) if ((m.timerFires.get(t.id) || 0) < t.fires) m.timerFires.set(t.id, t.fires);
     queueFrame();
   } catch (e) {
-    if (id === state.selectedId) setText(document.getElementById('detail-updated'), 'refresh failed: ' + e.message);
+    if (id === state.selectedId) setText(document.getElementById('detail-updated'), ['refresh failed: ', user(e.message)]);
   } finally {
     d.fetching = false;
     if (d.dirty) {

@@ -2,9 +2,11 @@
 // docs/experiments.md, section C of the lab contract), in the page: reading a
 // step, JSON paths (`a.b.0.c`, `list[key=value].field`), the expectation
 // operators, `${var}` substitution, JSON text as the server writes it, and
-// playing one step (repeats for `until`). A mirror of the server's
+// playing one step (repeats for `until`), and the rule that a step's path
+// is an API path of this server. A mirror of the server's
 // Sources/RunLoopServer/Lab/Experiment.swift (ExperimentPaths) and Player.swift:
-// keep the two in step. No DOM, no state: the sender is passed in.
+// keep the two in step. No DOM, no state: the sender and the page's origin
+// are passed in.
 
 /** The steps of an experiment document, normalised like Experiment.step(). */
 export function stepsOf(doc) {
@@ -204,6 +206,46 @@ export function substitute(value, vars) {
   return value;
 }
 
+// ---- request paths ----------------------------------------------------------
+
+/**
+ * Why `path` is not an API path, or null: it must begin with /api/ and hold
+ * no backslash, no control, format or space character and no `.` or `..`
+ * segment (`%2e` counts as a dot), so that nothing resolves it to another
+ * host or outside /api/. Experiment.apiPathProblem, the server's rule, word
+ * for word: checked on the path as sent (variables filled in).
+ */
+export function apiPathProblem(path) {
+  if (typeof path !== 'string' || !path.startsWith('/api/')) return 'it must begin with /api/';
+  if (path.includes('\\')) return 'it must not hold a backslash';
+  if (/[\p{Cc}\p{Cf}\p{Z}]/u.test(path)) return 'it must not hold a control, format or space character';
+  const pathPart = path.split(/[?#]/, 1)[0];
+  for (const segment of pathPart.split('/')) {
+    const s = segment.toLowerCase().replaceAll('%2e', '.');
+    if (s === '.' || s === '..') return 'it must not hold a . or .. segment';
+  }
+  return null;
+}
+
+/**
+ * Why the page must not send a step's request to `path`, or null: besides
+ * apiPathProblem, the URL it resolves to (the browser's own reading) must be
+ * on `origin` (the page's) with a pathname under /api/.
+ */
+export function pagePathProblem(path, origin) {
+  const problem = apiPathProblem(path);
+  if (problem) return problem;
+  let url;
+  try {
+    url = new URL(path, origin);
+  } catch {
+    return 'it is not a URL path';
+  }
+  if (url.origin !== origin) return `it leads to ${url.origin}, not this server`;
+  if (!url.pathname.startsWith('/api/')) return `it resolves to ${url.pathname}, outside /api/`;
+  return null;
+}
+
 // ---- playing --------------------------------------------------------------
 
 /**
@@ -212,15 +254,23 @@ export function substitute(value, vars) {
  * is no answer), compares, repeats a GET with `until` (10 → 100 ms pauses)
  * until the expectation holds or the timeout passes, then captures into `vars`
  * (only when it passed). `cancelled()` ends the repeats early (result null).
+ * A path that is not an API path of `origin` (pagePathProblem) is never sent:
+ * the report says why in `refused` and as its one difference.
  * Returns {number, say, method, path, body, status, differences[{what, expected, actual}],
- * seconds, json, tries, captured{}}.
+ * seconds, json, tries, captured{}, refused}.
  */
-export async function playStep(step, vars, send, cancelled = () => false) {
+export async function playStep(step, vars, send, origin, cancelled = () => false) {
   const started = performance.now();
   const path = substitute(step.path, vars);
   const body = step.body === undefined ? undefined : substitute(step.body, vars);
   const deadline = started + (step.until || 0) * 1000;
-  const report = { number: step.number, say: step.say, method: step.method, path, body, status: 0, differences: [], seconds: 0, json: null, tries: 0, captured: {} };
+  const report = { number: step.number, say: step.say, method: step.method, path, body, status: 0, differences: [], seconds: 0, json: null, tries: 0, captured: {}, refused: null };
+  const problem = pagePathProblem(path, origin);
+  if (problem) {
+    report.refused = `not sent: request.path is not an API path of this server (${problem})`;
+    report.differences = [{ what: 'request.path', expected: 'a path of this server under /api/', actual: report.refused }];
+    return report;
+  }
   let pause = 10;
   for (;;) {
     report.tries++;

@@ -8,7 +8,7 @@
 // refresh every few seconds keeps the focus where it is.
 
 import { api } from './api.js';
-import { h, setText, setClass } from './dom.js';
+import { h, setText, setClass, user, plain } from './dom.js';
 import { fmtTime, plural } from './format.js';
 
 /** GET /api/fleet: {self, store, instances[]}. */
@@ -28,7 +28,7 @@ export function ago(iso, now = Date.now()) {
 export function fmtWhen(iso) {
   if (!iso) return '–';
   const d = new Date(iso);
-  if (isNaN(d)) return String(iso);
+  if (isNaN(d)) return user(iso);
   const today = new Date().toDateString() === d.toDateString();
   return (today ? '' : d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ') + fmtTime(iso);
 }
@@ -74,7 +74,7 @@ function fleetItem(inst, onHistory) {
     h(
       'div',
       { class: 'fleet-head' },
-      h('h3', { class: 'mono fleet-id' }, inst.id),
+      h('h3', { class: 'mono fleet-id' }, user(inst.id)),
       h('span', { class: 'badge', 'data-field': 'health' }),
       h('span', { class: 'badge fleet-self', 'data-field': 'self' }, 'this instance'),
     ),
@@ -92,7 +92,7 @@ function fleetItem(inst, onHistory) {
       'div',
       { class: 'btn-row fleet-actions' },
       link,
-      h('button', { type: 'button', class: 'small', 'data-action': 'history', onclick: () => onHistory(inst.id) }, 'History', h('span', { class: 'sr-only' }, ' of ' + inst.id)),
+      h('button', { type: 'button', class: 'small', 'data-action': 'history', onclick: () => onHistory(inst.id) }, 'History', h('span', { class: 'sr-only' }, ' of ', user(inst.id))),
     ),
   );
 }
@@ -106,14 +106,14 @@ function updateItem(li, inst, store) {
   setText(health, inst.health);
   setClass(health, 'badge fleet-health ' + (HEALTH_CLASS[inst.health] || ''));
   f('self').hidden = !inst.self;
-  setText(f('version'), inst.version || '–');
-  setText(f('host'), `${inst.host || '–'} · ${inst.pid ?? '–'}`);
+  setText(f('version'), inst.version ? user(inst.version) : '–');
+  setText(f('host'), [inst.host ? user(inst.host) : '–', ` · ${inst.pid ?? '–'}`]);
   setText(f('boot'), inst.boot ? String(inst.boot) : '– (no store)');
   li.querySelector('[data-action="history"]').hidden = store === 'none';
   setText(f('startedAt'), fmtWhen(inst.startedAt));
   const beat = f('heartbeatAt');
   setText(beat, ago(inst.heartbeatAt));
-  beat.title = inst.heartbeatAt || '';
+  beat.title = plain(user(inst.heartbeatAt));
   setText(f('stoppedAt'), inst.stoppedAt ? fmtWhen(inst.stoppedAt) : '–');
   const link = f('link');
   const url = inst.dashboard || inst.url || '';
@@ -122,7 +122,7 @@ function updateItem(li, inst, store) {
     link.hidden = false;
     if (!link.firstChild || link.dataset.url !== url) {
       link.dataset.url = url;
-      link.replaceChildren(inst.self ? 'Its dashboard (this page)' : 'Open its dashboard', h('span', { class: 'sr-only' }, ` ${url} (opens in a new tab)`));
+      link.replaceChildren(inst.self ? 'Its dashboard (this page)' : 'Open its dashboard', h('span', { class: 'sr-only' }, ' ', user(url), ' (opens in a new tab)'));
     }
   } else link.hidden = true;
 }

@@ -1,6 +1,9 @@
 // format.js — owns how values read on the page: durations, clock times,
 // "in 1.2 s" countdowns, short JSON, a run's exit and a perform's outcome.
-// Pure functions of their arguments.
+// Pure functions of their arguments. Texts that carry names or strings from
+// users are rich text (dom.js): those pieces are marked user(…).
+
+import { user, userList } from './dom.js';
 
 export const fmtMs = (ms) => (ms === null || ms === undefined ? '–' : ms >= 1000 ? (ms / 1000).toFixed(2) + ' s' : ms.toFixed(1) + ' ms');
 
@@ -20,16 +23,24 @@ export function fmtIn(iso) {
   return fmtTime(iso) + (delta < 600000 ? ` (in ${fmtMs(delta)})` : '');
 }
 
+/** A value as JSON, cut at 60 characters: user text ('–' for none). */
 export function jsonShort(v) {
   if (v === null || v === undefined) return '–';
   const s = JSON.stringify(v);
-  return s.length > 60 ? s.slice(0, 57) + '…' : s;
+  return user(s.length > 60 ? s.slice(0, 57) + '…' : s);
 }
+
+/** JSON laid out over lines (JSON.stringify(v, null, indent)): each line user text. */
+export const jsonLines = (v, indent) => userList(String(JSON.stringify(v, null, indent)).split('\n'), '\n');
 
 export const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
-export const exitText = (x) =>
-  `${x.exitReason} (code ${x.code}, ${x.mode}, ${fmtMs(x.durationMs)})` + (x.cause ? ` — ${x.cause.code}: ${x.cause.message}` : '');
+export const exitText = (x) => [
+  `${x.exitReason} (code ${x.code}, `,
+  user(x.mode),
+  `, ${fmtMs(x.durationMs)})`,
+  x.cause ? [` — ${x.cause.code}: `, user(x.cause.message)] : '',
+];
 
 /** What a run style means, in the words of what it mirrors. */
 export function styleText(run, keepAlive) {
@@ -39,27 +50,32 @@ export function styleText(run, keepAlive) {
   if (run.style === 'manual') return `manual: runs on request · ${tail}`;
   if (run.style === 'run') return `run: -[NSRunLoop run] (default-mode passes until finished) · ${tail}`;
   if (run.style === 'runUntilDate') return `runUntilDate: ${run.seconds} s of default-mode passes · ${tail}`;
-  if (run.style === 'runModeOnce') return `runModeOnce: one runMode:${run.mode} beforeDate: (${secs}) · ${tail}`;
-  return `loop: ${secs} runs in ${run.mode}${run.returnAfterSourceHandled ? ', returnAfterSourceHandled' : ''} · ${tail}`;
+  if (run.style === 'runModeOnce') return ['runModeOnce: one runMode:', user(run.mode), ` beforeDate: (${secs}) · ${tail}`];
+  return [`loop: ${secs} runs in `, user(run.mode), `${run.returnAfterSourceHandled ? ', returnAfterSourceHandled' : ''} · ${tail}`];
 }
 
 /** A utilisation ratio (0…1) as a percentage. */
 export const fmtPercent = (r) => (r === null || r === undefined ? '–' : (r * 100).toFixed(r < 0.1 ? 1 : 0) + ' %');
 
+/** What woke a turn, or a callout: its kind and (user text) id. */
+export const itemText = (x) => (x.id ? [`${x.kind} `, user(x.id)] : x.kind);
+
 /** One turn as a line of text: what woke it, each callout, how it ended. */
 export function turnText(t) {
-  const woke = t.wokeBy.kind === 'none' ? 'run entry' : t.wokeBy.id ? `${t.wokeBy.kind} ${t.wokeBy.id}` : t.wokeBy.kind;
-  const parts = [`turn ${t.turn}: woke by ${woke}` + (t.sleptMs > 0 ? ` (slept ${fmtMs(t.sleptMs)})` : '')];
-  for (const c of t.callouts) parts.push(`${c.kind} ${c.id}${c.selector ? ' ' + c.selector : ''} ran ${fmtMs(c.ms)}`);
+  const woke = t.wokeBy.kind === 'none' ? 'run entry' : itemText(t.wokeBy);
+  const parts = [[`turn ${t.turn}: woke by `, woke, t.sleptMs > 0 ? ` (slept ${fmtMs(t.sleptMs)})` : '']];
+  for (const c of t.callouts) parts.push([itemText(c), c.selector ? [' ', user(c.selector)] : '', ` ran ${fmtMs(c.ms)}`]);
   if (t.droppedCallouts) parts.push(`${t.droppedCallouts} more callouts`);
   parts.push(`${t.end === 'exit' ? 'run returned' : 'sleep'} (busy ${fmtMs(t.busyMs)})`);
-  return parts.join(' → ');
+  return parts.flatMap((p, i) => (i ? [' → ', p] : [p]));
 }
 
 export function performText(r) {
   return [
-    `${r.selector} ${r.ok ? 'ok' : 'failed'} on ${r.thread} (${r.performId})`,
+    [user(r.selector), ` ${r.ok ? 'ok' : 'failed'} on `, user(r.thread), ' (', user(r.performId), ')'],
+    '\n',
     `queued ${fmtMs(r.queuedMs)}, ran ${fmtMs(r.ranMs)}`,
-    r.ok ? 'result: ' + JSON.stringify(r.result, null, 1) : `error: ${r.error && r.error.code}: ${r.error && r.error.message}`,
-  ].join('\n');
+    '\n',
+    r.ok ? ['result: ', jsonLines(r.result, 1)] : [`error: ${r.error && r.error.code}: `, user(r.error && r.error.message)],
+  ];
 }

@@ -4,7 +4,7 @@
 // button) and the readers that turn inputs into request bodies (num, str,
 // clean). No dashboard knowledge.
 
-import { setText } from './dom.js';
+import { setText, isRich, user } from './dom.js';
 
 export const num = (input) => {
   if (!input || input.value.trim() === '') return undefined;
@@ -32,7 +32,7 @@ function markInvalid(form, field) {
   input.focus();
 }
 
-/** Wires a form: handler(form) returns a result text (or {text, bad}); errors appear beside the button. */
+/** Wires a form: handler(form) returns a result text, rich (dom.js), or {text, bad}; errors appear beside the button (the message as user text: the server's may quote a name). */
 export function bindForm(form, handler) {
   const errorEl = form.querySelector('.form-error');
   const resultEl = form.querySelector('.form-result');
@@ -45,12 +45,12 @@ export function bindForm(form, handler) {
     if (button) button.disabled = true;
     try {
       const out = await handler(form);
-      const text = typeof out === 'object' && out !== null ? out.text : out;
+      const text = out === null || out === undefined || isRich(out) ? out : out.text;
       setText(resultEl, text || 'done');
       resultEl.classList.toggle('bad', !!(out && out.bad));
     } catch (e) {
       setText(resultEl, '');
-      setText(errorEl, e.message);
+      setText(errorEl, user(e.message));
       markInvalid(form, e.field);
     } finally {
       if (button) button.disabled = false;
@@ -58,7 +58,7 @@ export function bindForm(form, handler) {
   });
 }
 
-/** Runs fn for a button, showing its text or error in the given elements (resultEl may be null). */
+/** Runs fn for a button, showing its text (rich) or error in the given elements (resultEl may be null). */
 export async function act(button, errorEl, resultEl, fn) {
   setText(errorEl, '');
   if (resultEl) setText(resultEl, '…');
@@ -68,7 +68,7 @@ export async function act(button, errorEl, resultEl, fn) {
     if (resultEl) setText(resultEl, text || 'done');
   } catch (e) {
     if (resultEl) setText(resultEl, '');
-    setText(errorEl, e.message);
+    setText(errorEl, user(e.message));
   } finally {
     button.disabled = false;
   }

@@ -17,8 +17,8 @@
 
 import { state } from './state.js';
 import { api } from './api.js';
-import { h, setText } from './dom.js';
-import { fmtMs, jsonShort, plural } from './format.js';
+import { h, setText, user, userList, option, render } from './dom.js';
+import { fmtMs, jsonShort, jsonLines, plural } from './format.js';
 import { fetchFleet, renderFleet, fleetNote, fmtWhen, ago } from './fleet.js';
 
 const TYPES = ['run-exit', 'perform', 'thread', 'warning', 'stall', 'stall-ended', 'request', 'instance', 'task', 'timer-mode', 'source-mode'];
@@ -251,7 +251,7 @@ async function loadStore() {
     hist.store = await api('GET', '/api/store');
   } catch (e) {
     line.dataset.state = 'error';
-    setText(line, 'Store: cannot read its status (' + e.message + ')');
+    setText(line, ['Store: cannot read its status (', user(e.message), ')']);
     return;
   }
   const s = hist.store;
@@ -262,16 +262,18 @@ async function loadStore() {
     return;
   }
   line.dataset.state = s.up ? 'up' : 'failing';
-  const health = s.up ? 'up' : 'failing' + (s.lastError ? ': ' + s.lastError : '');
+  const health = s.up ? 'up' : ['failing', s.lastError ? [': ', user(s.lastError)] : ''];
   const counts = `${s.written ?? 0} written · ${s.dropped ?? 0} dropped` + (s.queued ? ` · ${s.queued} queued` : '');
   line.replaceChildren(
-    'Store: ',
-    h('strong', null, s.kind),
-    ' · ',
-    h('span', { class: 'mono hist-location' }, s.location || '–'),
-    ' · ',
-    h('span', { class: s.up ? 'hist-up' : 'hist-failing' }, health),
-    ' · ' + counts,
+    ...render(
+      'Store: ',
+      h('strong', null, s.kind),
+      ' · ',
+      h('span', { class: 'mono hist-location' }, s.location ? user(s.location) : '–'),
+      ' · ',
+      h('span', { class: s.up ? 'hist-up' : 'hist-failing' }, health),
+      ' · ' + counts,
+    ),
   );
 }
 
@@ -281,7 +283,7 @@ async function loadFleet() {
     hist.fleet = await fetchFleet();
     setText(error, '');
   } catch (e) {
-    setText(error, 'Cannot list the fleet: ' + e.message);
+    setText(error, ['Cannot list the fleet: ', user(e.message)]);
     return;
   }
   renderInstanceChoices();
@@ -299,7 +301,7 @@ function renderInstanceChoices() {
   const keep = sel.value;
   sel.dataset.key = key;
   const selfId = hist.fleet && hist.fleet.self;
-  sel.replaceChildren(h('option', { value: '' }, 'all instances'), ...ids.map((id) => h('option', { value: id }, id + (id === selfId ? ' (this one)' : ''))));
+  sel.replaceChildren(h('option', { value: '' }, 'all instances'), ...ids.map((id) => option(id, [user(id), id === selfId ? ' (this one)' : ''])));
   sel.value = keep;
 }
 
@@ -315,7 +317,7 @@ function showInstance(id) {
 
 function setInstance(id) {
   const sel = $('hist-filters').elements.instance;
-  if (id && ![...sel.options].some((o) => o.value === id)) sel.append(h('option', { value: id }, id));
+  if (id && ![...sel.options].some((o) => o.value === id)) sel.append(option(id, user(id)));
   sel.value = id || '';
 }
 
@@ -423,8 +425,8 @@ function showProblem(e, errorEl, noticeEl) {
     noticeEl.dataset.code = e.code;
     setText(noticeEl, 'runloopd runs with --no-store: nothing is kept. Start it without --no-store (history in --data-dir) or with --store postgres://… to keep its history.');
   } else if (e.status === 503) {
-    setText(errorEl, `The history store does not answer (503 ${e.code}): ${e.message}. runloopd keeps running and retries; Refresh to read again.`);
-  } else setText(errorEl, 'Cannot read the history: ' + e.message);
+    setText(errorEl, [`The history store does not answer (503 ${e.code}): `, user(e.message), '. runloopd keeps running and retries; Refresh to read again.']);
+  } else setText(errorEl, ['Cannot read the history: ', user(e.message)]);
 }
 
 const idOf = (e) => `hist-ev-${e.cursor}`;
@@ -434,9 +436,9 @@ function eventItem(e) {
   const button = h(
     'button',
     { type: 'button', class: 'hist-row', 'aria-expanded': 'false', 'aria-controls': detailId },
-    h('time', { class: 'hist-at', datetime: e.at, title: e.at }, fmtWhen(e.at)),
-    h('span', { class: 'hist-where' }, `${e.instance} · boot ${e.boot}`),
-    h('span', { class: 'hist-thread mono' }, e.thread || '–'),
+    h('time', { class: 'hist-at', datetime: e.at, title: user(e.at) }, fmtWhen(e.at)),
+    h('span', { class: 'hist-where' }, user(e.instance), ` · boot ${e.boot}`),
+    h('span', { class: 'hist-thread mono' }, e.thread ? user(e.thread) : '–'),
     h('span', { class: 'badge hist-type hist-type-' + e.event }, e.event),
     h('span', { class: 'hist-sum' }, summary(e)),
   );
@@ -465,40 +467,41 @@ function toggleDetail(li, e, button) {
   box.hidden = false;
 }
 
-/** The one-line summary of an event. */
+/** The one-line summary of an event (rich text: names, modes, paths and messages are user text). */
 export function summary(e) {
   const d = e.data || {};
+  const u = (v, none = '?') => (v === null || v === undefined || v === '' ? none : user(v));
   switch (e.event) {
     case 'run-exit':
-      return `${d.exitReason || '?'} in ${d.mode || '?'}` + (d.durationMs !== undefined ? ` after ${fmtMs(d.durationMs)}` : '') + (d.cause && d.cause.code ? ` · cause ${d.cause.code}` : '');
+      return [`${d.exitReason || '?'} in `, u(d.mode), d.durationMs !== undefined ? ` after ${fmtMs(d.durationMs)}` : '', d.cause && d.cause.code ? [' · cause ', u(d.cause.code)] : ''];
     case 'perform':
-      return `${d.selector || '?'} ${d.ok ? 'ok' : 'failed'}` + (!d.ok && d.error ? ` · ${d.error.code}` : '');
+      return [u(d.selector), ` ${d.ok ? 'ok' : 'failed'}`, !d.ok && d.error ? [' · ', u(d.error.code)] : ''];
     case 'warning':
-      return `${d.code}: ${d.message}` + (d.active === false ? ' (resolved)' : '');
+      return [u(d.code), ': ', u(d.message, ''), d.active === false ? ' (resolved)' : ''];
     case 'stall':
-      return `${d.severity} stall, ${d.ms} ms` + (d.change ? ` (${d.change})` : '') + calloutText(d.callout);
+      return [`${d.severity} stall, ${d.ms} ms`, d.change ? ` (${d.change})` : '', calloutText(d.callout)];
     case 'stall-ended':
-      return `stall ended: ${d.severity}, ${d.ms} ms` + calloutText(d.callout);
+      return [`stall ended: ${d.severity}, ${d.ms} ms`, calloutText(d.callout)];
     case 'request':
-      return `${d.method} ${d.path} → ${d.status}`;
+      return [`${d.method} `, u(d.path), ` → ${d.status}`];
     case 'thread': {
       const s = d.snapshot || {};
-      return d.change + (s.name ? ` “${s.name}”` : '') + (d.change === 'created' && s.run ? ` (${s.run.style})` : '');
+      return [d.change, s.name ? [' “', user(s.name), '”'] : '', d.change === 'created' && s.run ? ` (${s.run.style})` : ''];
     }
     case 'instance': {
       const lost = d.lostThreads || [];
       const bits = [`${d.change} (boot ${d.boot ?? e.boot})`];
-      if (d.previousEnd) bits.push(`previous start ${d.previousEnd}`);
-      if (lost.length) bits.push(`lost threads: ${lost.join(', ')}`);
+      if (d.previousEnd) bits.push(['previous start ', u(d.previousEnd)]);
+      if (lost.length) bits.push(['lost threads: ', userList(lost)]);
       else if (d.change === 'started') bits.push('no lost threads');
-      return bits.join(' · ');
+      return bits.flatMap((b, i) => (i ? [' · ', b] : [b]));
     }
     case 'task':
-      return `task ${d.task} ${d.change}` + (d.runs !== undefined ? ` (${plural(d.runs, 'run')})` : '');
+      return ['task ', u(d.task), ` ${d.change}`, d.runs !== undefined ? ` (${plural(d.runs, 'run')})` : ''];
     case 'timer-mode':
-      return `timer ${d.timer} ${d.change} ${d.mode}`;
+      return ['timer ', u(d.timer), ` ${d.change} `, u(d.mode)];
     case 'source-mode':
-      return `source ${d.source} ${d.change} ${d.mode}`;
+      return ['source ', u(d.source), ` ${d.change} `, u(d.mode)];
     default:
       return jsonShort(d);
   }
@@ -506,43 +509,43 @@ export function summary(e) {
 
 function calloutText(c) {
   if (!c || typeof c !== 'object') return '';
-  return ` in ${c.kind || 'callout'}${c.id ? ' ' + c.id : ''}${c.selector ? ' ' + c.selector : ''}`;
+  return [` in ${c.kind || 'callout'}`, c.id ? [' ', user(c.id)] : '', c.selector ? [' ', user(c.selector)] : ''];
 }
 
 /** An event's details: what matters first (an exit's reason and cause), then its data. */
 function detail(e) {
   const d = e.data || {};
   const facts = [];
-  const fact = (label, value, cls) => facts.push(h('div', { class: cls || null }, h('dt', null, label), h('dd', null, String(value))));
+  const fact = (label, value, cls) => facts.push(h('div', { class: cls || null }, h('dt', null, label), h('dd', null, value)));
   if (e.event === 'run-exit') {
-    fact('exit reason', `${d.exitReason} (code ${d.code}) in ${d.mode}`, 'hist-key');
+    fact('exit reason', [`${d.exitReason} (code ${d.code}) in `, user(d.mode)], 'hist-key');
     if (d.cause) {
-      fact('cause', d.cause.code, 'hist-key hist-cause-code');
-      fact('what happened', d.cause.message || '–', 'hist-wide hist-cause');
-      if (d.cause.by) fact('by', d.cause.by);
+      fact('cause', user(d.cause.code), 'hist-key hist-cause-code');
+      fact('what happened', d.cause.message ? user(d.cause.message) : '–', 'hist-wide hist-cause');
+      if (d.cause.by) fact('by', user(d.cause.by));
     } else fact('cause', 'none recorded', 'hist-key');
     fact('run', `#${d.run} at depth ${d.depth}, ${fmtMs(d.durationMs)}`);
   } else if (e.event === 'perform') {
-    fact('selector', `${d.selector} ${d.ok ? 'ok' : 'failed'}`, 'hist-key');
-    if (!d.ok && d.error) fact('error', `${d.error.code}: ${d.error.message}`, 'hist-wide hist-cause');
+    fact('selector', [user(d.selector), ` ${d.ok ? 'ok' : 'failed'}`], 'hist-key');
+    if (!d.ok && d.error) fact('error', [user(d.error.code), ': ', user(d.error.message)], 'hist-wide hist-cause');
     fact('queued / ran', `${fmtMs(d.queuedMs)} / ${fmtMs(d.ranMs)}`);
   } else if (e.event === 'warning') {
-    fact('warning', `${d.code} (${d.severity})`, 'hist-key');
-    fact('message', d.message, 'hist-wide');
+    fact('warning', [user(d.code), ` (${d.severity})`], 'hist-key');
+    fact('message', user(d.message), 'hist-wide');
   } else if (e.event === 'request') {
-    fact('request', `${d.method} ${d.path} → ${d.status}`, 'hist-key hist-wide');
-    if (d.requestId) fact('request id', d.requestId);
+    fact('request', [`${d.method} `, user(d.path), ` → ${d.status}`], 'hist-key hist-wide');
+    if (d.requestId) fact('request id', user(d.requestId));
   } else if (e.event === 'instance' && (d.lostThreads || []).length) {
-    fact('lost threads', d.lostThreads.join(', '), 'hist-key hist-wide hist-lost-line');
+    fact('lost threads', userList(d.lostThreads), 'hist-key hist-wide hist-lost-line');
   }
-  fact('when', e.at);
-  fact('where', `${e.instance}, boot ${e.boot}`);
+  fact('when', user(e.at));
+  fact('where', [user(e.instance), `, boot ${e.boot}`]);
   fact('event id · cursor', `${e.id} · ${e.cursor}`);
   return h(
     'div',
     { class: 'hist-detail', role: 'region', 'aria-label': `${e.event} ${e.cursor} details` },
     h('dl', { class: 'facts hist-facts' }, ...facts),
-    h('pre', { class: 'log hist-json', tabindex: '0', 'aria-label': 'The event data as JSON' }, JSON.stringify(d, null, 2)),
+    h('pre', { class: 'log hist-json', tabindex: '0', 'aria-label': 'The event data as JSON' }, jsonLines(d, 2)),
   );
 }
 
@@ -558,12 +561,16 @@ function renderFocus() {
   }
   line.hidden = false;
   line.replaceChildren(
-    'Thread ',
-    h('strong', { class: 'mono' }, f.thread),
-    f.name ? ` “${f.name}”` : '',
-    ` of ${f.instance}, boot ${f.boot}`,
-    f.how ? h('span', { class: f.how === 'lost' ? 'hist-lost-text' : null }, ` (${f.how === 'live' ? 'live' : 'ended: ' + f.how})`) : '',
-    '. Thread ids repeat across starts: rows of other boots are dimmed.',
+    ...render(
+      'Thread ',
+      h('strong', { class: 'mono' }, user(f.thread)),
+      f.name ? [' “', user(f.name), '”'] : '',
+      ' of ',
+      user(f.instance),
+      `, boot ${f.boot}`,
+      f.how ? h('span', { class: f.how === 'lost' ? 'hist-lost-text' : null }, ' (', f.how === 'live' ? 'live' : ['ended: ', user(f.how)], ')') : '',
+      '. Thread ids repeat across starts: rows of other boots are dimmed.',
+    ),
   );
 }
 
@@ -607,14 +614,14 @@ function threadItem(t) {
   const how = t.live ? 'live' : t.endedHow || (t.endedAt ? 'ended' : 'not live');
   const cls = t.live ? 'st-running' : how === 'lost' ? 'hist-lost' : 'st-idle';
   const exit = t.lastExit;
-  const exitText = exit ? `last exit ${exit.exitReason}` + (exit.cause && exit.cause.code ? ` · ${exit.cause.code}` : '') : 'no exit';
+  const exitText = exit ? [`last exit ${exit.exitReason}`, exit.cause && exit.cause.code ? [' · ', user(exit.cause.code)] : ''] : 'no exit';
   const button = h(
     'button',
     { type: 'button', class: 'hist-row hist-th-row' },
-    h('span', { class: 'hist-th-name' }, h('strong', null, t.name || t.thread), ' ', h('span', { class: 'mono muted' }, t.thread)),
-    h('span', { class: 'hist-where' }, `${t.instance} · boot ${t.boot}`),
-    h('span', { class: `badge hist-how ${cls}` }, how === 'live' || how === 'lost' || how === 'ended' || how === 'not live' ? how : 'ended: ' + how),
-    h('span', { class: 'hist-sum' }, `${t.style || '?'} · created ${fmtWhen(t.createdAt)}` + (t.endedAt ? ` · ended ${ago(t.endedAt)}` : '') + ` · ${exitText}`),
+    h('span', { class: 'hist-th-name' }, h('strong', null, user(t.name || t.thread)), ' ', h('span', { class: 'mono muted' }, user(t.thread))),
+    h('span', { class: 'hist-where' }, user(t.instance), ` · boot ${t.boot}`),
+    h('span', { class: `badge hist-how ${cls}` }, how === 'live' || how === 'lost' || how === 'ended' || how === 'not live' ? how : ['ended: ', user(how)]),
+    h('span', { class: 'hist-sum' }, user(t.style || '?'), ' · created ', fmtWhen(t.createdAt), t.endedAt ? ` · ended ${ago(t.endedAt)}` : '', ' · ', exitText),
   );
   button.addEventListener('click', () => showThread(t));
   return h(

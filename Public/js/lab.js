@@ -4,15 +4,18 @@
 // them in the page — Step (the next step), Play all (the rest), Reset — with
 // each step's request as sent, ✓/✗ and, for ✗, expected vs actual per
 // difference. The rules of playing live in experiments.js (a mirror of the
-// server's Player). The lanes and cards follow the experiment's threads on
-// their own (the live event stream). Imported by main.js; its state is
-// state.lab (state.js keeps the page's state).
+// server's Player). A step whose path (variables filled in) is not an API
+// path of this page's own server is never sent: it shows why instead. The
+// experiment's texts are shown as user text (dom.js). The lanes and cards
+// follow the experiment's threads on their own (the live event stream).
+// Imported by main.js; its state is state.lab (state.js keeps the page's
+// state).
 
 import { state } from './state.js';
 import { api, request } from './api.js';
-import { h, setText } from './dom.js';
+import { h, setText, user, render } from './dom.js';
 import { plural } from './format.js';
-import { stepsOf, playStep } from './experiments.js';
+import { stepsOf, playStep, pagePathProblem } from './experiments.js';
 
 const lab = (state.lab = {
   /** GET /api/experiments summaries */
@@ -33,9 +36,13 @@ const $ = (id) => document.getElementById(id);
  * One step's request through api.js's request() (the JSON headers, the
  * token, the token dialog on a first 401), keeping the status and the body of
  * any answer (a step may expect a 404 and its error code). fetch cannot send
- * a body with GET: a GET step's body (never useful) is left out.
+ * a body with GET: a GET step's body (never useful) is left out. playStep
+ * sends only API paths of this origin; checked here again, where the token
+ * would leave.
  */
 async function send(method, path, body) {
+  const problem = pagePathProblem(path, location.origin);
+  if (problem) throw new Error(`not sent: ${problem}`);
   const { res, json } = await request(method, path, method === 'GET' ? undefined : body);
   return { status: res.status, json };
 }
@@ -74,7 +81,7 @@ async function loadList() {
     const data = await api('GET', '/api/experiments');
     lab.list = (data && data.experiments) || [];
   } catch (e) {
-    setText($('lab-error'), 'Cannot list the experiments: ' + e.message);
+    setText($('lab-error'), ['Cannot list the experiments: ', user(e.message)]);
     lab.list = [];
   }
   list.removeAttribute('aria-busy');
@@ -85,14 +92,14 @@ async function loadList() {
 
 function listItem(x) {
   const src = x.source || {};
-  const where = [src.article, src.section].filter(Boolean).join(' · ');
+  const where = [src.article, src.section].filter(Boolean).flatMap((t, i) => (i ? [' · ', user(t)] : [user(t)]));
   return h(
     'li',
     { class: 'lab-item' },
-    h('button', { type: 'button', class: 'lab-pick', 'data-experiment': x.id, onclick: () => choose(x.id) }, x.title || x.id),
+    h('button', { type: 'button', class: 'lab-pick', 'data-experiment': x.id, onclick: () => choose(x.id) }, user(x.title || x.id)),
     ' ',
     h('span', { class: 'muted small-text' }, plural(x.steps || 0, 'step')),
-    h('span', { class: 'lab-src small-text muted' }, where ? 'From ' + where : '', src.url ? ' ' : null, sourceLink(src.url)),
+    h('span', { class: 'lab-src small-text muted' }, where.length ? ['From ', where] : '', src.url ? ' ' : null, sourceLink(src.url)),
   );
 }
 
@@ -118,18 +125,18 @@ async function choose(id) {
   try {
     doc = await api('GET', '/api/experiments/' + encodeURIComponent(id));
   } catch (e) {
-    setText($('lab-error'), `Cannot read experiment ${id}: ${e.message}`);
+    setText($('lab-error'), ['Cannot read experiment ', user(id), ': ', user(e.message)]);
     return;
   }
   lab.current = { id, doc, steps: stepsOf(doc), reports: [], vars: {} };
   markChosen();
   const src = doc.source || {};
-  setText($('lab-title'), doc.title || id);
+  setText($('lab-title'), user(doc.title || id));
   const source = $('lab-source');
-  const where = [src.article && `“${src.article}”`, src.section && `section “${src.section}”`].filter(Boolean).join(', ');
+  const where = [src.article && ['“', user(src.article), '”'], src.section && ['section “', user(src.section), '”']].filter(Boolean);
   const link = sourceLink(src.url);
-  source.replaceChildren(...(where ? ['From ', where] : []), ...(link ? [where ? ' — ' : '', link] : []));
-  setText($('lab-explanation'), doc.explanation || '');
+  source.replaceChildren(...render(where.length ? ['From ', where.flatMap((x, i) => (i ? [', ', x] : [x]))] : ''), ...(link ? [where.length ? ' — ' : '', link] : []));
+  setText($('lab-explanation'), doc.explanation ? user(doc.explanation) : '');
   $('lab-run').hidden = false;
   $('lab-run').dataset.experiment = id;
   renderSteps();
@@ -154,7 +161,7 @@ async function play(count) {
       renderStep(li, step, null);
       setText($('lab-summary'), `Playing step ${step.number} of ${x.steps.length}…`);
       li.scrollIntoView({ block: 'nearest' });
-      const report = await playStep(step, x.vars, send, cancelled);
+      const report = await playStep(step, x.vars, send, location.origin, cancelled);
       if (cancelled() || !report) return;
       x.reports.push(report);
       renderStep(li, step, report);
@@ -198,28 +205,28 @@ function renderSteps() {
 
 const MARKS = { pending: ['·', 'not played'], running: ['…', 'playing'], pass: ['✓', 'passed'], fail: ['✗', 'failed'] };
 
-/** One step: its say, the request (as sent once played), ✓/✗, the differences. */
+/** One step: its say, the request (as sent once played), ✓/✗, the differences (or why it was not sent). */
 function renderStep(li, step, report) {
   const status = report ? (report.differences.length ? 'fail' : 'pass') : li.dataset.status === 'running' ? 'running' : 'pending';
   li.dataset.status = status;
+  if (report && report.refused) li.dataset.refused = 'true';
+  else delete li.dataset.refused;
   const [mark, label] = MARKS[status];
   const path = report ? report.path : step.path;
   const body = report ? report.body : step.body;
+  const answer = () =>
+    report.refused ? ' → not sent' : ` → ${report.status || 'no answer'}${report.tries > 1 ? ` after ${report.tries} tries` : ''} · ${(report.seconds * 1000).toFixed(0)} ms`;
   const parts = [
-    h('div', { class: 'lab-step-head' }, h('span', { class: 'lab-mark', role: 'img', 'aria-label': label, title: label }, mark), h('span', { class: 'lab-say' }, step.say || `step ${step.number}`)),
-    h(
-      'div',
-      { class: 'lab-req' },
-      h('code', { class: 'mono' }, `${step.method} ${path}`),
-      report ? h('span', { class: 'lab-answer muted small-text' }, ` → ${report.status || 'no answer'}${report.tries > 1 ? ` after ${report.tries} tries` : ''} · ${(report.seconds * 1000).toFixed(0)} ms`) : null,
-    ),
+    h('div', { class: 'lab-step-head' }, h('span', { class: 'lab-mark', role: 'img', 'aria-label': label, title: label }, mark), h('span', { class: 'lab-say' }, step.say ? user(step.say) : `step ${step.number}`)),
+    h('div', { class: 'lab-req' }, h('code', { class: 'mono' }, `${step.method} `, user(path)), report ? h('span', { class: 'lab-answer muted small-text' }, answer()) : null),
   ];
-  if (body !== undefined) parts.push(h('pre', { class: 'lab-body mono' }, JSON.stringify(body)));
+  if (body !== undefined) parts.push(h('pre', { class: 'lab-body mono' }, user(JSON.stringify(body))));
   if (!report) parts.push(expectLine(step));
   if (report && Object.keys(report.captured).length) {
-    parts.push(h('p', { class: 'lab-captured small-text muted' }, 'captured ' + Object.entries(report.captured).map(([k, v]) => `${k} = ${v}`).join(', ')));
+    parts.push(h('p', { class: 'lab-captured small-text muted' }, 'captured ', Object.entries(report.captured).map(([k, v], i) => [i ? ', ' : '', user(k), ' = ', user(v)])));
   }
-  if (report && report.differences.length) parts.push(diffTable(report.differences));
+  if (report && report.refused) parts.push(h('p', { class: 'form-error lab-refused' }, user(report.refused)));
+  else if (report && report.differences.length) parts.push(diffTable(report.differences));
   li.replaceChildren(...parts);
 }
 
@@ -227,9 +234,9 @@ function renderStep(li, step, report) {
 function expectLine(step) {
   const bits = [];
   if (step.status !== null) bits.push(`status ${step.status}`);
-  for (const [path, expected] of step.json) bits.push(`${path} ${JSON.stringify(expected)}`);
+  for (const [path, expected] of step.json) bits.push([user(path), ' ', user(JSON.stringify(expected))]);
   if (step.until) bits.push(`(waits up to ${step.until} s)`);
-  return bits.length ? h('p', { class: 'lab-expect small-text muted' }, 'expects ' + bits.join(', ')) : null;
+  return bits.length ? h('p', { class: 'lab-expect small-text muted' }, 'expects ', bits.flatMap((b, i) => (i ? [', ', b] : [b]))) : null;
 }
 
 function diffTable(differences) {
@@ -245,7 +252,7 @@ function diffTable(differences) {
         'tbody',
         null,
         ...differences.map((d) =>
-          h('tr', { class: 'lab-diff' }, h('th', { scope: 'row' }, d.what), h('td', { class: 'lab-expected' }, d.expected), h('td', { class: 'lab-actual' }, d.actual)),
+          h('tr', { class: 'lab-diff' }, h('th', { scope: 'row' }, user(d.what)), h('td', { class: 'lab-expected' }, user(d.expected)), h('td', { class: 'lab-actual' }, user(d.actual))),
         ),
       ),
     ),

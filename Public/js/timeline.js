@@ -8,7 +8,7 @@
 // zoomed into. Canvas drawing only: no inline styles, no images.
 
 import { state } from './state.js';
-import { h, setText } from './dom.js';
+import { h, setText, user, plain } from './dom.js';
 import { turnText, fmtMs } from './format.js';
 
 const LANES = Object.freeze(['turns', 'stalls', 'timer', 'source', 'perform', 'run exit']);
@@ -98,7 +98,7 @@ function laneFor(m) {
   const lane = { box, canvas, title, hits: [], stallMarks: 0 };
   canvas.addEventListener('mousemove', (e) => {
     const hit = hitAt(lane, e.offsetX);
-    canvas.title = hit ? turnText(hit.turn) : '';
+    canvas.title = hit ? plain(turnText(hit.turn)) : '';
     canvas.classList.toggle('over-turn', !!hit);
   });
   canvas.addEventListener('click', (e) => {
@@ -126,7 +126,7 @@ function drawLane(m, span) {
   const recent = m.ring.length && m.ring[m.ring.length - 1].t >= span.from;
   l.box.hidden = zoom ? zoom.thread !== m.id : m.snap.state === 'exited' && (!recent || !state.showEnded);
   if (l.box.hidden) return;
-  setText(l.title, `${m.snap.name || m.id} (${m.id})`);
+  setText(l.title, [user(m.snap.name || m.id), ` (${m.id})`]);
   const ctx = sizedContext(l.canvas, l.box.clientWidth);
   const plotW = Math.max(10, l.box.clientWidth - LABEL_W - 4);
   const view = { ...span, ctx, plotW, x: (t) => LABEL_W + ((t - span.from) / span.ms) * plotW };

@@ -5,7 +5,7 @@
 
 import { state, queueFrame } from './state.js';
 import { api } from './api.js';
-import { h, setText } from './dom.js';
+import { h, setText, user } from './dom.js';
 import { fmtTime } from './format.js';
 
 const keyOf = (w) => `${w.code}|${w.thread}|${w.subjects.join(',')}`;
@@ -54,7 +54,7 @@ export function renderWarnings() {
         h('strong', { class: 'mono' }, w.code),
         ' ',
         h('span', { class: 'mono muted' }, w.thread),
-        h('span', { class: 'warning-msg' }, w.message),
+        h('span', { class: 'warning-msg' }, user(w.message)),
         h('span', { class: 'muted small-text' }, `${w.active ? 'active' : 'resolved'} · seen ${w.count}× · last ${fmtTime(w.lastAt)}`),
       ),
     ),

@@ -143,6 +143,101 @@ struct E2ELabTests {
         #expect(xml.contains("failures=\"0\""))
     }
 
+    /// A two-step experiment whose second step requests `path`.
+    static func experiment(path: String) -> Value {
+        [
+            "title": "paths",
+            "steps": [["request": ["path": "/api/version"]], ["request": ["method": "POST", "path": .string(path)]]],
+        ]
+    }
+
+    @Test(
+        "a step's request.path must be an API path: another host, a scheme, a backslash, outside /api/, hidden characters",
+        arguments: [
+            "//evil.example/x", "/healthz", "http://x/api/", "https://evil.example/api/threads", "api/threads", "/api",
+            "", "/\\evil.example/api/threads", "/api/../x", "/api/threads/../../healthz", "/api/%2e%2E/healthz",
+            "/api/./threads", "/api/threads/.", "/api/threads\r\nHost: evil.example", "/api/threads/\u{202E}1t",
+            "/api/threads/a b", "/api/threads/\u{FEFF}", "/api\\threads",
+        ])
+    func requestPathMustBeAnAPIPath(path: String) throws {
+        let error = #expect(throws: RunLoopError.self) {
+            try Experiment(Self.experiment(path: path), fallbackId: "paths")
+        }
+        let message = try #require(error?.message)
+        #expect(message.hasPrefix("step 2: request.path \""), "\(message)")
+        #expect(message.contains("is not an API path: it must"), "\(message)")
+        // The message shows the path with its hidden characters escaped, never as themselves.
+        #expect(!message.unicodeScalars.contains { $0 == "\r" || $0 == "\u{202E}" || $0 == "\u{FEFF}" }, "\(message)")
+        #expect(Experiment.apiPathProblem(path) != nil)
+    }
+
+    @Test(
+        "API paths load: ids, variables, queries, percent-escapes, dots inside a segment",
+        arguments: [
+            "/api/threads", "/api/threads/${t}/run", "/api/threads/${t}/perform?selector=log&args=%7B%22a%22%3A1%7D",
+            "/api/", "/api/threads/a..b", "/api/threads/...", "/api/history?thread=t1&since=15m#top",
+            "/api/x?next=../..",
+        ])
+    func apiPathsLoad(path: String) throws {
+        #expect(Experiment.apiPathProblem(path) == nil)
+        let experiment = try Experiment(Self.experiment(path: path), fallbackId: "paths")
+        #expect(experiment.steps[1].path == path)
+    }
+
+    @Test("every file of experiments/ holds API paths only")
+    func shippedExperimentsLoad() throws {
+        let dir = E2EPaths.packageRoot.appendingPathComponent("experiments").path
+        let loaded = try ExperimentFiles.load(dir)
+        #expect(loaded.count >= 16)
+        for (file, experiment) in loaded {
+            for step in experiment.steps {
+                #expect(Experiment.apiPathProblem(step.path) == nil, "\(file): \(step.path)")
+            }
+        }
+    }
+
+    @Test("the journal's export leaves out requests whose path is not an API path, so it always loads")
+    func journalExportLoads() async throws {
+        try await RunLoopd.with { server in
+            let c = server.client
+            #expect(try await c.post("/api/x/../threads", [:]).status == 404)
+            #expect(try await c.post("/api/threads/%2e%2e/threads", [:]).status == 404)
+            #expect(try await c.post("/api/threads", [:]).status == 201)
+            let journal = try await c.get("/api/journal")
+            #expect(journal["steps"].items.map { $0["request", "path"] } == ["/api/threads"])
+            let experiment = try Experiment(journal.json, fallbackId: "journal")
+            #expect(experiment.steps.count == 1)
+        }
+    }
+
+    @Test("play sends no step whose path a captured value turned into a non-API path")
+    func capturedValueCannotLeaveTheAPI() async throws {
+        let file = Self.temporaryFile("captured-path.json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let document: Value = [
+            "title": "a name that climbs out of /api/",
+            "steps": [
+                [
+                    "request": ["method": "POST", "path": "/api/threads", "body": ["name": "../../healthz"]],
+                    "capture": ["t": "id", "up": "name"], "expect": ["status": 201],
+                ],
+                ["request": ["path": "/api/threads/${up}"], "expect": ["status": 200]],
+                ["request": ["method": "DELETE", "path": "/api/threads/${t}"], "expect": ["status": 200]],
+            ],
+        ]
+        try Data(JSON.serialize(document)).write(to: file)
+        let played = try await Self.play([file.path])
+        #expect(played.status == 1, "\(played.output)")
+        #expect(
+            played.output.contains(
+                #"not sent: "/api/threads/../../healthz" is not an API path: it must not hold a . or .. segment"#),
+            "\(played.output)")
+        // The other steps were played as usual: only step 2 failed.
+        #expect(played.output.contains("✓ 1. POST /api/threads"), "\(played.output)")
+        #expect(played.output.contains("✗ 2. GET \"/api/threads/../../healthz\" → 0"), "\(played.output)")
+        #expect(played.output.contains("✓ 3. DELETE /api/threads/"), "\(played.output)")
+    }
+
     @Test("modes per item, cancel by args, perform status and run-style errors over HTTP")
     func lessonsOverHTTP() async throws {
         try await RunLoopd.with { server in

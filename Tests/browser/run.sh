@@ -64,6 +64,7 @@ for _ in $(seq 1 100); do
 done
 
 export RUNLOOPD_URL="http://127.0.0.1:$port"
+export RUNLOOPD_BIN="$bin"  # tests that need a second runloopd (on ::1) start this one
 export ARTIFACTS_DIR="$root/.build/artifacts"
 start=$(date +%s.%N)
 status=0

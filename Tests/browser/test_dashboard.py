@@ -103,6 +103,65 @@ def test_create_thread_from_form_shows_card(driver):
     assert "loop" in card.find_element(By.CSS_SELECTOR, ".card-meta").text
 
 
+def glyph_lefts(driver, el, text):
+    """The left edge (CSS px) at which each character of `text`, inside el, is drawn."""
+    return driver.execute_script(
+        """
+        const [el, text] = arguments;
+        const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+          const at = node.data.indexOf(text);
+          if (at < 0) continue;
+          return [...text].map((_, i) => {
+            const range = document.createRange();
+            range.setStart(node, at + i);
+            range.setEnd(node, at + i + 1);
+            return range.getBoundingClientRect().left;
+          });
+        }
+        return null;
+        """,
+        el,
+        text,
+    )
+
+
+def test_names_are_bidi_isolated_and_show_their_hidden_characters(driver):
+    """Issue 22: a thread named RIGHT-TO-LEFT OVERRIDE + "1t" must not read as
+    thread t1. Its card shows the name in bidi isolation with the override as a
+    visible escape (\\u202E in a span.ctl), "1t" drawn left to right; so does
+    its timeline lane. A plain name is shown as it is."""
+    spoof, plain = "\u202e1t", unique("plain-name")
+    status, body = api("POST", "/api/threads", {"name": spoof})
+    assert status == 201, body
+    tid = body["id"]
+    status, body = api("POST", "/api/threads", {"name": plain})
+    assert status == 201, body
+    plain_tid = body["id"]
+    try:
+        name = wait(driver).until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{tid}"] .card-name'))
+        wait(driver).until(lambda d: name.text == "\\u202E1t")
+        assert "\u202e" not in name.get_attribute("textContent")  # the override itself is not in the page
+        bdi = name.find_element(By.CSS_SELECTOR, "bdi.user")
+        assert driver.execute_script("return getComputedStyle(arguments[0]).unicodeBidi", bdi) == "isolate"
+        ctl = bdi.find_element(By.CSS_SELECTOR, "span.ctl")
+        assert ctl.text == "\\u202E"
+        one, t = glyph_lefts(driver, bdi, "1t")
+        assert one < t, "1t is drawn reversed"
+        lane = wait(driver).until(lambda d: d.find_element(By.CSS_SELECTOR, f'[data-lane="{tid}"] .lane-title bdi.user'))
+        wait(driver).until(lambda d: lane.text == "\\u202E1t")
+
+        plain_name = wait(driver).until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{plain_tid}"] .card-name'))
+        wait(driver).until(lambda d: plain_name.text == plain)
+        assert plain_name.get_attribute("textContent") == plain
+        assert plain_name.find_elements(By.CSS_SELECTOR, ".ctl") == []
+        plain_bdi = plain_name.find_element(By.CSS_SELECTOR, "bdi.user")
+        assert driver.execute_script("return getComputedStyle(arguments[0]).unicodeBidi", plain_bdi) == "isolate"
+    finally:
+        api("DELETE", f"/api/threads/{tid}")
+        api("DELETE", f"/api/threads/{plain_tid}")
+
+
 def test_timer_fire_count_rises_live(driver):
     card, tid = create_from_form(driver, unique("ui-timer"))
     open_details(driver, card)

@@ -22,7 +22,8 @@ public struct Experiment: Sendable {
         public var say: String
         /// `GET`, `POST` or `DELETE`.
         public var method: String
-        /// The path (and query), with `${var}` placeholders.
+        /// The path (and query), with `${var}` placeholders: an API path
+        /// (`Experiment.apiPathProblem`), checked again once they are filled in.
         public var path: String
         /// The JSON body, with `${var}` placeholders in its strings.
         public var body: Value?
@@ -81,8 +82,9 @@ public struct Experiment: Sendable {
         guard ["GET", "POST", "DELETE"].contains(method) else {
             throw bad("\(at): request.method must be GET, POST or DELETE")
         }
-        guard let path = request["path"]?.string, path.hasPrefix("/") else {
-            throw bad("\(at): request.path must be a path beginning with /")
+        guard let path = request["path"]?.string else { throw bad("\(at): request.path is required") }
+        if let problem = apiPathProblem(path) {
+            throw bad("\(at): request.path \(visible(path)) is not an API path: \(problem)")
         }
         var capture: [(String, String)] = []
         if let map = step["capture"] {
@@ -121,6 +123,52 @@ public struct Experiment: Sendable {
     }
 
     static func bad(_ message: String) -> RunLoopError { .badValue("experiment", message) }
+
+    /// Why `path` is not an API path of the server an experiment is played on
+    /// (nil: it is one). It must begin with `/api/` and hold no backslash, no
+    /// control, format or space character and no `.` or `..` segment (`%2e`
+    /// counts as a dot), so that no client resolves it to another host (`//host/`,
+    /// `http://host/`, `/\host/`) or outside `/api/` (`/api/../healthz`), and no
+    /// request line carries more than the path. The player checks the file's
+    /// path here and the path as sent (variables filled in) again; the
+    /// dashboard's lab applies the same rule (`Public/js/experiments.js`).
+    public static func apiPathProblem(_ path: String) -> String? {
+        guard path.utf8.starts(with: "/api/".utf8) else { return "it must begin with /api/" }
+        let scalars = path.unicodeScalars
+        if scalars.contains("\\") { return "it must not hold a backslash" }
+        if scalars.contains(where: hidden) { return "it must not hold a control, format or space character" }
+        // Bytes: "/", "?" and "#" never occur inside a longer UTF-8 sequence.
+        let pathPart = path.utf8.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+        for segment in pathPart.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            let dots = String(decoding: segment, as: UTF8.self).lowercased().replacingOccurrences(of: "%2e", with: ".")
+            if dots == "." || dots == ".." { return "it must not hold a . or .. segment" }
+        }
+        return nil
+    }
+
+    /// Control, format and separator characters: what a path must not hold
+    /// and what `visible` escapes.
+    private static func hidden(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .spaceSeparator, .lineSeparator, .paragraphSeparator: return true
+        default: return false
+        }
+    }
+
+    /// `text` quoted for a message, each hidden character as `\u{202E}`.
+    static func visible(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            if scalar == "\"" || scalar == "\\" {
+                out += "\\\(scalar)"
+            } else if scalar != " " && hidden(scalar) {
+                out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
 
     /// The summary `GET /api/experiments` lists.
     public var summary: Value {

@@ -61,11 +61,13 @@ final class Journal: Sendable {
     static let idFields = ["id", "performId", "keepAliveSource", "keepAliveTimer"]
 
     /// The entries as an experiment: ids the answers created become captured
-    /// variables, so the replay works on a server whose ids differ.
+    /// variables, so the replay works on a server whose ids differ. A request
+    /// whose path is not an API path (`/api/x/../threads`: no route has one,
+    /// it was answered 404) is left out: an experiment's steps must have one.
     static func experiment(_ entries: [Entry], version: String) -> Value {
         var known: [String: String] = [:]  // id value → variable name
         var steps: [Value] = []
-        for entry in entries {
+        for entry in entries where Experiment.apiPathProblem(entry.path) == nil {
             var (path, query) = (entry.path, "")
             if let mark = entry.path.firstIndex(of: "?") {
                 path = String(entry.path[..<mark])

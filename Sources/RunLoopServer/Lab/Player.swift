@@ -70,6 +70,15 @@ public struct Player: Sendable {
         let path = ExperimentPaths.substitute(step.path, vars)
         let body = step.body.map { ExperimentPaths.substitute($0, vars) }
         let request = "\(step.method) \(path)"
+        // A captured value may have made the path another one: it is sent only if
+        // it is still an API path (the file's own path was checked when read).
+        if let problem = Experiment.apiPathProblem(path) {
+            let refused = "not sent: \(Experiment.visible(path)) is not an API path: \(problem)"
+            return StepReport(
+                number: number, say: step.say, request: "\(step.method) \(Experiment.visible(path))", status: 0,
+                differences: [Difference(what: "request.path", expected: "an API path (/api/…)", actual: refused)],
+                seconds: Date().timeIntervalSince(started), body: .null)
+        }
         let deadline = Date().addingTimeInterval(step.until ?? 0)
         var pause = 0.01
         while true {
