@@ -20,9 +20,10 @@ public struct DeadlineToken: Sendable, Hashable {
 /// (time, id) pairs and is rebuilt when most of them are cancelled.
 ///
 /// Thread-safety: `after` and `cancel` from any thread; actions run on a
-/// private serial queue; the table and heap are guarded by one `Locked`.
-/// (`@unchecked`: the dispatch timer is not marked Sendable; it is only
-/// re-armed under the lock and fires on the private serial queue.)
+/// private serial queue; the table and heap are guarded by one `Locked`,
+/// which holds no call into libdispatch. (`@unchecked`: the dispatch timer is
+/// not marked Sendable; it is armed only on the private serial queue, where
+/// it also fires.)
 public final class Deadlines: @unchecked Sendable {
     /// The process-wide scheduler.
     public static let shared = Deadlines()
@@ -37,7 +38,8 @@ public final class Deadlines: @unchecked Sendable {
         var heap = Heap<Entry>()
         var actions: [UInt64: @Sendable () -> Void] = [:]
         var nextId: UInt64 = 0
-        /// The uptime (ns) the timer is set for; `UInt64.max` when unarmed.
+        /// The uptime (ns) the timer is set for, or is about to be set for by
+        /// a `fireDue` queued on `queue`; `UInt64.max` when unarmed.
         var armedAt = UInt64.max
     }
 
@@ -61,7 +63,14 @@ public final class Deadlines: @unchecked Sendable {
     /// epoll set, an eventfd and a timerfd, kept for the process's life) now,
     /// at start, rather than inside the first request that has a deadline.
     public static func prepare() {
-        shared.schedule(3600) {}.cancel()
+        let shared = shared
+        shared.queue.sync {
+            // On the queue, like every arming: a deadline scheduled meanwhile
+            // queues its `fireDue` behind this and re-arms for its own time.
+            if shared.state.withLock({ $0.armedAt == UInt64.max }) {
+                shared.timer.schedule(deadline: .now() + .seconds(3600), leeway: .milliseconds(1))
+            }
+        }
     }
 
     /// Deadlines scheduled and not yet run or cancelled (for tests and leak checks).
@@ -70,18 +79,18 @@ public final class Deadlines: @unchecked Sendable {
     private func schedule(_ seconds: Double, _ action: @escaping @Sendable () -> Void) -> DeadlineToken {
         let delay = seconds.isFinite ? max(0, min(seconds, 1e7)) : 1e7
         let at = DispatchTime.now().uptimeNanoseconds &+ UInt64(delay * 1e9)
-        let timer = self.timer
-        let id: UInt64 = state.withLock { s in
+        let (id, rearm) = state.withLock { s -> (UInt64, Bool) in
             s.nextId &+= 1
             s.actions[s.nextId] = action
             s.heap.insert(Entry(at: at, id: s.nextId))
-            if at < s.armedAt {
-                s.armedAt = at
-                // Under the lock: a concurrent re-arm for a later time cannot overtake it.
-                timer.schedule(deadline: DispatchTime(uptimeNanoseconds: at), leeway: .milliseconds(1))
-            }
-            return s.nextId
+            guard at < s.armedAt else { return (s.nextId, false) }
+            s.armedAt = at
+            return (s.nextId, true)
         }
+        // The timer is armed only on the serial queue, by `fireDue`, from the
+        // earliest entry it finds then: a re-arm for a later time queued or
+        // running before this one cannot overtake it (this one runs after).
+        if rearm { queue.async { [self] in fireDue() } }
         return DeadlineToken(id: id)
     }
 
@@ -99,10 +108,10 @@ public final class Deadlines: @unchecked Sendable {
         _ = removed  // released here, outside the lock
     }
 
-    /// Timer handler (on `queue`): runs every due action, re-arms for the next.
+    /// Timer handler, and re-arm after an earlier deadline came (on `queue`):
+    /// runs every due action, arms the timer for the next.
     private func fireDue() {
-        let timer = self.timer
-        let due: [@Sendable () -> Void] = state.withLock { s in
+        let (due, armAt): ([@Sendable () -> Void], UInt64) = state.withLock { s in
             var due: [@Sendable () -> Void] = []
             let now = DispatchTime.now().uptimeNanoseconds
             while let top = s.heap.min, top.at <= now {
@@ -111,10 +120,10 @@ public final class Deadlines: @unchecked Sendable {
             }
             while let top = s.heap.min, s.actions[top.id] == nil { s.heap.removeMin() }
             s.armedAt = s.heap.min?.at ?? UInt64.max
-            if s.armedAt != UInt64.max {
-                timer.schedule(deadline: DispatchTime(uptimeNanoseconds: s.armedAt), leeway: .milliseconds(1))
-            }
-            return due
+            return (due, s.armedAt)
+        }
+        if armAt != UInt64.max {
+            timer.schedule(deadline: DispatchTime(uptimeNanoseconds: armAt), leeway: .milliseconds(1))
         }
         for action in due { action() }
     }

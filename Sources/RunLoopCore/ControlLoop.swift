@@ -58,7 +58,13 @@ public final class ControlLoop<Command: Sendable>: Sendable {
             _ = CFRunLoopRunInMode(RunLoopMode.default.cfMode, 1.0e10, false)
         }
         commands.invalidate()
-        state.withLock { $0.loop = nil }
+        // Our reference is dropped after the lock (were it the last, CF would
+        // free the loop inside it).
+        let released = state.withLock { s in
+            defer { s.loop = nil }
+            return s.loop
+        }
+        _ = released
         exited.signal()
     }
 

@@ -1,6 +1,7 @@
 import CoreFoundation
 import Foundation
 import Primitives
+import Synchronization
 
 /// What a user asks for when adding an observer.
 public struct ObserverSpec: Sendable {
@@ -53,12 +54,17 @@ public struct ObserverSnapshot: Sendable {
 /// A user `CFRunLoopObserver` that writes each activity into its worker's ring.
 ///
 /// Threads: callouts on the worker's thread; read and invalidated from any
-/// thread. The callback count is `Locked`; the CF observer is set once.
+/// thread. The callback count is `Locked`; the CF observer is set once;
+/// whether it is still valid is an atomic flag (`isLive`), so the worker
+/// reads it under its own lock without a CF call.
 final class ObserverRecord: @unchecked Sendable {
     let id: String
     let spec: ObserverSpec
     private(set) var observer: CFRunLoopObserver! = nil
     private let fired = Locked(0)
+    /// False once invalidated: by `invalidate`, or by CF after a one-shot
+    /// observer's callout.
+    private let live = Atomic<Bool>(true)
     private let lastResult = Locked<Result<Value, RunLoopError>?>(nil)
 
     /// Records the action's result.
@@ -75,12 +81,21 @@ final class ObserverRecord: @unchecked Sendable {
             guard let self, let which = Activity(bit: UInt(activity.rawValue)) else { return }
             self.fired.withLock { $0 += 1 }
             onActivity(self, which)
+            // CF invalidates a one-shot observer right after this callout.
+            if !self.spec.repeats { self.live.store(false, ordering: .releasing) }
         }
     }
 
-    func invalidate() { CFRunLoopObserverInvalidate(observer) }
+    func invalidate() {
+        live.store(false, ordering: .releasing)
+        CFRunLoopObserverInvalidate(observer)
+    }
 
     var isValid: Bool { CFRunLoopObserverIsValid(observer) }
+
+    /// Whether it can still be called, as this record knows it: no CF call,
+    /// so it may be read under any lock.
+    var isLive: Bool { live.load(ordering: .acquiring) }
 
     var snapshot: ObserverSnapshot {
         let valid = CFRunLoopObserverIsValid(observer)

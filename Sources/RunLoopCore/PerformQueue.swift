@@ -119,26 +119,63 @@ final class PerformCarrier: @unchecked Sendable, SourceCallbacks {
 ///
 /// Each mode with pending work has a `PerformCarrier` in it; a carrier leaves
 /// its mode once no pending perform names the mode, so a loop with nothing
-/// else in the mode still finishes (CF's own rule for performs). A carrier's
-/// membership changes with the decision, under the worker's lock: that is the
-/// one place the engine calls CF inside its lock (CF calls no worker code
-/// while holding its own locks, so the order worker lock → CF lock is safe).
+/// else in the mode still finishes (CF's own rule for performs).
+///
+/// Membership is decided under the worker's lock (`wanted`) and made after
+/// it: no CF call runs under the lock. One thread at a time, the applier,
+/// makes the CF calls (`CFRunLoopAddSource` / `CFRunLoopRemoveSource`),
+/// one change at a time, recording each under the lock before it takes the
+/// next (`applied`); whoever decides a change while nobody applies becomes the
+/// applier. So CF sees every carrier's adds and removes in the order they
+/// were decided, even when the thread queueing a perform and the loop
+/// retiring its carrier race. A carrier is signalled only once it is in its
+/// mode and no change of it is under way: by the thread that queued the
+/// perform when it already was, else by the applier right after the add.
 ///
 /// Plain data, guarded by the owning worker's lock.
 struct PerformQueue {
     struct Carrier {
         let carrier: PerformCarrier
-        /// Added to its mode.
+        let mode: RunLoopMode
+        /// Some pending perform names the mode: the carrier belongs in it.
+        var wanted = false
+        /// In its mode, as far as the CF calls made so far go.
         var inLoop = false
         /// Signalled and woken, and its perform routine has not run since: a
         /// burst of performs into a busy thread costs one wake-up.
         var signalled = false
     }
 
+    /// One membership change, decided under the lock, made by the applier
+    /// after it.
+    struct Change {
+        let carrier: PerformCarrier
+        let mode: RunLoopMode
+        /// Add (true) or remove.
+        let add: Bool
+    }
+
+    /// What `enqueue` did.
+    enum Enqueued {
+        /// These modes have no carrier yet: nothing was queued. The caller
+        /// makes them after the lock (creating a CF source) and asks again.
+        case needsCarriers([RunLoopMode])
+        /// Queued. `toSignal`: carriers in their modes and not signalled
+        /// since their last perform routine (the caller signals them and
+        /// wakes the loop once, after the lock). `settled`: every carrier of
+        /// the perform is in its mode. `change`: the caller became the
+        /// applier and makes this change first.
+        case queued(toSignal: [CFRunLoopSource], settled: Bool, change: Change?)
+    }
+
     private(set) var pending: [(seq: UInt64, request: PerformRequest)] = []
     private(set) var delayed: [(request: PerformRequest, timer: CFRunLoopTimer)] = []
     private var carriers: [String: Carrier] = [:]
     private var lastSeq: UInt64 = 0
+    /// A thread is making membership changes.
+    private var applying = false
+    /// The mode whose carrier's change the applier is making now.
+    private var changing: String?
 
     var count: Int { pending.count + delayed.count }
 
@@ -159,29 +196,34 @@ struct PerformQueue {
         return true
     }
 
-    /// Queues `request` for its modes: each mode's carrier is added to the loop
-    /// if it is not in it. Returns the carriers to signal (those not signalled
-    /// since their last perform routine); the caller signals them and wakes
-    /// the loop once, after the lock.
-    mutating func enqueue(
-        _ request: PerformRequest, on loop: CFRunLoop, makeCarrier: (String) -> PerformCarrier
-    ) -> [CFRunLoopSource] {
+    /// Queues `request` for its modes, each mode's carrier wanted in it;
+    /// `made` holds carriers the caller made for modes that had none (those
+    /// used are taken out of it; the rest the caller drops after the lock).
+    mutating func enqueue(_ request: PerformRequest, made: inout [String: PerformCarrier]) -> Enqueued {
+        let missing = request.modes.filter { carriers[$0.name] == nil && made[$0.name] == nil }
+        guard missing.isEmpty else { return .needsCarriers(missing) }
         lastSeq &+= 1
         pending.append((lastSeq, request))
         var toSignal: [CFRunLoopSource] = []
+        var settled = true
         for mode in request.modes {
-            var entry = carriers[mode.name] ?? Carrier(carrier: makeCarrier(mode.name))
-            if !entry.inLoop {
-                CFRunLoopAddSource(loop, entry.carrier.source, mode.cfMode)
-                entry.inLoop = true
-            }
-            if !entry.signalled {
-                entry.signalled = true
-                toSignal.append(entry.carrier.source)
+            let existing =
+                carriers[mode.name] ?? made.removeValue(forKey: mode.name).map { Carrier(carrier: $0, mode: mode) }
+            guard var entry = existing else { continue }  // not reached: every mode has one (checked above)
+            entry.wanted = true
+            if entry.inLoop && changing != mode.name {
+                if !entry.signalled {
+                    entry.signalled = true
+                    toSignal.append(entry.carrier.source)
+                }
+            } else {
+                // Not in its mode yet (or a change of it is under way): the
+                // applier adds it, then signals it.
+                settled = false
             }
             carriers[mode.name] = entry
         }
-        return toSignal
+        return .queued(toSignal: toSignal, settled: settled, change: settled ? nil : claim())
     }
 
     /// The start of `mode`'s perform routine: the routine runs what was queued
@@ -201,26 +243,58 @@ struct PerformQueue {
         return pending.remove(at: index).request
     }
 
-    /// Takes each named mode's carrier out of its mode when no pending perform
-    /// names the mode (CF call under the worker's lock: see the type's notes).
-    /// Returns the modes whose carrier left.
-    @discardableResult
-    mutating func retire(_ modes: [String], from loop: CFRunLoop?) -> [String] {
-        guard let loop else { return [] }
+    /// Each named mode's carrier is no longer wanted in its mode when no
+    /// pending perform names the mode. Returns the modes whose carrier leaves,
+    /// and the first change to make when the caller became the applier.
+    mutating func retire(_ modes: [String]) -> (retired: [String], change: Change?) {
         var retired: [String] = []
         for name in modes {
-            guard var entry = carriers[name], entry.inLoop, !pending.contains(where: { $0.request.runs(in: name) }),
-                let mode = try? RunLoopMode(name)
+            guard var entry = carriers[name], entry.wanted, !pending.contains(where: { $0.request.runs(in: name) })
             else { continue }
-            CFRunLoopRemoveSource(loop, entry.carrier.source, mode.cfMode)
-            entry.inLoop = false
-            // A removed carrier forgets its wake-up: the next perform fires again,
+            entry.wanted = false
+            // A leaving carrier forgets its wake-up: the next perform fires again,
             // so a carrier re-added later is never left signalled on a sleeping loop.
             entry.signalled = false
             carriers[name] = entry
             retired.append(name)
         }
-        return retired
+        return (retired, retired.isEmpty ? nil : claim())
+    }
+
+    /// The applier made `change`: records it. Returns the carrier to signal
+    /// (one just added for pending performs) and the next change to make, or
+    /// nil when none is due (the role is given up).
+    mutating func applied(_ change: Change) -> (signal: CFRunLoopSource?, next: Change?) {
+        changing = nil
+        var signal: CFRunLoopSource?
+        if var entry = carriers[change.mode.name], entry.carrier === change.carrier {
+            entry.inLoop = change.add
+            if !change.add {
+                entry.signalled = false
+            } else if entry.wanted && !entry.signalled {
+                entry.signalled = true
+                signal = entry.carrier.source
+            }
+            carriers[change.mode.name] = entry
+        }
+        let next = nextChange()
+        if next == nil { applying = false }
+        return (signal, next)
+    }
+
+    /// Takes the applier's role when nobody has it and a change is due.
+    private mutating func claim() -> Change? {
+        guard !applying, let change = nextChange() else { return nil }
+        applying = true
+        return change
+    }
+
+    /// A carrier whose membership differs from what is wanted, marked as
+    /// being changed.
+    private mutating func nextChange() -> Change? {
+        guard let entry = carriers.values.first(where: { $0.wanted != $0.inLoop }) else { return nil }
+        changing = entry.mode.name
+        return Change(carrier: entry.carrier, mode: entry.mode, add: entry.wanted)
     }
 
     /// Whether perform `id` is still waiting for its delay.
@@ -241,6 +315,7 @@ struct PerformQueue {
 
     /// The end of the worker: everything still queued, the delayed timers and
     /// the carriers, for the caller to invalidate and answer after the lock.
+    /// (An applier still at work finds no carrier left and stops.)
     mutating func removeAll() -> (requests: [PerformRequest], timers: [CFRunLoopTimer], carriers: [PerformCarrier]) {
         defer {
             pending.removeAll()

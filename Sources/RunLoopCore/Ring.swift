@@ -31,7 +31,9 @@ extension Ring: Sendable where Element: Sendable {}
 /// than twice `limit` are kept; then the oldest dead ones beyond `limit` go,
 /// so churn cannot grow memory without bound.
 ///
-/// Plain data, guarded by the owning worker's lock.
+/// Plain data, guarded by the owning worker's lock: `isLive` and `counts`
+/// run under that lock, so they read the record's own flags (no CF call, no
+/// other lock).
 struct RecordTable<Record> {
     private var byId: [String: Record] = [:]
     private var order: [String] = []
@@ -64,14 +66,18 @@ struct RecordTable<Record> {
         }
     }
 
-    mutating func insert(_ record: Record, id: String) {
+    /// Adds `record`; returns the dead records it pruned. The caller returns
+    /// them out of its `withLock` closure, so the last reference to each (and
+    /// the CF object it frees) goes after the lock, never under it.
+    mutating func insert(_ record: Record, id: String) -> [Record] {
         byId[id] = record
         order.append(id)
         let kept = max(1, limit)
-        guard order.count > kept * 2 else { return }
+        guard order.count > kept * 2 else { return [] }
         let dead = order.filter { byId[$0].map { !isLive($0) } ?? true }
-        for id in dead.prefix(order.count - kept) { byId[id] = nil }
+        let pruned = dead.prefix(order.count - kept).compactMap { byId.removeValue(forKey: $0) }
         order.removeAll { byId[$0] == nil }
+        return pruned
     }
 }
 

@@ -223,7 +223,9 @@ public final class SelectorRegistry: Sendable {
 
     /// Adds or replaces a selector.
     public func register(_ selector: Selector) {
-        selectors.withLock { $0[selector.name] = selector }
+        // A replaced selector (its body and what it captured) is released after the lock.
+        let replaced = selectors.withLock { $0.updateValue(selector, forKey: selector.name) }
+        _ = replaced
     }
 
     /// The selector named `name`.

@@ -1,6 +1,7 @@
 import CoreFoundation
 import Foundation
 import Primitives
+import Synchronization
 
 /// What a user asks for when adding a timer.
 public struct TimerSpec: Sendable {
@@ -88,7 +89,9 @@ public struct TimerSnapshot: Sendable {
 /// One `CFRunLoopTimer` on a worker, with its statistics.
 ///
 /// Threads: fires on the worker's thread; read and invalidated from any
-/// thread. Its statistics sit behind one `Locked`; the CF timer is set once.
+/// thread. Its statistics sit behind one `Locked`; the CF timer is set once;
+/// whether it can still fire is an atomic flag (`isLive`), so the worker
+/// reads it under its own lock without a CF call.
 final class TimerRecord: @unchecked Sendable, ModeScheduled {
     let id: String
     let spec: TimerSpec
@@ -99,9 +102,10 @@ final class TimerRecord: @unchecked Sendable, ModeScheduled {
         var fires = 0
         var window: SampleWindow
         var lastActionError: String?
-        var invalidated = false
     }
     private let stats: Locked<Stats>
+    /// False once the timer can no longer fire (set once, by `markInvalid`).
+    private let live = Atomic<Bool>(true)
     /// The modes it is in.
     let modeSet: ItemModes
     private let onFire: @Sendable (TimerRecord, Int, Double, Double) -> Void
@@ -176,22 +180,25 @@ final class TimerRecord: @unchecked Sendable, ModeScheduled {
 
     /// Reports the end of the timer's life once.
     private func markInvalid(how: String) {
-        let first = stats.withLock { s in
-            defer { s.invalidated = true }
-            return !s.invalidated
-        }
-        if first { onInvalid(how) }
+        if live.exchange(false, ordering: .acquiringAndReleasing) { onInvalid(how) }
     }
 
     var isValid: Bool { CFRunLoopTimerIsValid(timer) }
 
+    /// Whether the timer can still fire, as this record knows it (false from
+    /// the moment its last fire or its invalidation is reported): no CF call,
+    /// so it may be read under any lock.
+    var isLive: Bool { live.load(ordering: .acquiring) }
+
     var snapshot: TimerSnapshot {
         let valid = CFRunLoopTimerIsValid(timer)
         let next = valid ? Date(timeIntervalSinceReferenceDate: CFRunLoopTimerGetNextFireDate(timer)) : nil
+        // The modes first: `ItemModes` has a lock of its own, never taken under this one.
+        let modes = modeSet.all
         // Built under the lock, like every snapshot: no copy of the window escapes it.
         return stats.withLock { s in
             TimerSnapshot(
-                id: id, role: spec.role, modes: modeSet.all, interval: spec.interval, repeats: spec.repeats,
+                id: id, role: spec.role, modes: modes, interval: spec.interval, repeats: spec.repeats,
                 delay: spec.delay ?? spec.interval,
                 tolerance: spec.tolerance, mode: spec.mode.name, valid: valid, fires: s.fires, maxFires: spec.maxFires,
                 nextFireAt: next,

@@ -2,6 +2,7 @@ import CLinux
 import CoreFoundation
 import Foundation
 import Primitives
+import Synchronization
 
 /// The kind of a user source.
 public enum SourceKind: String, Sendable, CaseIterable, Hashable {
@@ -108,7 +109,9 @@ public struct SourceSnapshot: Sendable {
 /// Threads: routines run on the worker's thread; `post`, `signal` and reads
 /// come from any thread. Counters and the message queue sit behind one
 /// `Locked` (the eventfd write happens under it, so the descriptor cannot be
-/// closed and reused in between); the CF source is set once in `init`.
+/// closed and reused in between: a syscall, no foreign code); the CF source is
+/// set once in `init`; whether it is still valid is an atomic flag
+/// (`isLive`), so the worker reads it under its own lock without a CF call.
 final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
     let id: String
     let spec: SourceSpec
@@ -128,6 +131,8 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
         var signalled = false
     }
     private let state: Locked<State>
+    /// False once `invalidate` ran (the only way this source becomes invalid).
+    private let live = Atomic<Bool>(true)
     /// The modes it is in.
     let modeSet: ItemModes
     private let queueLimit: Int
@@ -186,6 +191,7 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
 
     /// Invalidates the source (cancel routine runs), then closes its descriptor.
     func invalidate() {
+        live.store(false, ordering: .releasing)
         CFRunLoopSourceInvalidate(source)
         closeDescriptor()
     }
@@ -199,6 +205,10 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
 
     var isValid: Bool { CFRunLoopSourceIsValid(source) }
 
+    /// Whether `invalidate` has not run: no CF call, so it may be read under
+    /// any lock.
+    var isLive: Bool { live.load(ordering: .acquiring) }
+
     /// Records the action's result.
     func recordAction(_ result: Result<Value, RunLoopError>) {
         state.withLock { $0.lastAction = result }
@@ -206,12 +216,14 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
 
     var snapshot: SourceSnapshot {
         let valid = CFRunLoopSourceIsValid(source)
+        // The modes first: `ItemModes` has a lock of its own, never taken under this one.
+        let modes = modeSet.all
         // Built under the lock: no copy of the message ring outlives it (a copy
         // released on this thread while the loop grows the ring in place is a
         // race ThreadSanitizer rightly reports).
         return state.withLock { s in
             SourceSnapshot(
-                id: id, kind: spec.kind, role: spec.role, mode: spec.mode.name, modes: modeSet.all, order: spec.order,
+                id: id, kind: spec.kind, role: spec.role, mode: spec.mode.name, modes: modes, order: spec.order,
                 valid: valid, fired: s.fired, scheduled: s.scheduled, cancelled: s.cancelled,
                 scheduledIn: s.scheduledIn, cancelledIn: s.cancelledIn, lastAction: s.lastAction,
                 signalled: valid && s.signalled, received: s.received, queued: s.queue.count,

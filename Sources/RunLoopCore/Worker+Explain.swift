@@ -298,19 +298,9 @@ extension WorkerBook {
         return out
     }
 
-    /// Whether `mode` holds a timer, a user source or a perform (the things
-    /// that can wake a loop besides a stop or a wake-up).
-    func holdsKeepAlivePort(in mode: String) -> Bool {
-        sources.all.contains { $0.spec.role == .keepAlive && $0.isValid && $0.isIn(mode, common: commonModes) }
-    }
-
-    func hasWakeableItems(in mode: String) -> Bool {
-        let inMode: (String) -> Bool = { $0 == mode || ($0 == "common" && commonModes.contains(mode)) }
-        if timers.all.contains(where: { $0.isValid && $0.isIn(mode, common: commonModes) }) { return true }
-        if sources.all.contains(where: { $0.isValid && $0.spec.role == .user && $0.isIn(mode, common: commonModes) }) {
-            return true
-        }
-        return performs.queued.contains { $0.modes.contains { inMode($0.name) } }
+    /// What the loop holds, copied out for questions asked after the lock.
+    var contents: LoopContents {
+        LoopContents(timers: timers.all, sources: sources.all, performs: performs.queued, commonModes: commonModes)
     }
 
     /// The cause of a run's exit, by CF's precedence.
@@ -342,6 +332,32 @@ extension WorkerBook {
 
     /// Something was added to `mode`.
     mutating func filled(_ mode: String) { everFilled.insert(mode) }
+}
+
+/// What a loop holds, copied out of the book (references and names only):
+/// its questions ask the records themselves (CF validity, each record's
+/// modes behind their own lock), so they are asked after the book's lock.
+struct LoopContents {
+    var timers: [TimerRecord]
+    var sources: [UserSource]
+    var performs: [PerformRequest]
+    var commonModes: [String]
+
+    /// Whether the keep-alive port is in `mode`.
+    func holdsKeepAlivePort(in mode: String) -> Bool {
+        sources.contains { $0.spec.role == .keepAlive && $0.isValid && $0.isIn(mode, common: commonModes) }
+    }
+
+    /// Whether `mode` holds a timer, a user source or a perform (the things
+    /// that can wake a loop besides a stop or a wake-up).
+    func hasWakeableItems(in mode: String) -> Bool {
+        let inMode: (String) -> Bool = { $0 == mode || ($0 == "common" && commonModes.contains(mode)) }
+        if timers.contains(where: { $0.isValid && $0.isIn(mode, common: commonModes) }) { return true }
+        if sources.contains(where: { $0.isValid && $0.spec.role == .user && $0.isIn(mode, common: commonModes) }) {
+            return true
+        }
+        return performs.contains { $0.modes.contains { inMode($0.name) } }
+    }
 }
 
 /// What keeps a loop alive, mode by mode, and what a run would do.

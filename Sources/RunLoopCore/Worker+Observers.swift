@@ -18,12 +18,12 @@ extension Worker {
                 if let action = record.spec.action { record.recordAction(self.runSelector(action).map(\.value)) }
             }
         }
-        let loop = try book.withLock { b throws(RunLoopError) in
+        let (loop, pruned) = try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)
             try b.observers.checkRoom("too_many_observers", "observers", thread: id)
-            b.observers.insert(record, id: observerId)
-            return b.loop
+            return (b.loop, b.observers.insert(record, id: observerId))
         }
+        _ = pruned  // released after the lock
         if let loop { CFRunLoopAddObserver(loop, record.observer, spec.mode.cfMode) }
         return record.snapshot
     }

@@ -60,25 +60,46 @@ extension Worker {
         }
 
         let routine: @Sendable (String) -> Void = { [weak self] mode in self?.performRoutine(mode: mode) }
-        let (loop, toSignal, placement) = try book.withLock { b throws(RunLoopError) in
-            try b.checkAlive(id)
-            guard b.performs.count < limits.maxQueuedCommands else {
-                throw .limit(
-                    "queue_full",
-                    "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))")
+        // A mode's first perform needs a carrier, a CF source: it is made after
+        // the lock (and the perform queued on a second pass); carriers made
+        // but not used (another perform made one first) are dropped after it.
+        var made: [String: PerformCarrier] = [:]
+        var loop: CFRunLoop?
+        var toSignal: [CFRunLoopSource] = []
+        var change: PerformQueue.Change?
+        var placement = PerformPlacement.idle
+        while true {
+            let missing: [RunLoopMode] = try book.withLock { b throws(RunLoopError) in
+                try b.checkAlive(id)
+                guard b.performs.count < limits.maxQueuedCommands else {
+                    throw .limit(
+                        "queue_full",
+                        "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))"
+                    )
+                }
+                for mode in modes { b.filled(mode.name) }
+                placement = b.placement(of: modes)
+                loop = b.loop
+                if let delayTimer {
+                    b.performs.addDelayed(request, timer: delayTimer)
+                    return []
+                }
+                guard b.loop != nil else { return [] }
+                switch b.performs.enqueue(request, made: &made) {
+                case .needsCarriers(let missing):
+                    return missing
+                case .queued(let signal, let settled, let first):
+                    (toSignal, change) = (signal, first)
+                    // Every carrier is in its mode: a parked worker may run now.
+                    // (Otherwise the applier touches once it added them.)
+                    if settled { b.touch() }
+                    return []
+                }
             }
-            for mode in modes { b.filled(mode.name) }
-            let placement = b.placement(of: modes)
-            if let delayTimer {
-                b.performs.addDelayed(request, timer: delayTimer)
-                return (b.loop, [CFRunLoopSource](), placement)
-            }
-            guard let loop = b.loop else { return (nil, [], placement) }
-            let toSignal = b.performs.enqueue(request, on: loop) { mode in PerformCarrier { routine(mode) } }
-            // The carriers are in their modes now (added under this lock).
-            b.touch()
-            return (loop, toSignal, placement)
+            if missing.isEmpty { break }
+            for mode in missing { made[mode.name] = PerformCarrier { routine(mode.name) } }
         }
+        made.removeAll()  // unused carriers, released after the lock
         if let delayTimer {
             if let loop {
                 for mode in modes { CFRunLoopAddTimer(loop, delayTimer, mode.cfMode) }
@@ -91,6 +112,7 @@ extension Worker {
             for source in toSignal { CFRunLoopSourceSignal(source) }
             if !toSignal.isEmpty { CFRunLoopWakeUp(loop) }
         }
+        if let change { applyCarrierChanges(from: change, on: loop, loopThread: false) }
         if placement != .runningInMode { watchPerform(request, idle: placement == .idle) }
         if let deadline, completion != nil {
             let emit = self.emit
@@ -132,18 +154,62 @@ extension Worker {
         while let request = book.withLock({ $0.performs.takeNext(in: mode, upTo: bound) }) {
             if request.modes.count > 1 {
                 // Its other modes' carriers may have nothing left to carry.
-                book.withLock { b in
-                    _ = b.performs.retire(request.modes.map(\.name).filter { $0 != mode }, from: b.loop)
+                let (change, loop) = book.withLock { b in
+                    (b.performs.retire(request.modes.map(\.name).filter { $0 != mode }).change, b.loop)
                 }
+                if let change { applyCarrierChanges(from: change, on: loop, loopThread: true) }
             }
             execute(request)
             last = request.id
         }
-        book.withLock { b in
-            for name in b.performs.retire([mode], from: b.loop) {
+        let (change, loop) = book.withLock { b in
+            let (retired, change) = b.performs.retire([mode])
+            // Recorded when decided, before CF removes the carrier: a run that
+            // finds the mode empty already knows what emptied it.
+            for name in retired {
                 b.removed(
                     "perform", last ?? "-", how: "ran, and its mode's perform source left the mode", from: name)
             }
+            return (change, b.loop)
+        }
+        if let change { applyCarrierChanges(from: change, on: loop, loopThread: true) }
+    }
+
+    /// The applier's work (see `PerformQueue`): makes `first`, then every
+    /// change decided meanwhile, one at a time, each recorded under the lock
+    /// before the next is taken; the CF calls happen between the locks. After
+    /// an add, a parked worker may run (touch) and the carrier is signalled
+    /// and the loop woken; after a remove made off the loop's thread, the loop
+    /// is woken to notice an emptied mode (on its own thread, inside the
+    /// perform routine, the turn under way notices it).
+    private func applyCarrierChanges(from first: PerformQueue.Change, on loop: CFRunLoop?, loopThread: Bool) {
+        var change = first
+        while true {
+            if let loop {
+                if change.add {
+                    CFRunLoopAddSource(loop, change.carrier.source, change.mode.cfMode)
+                } else {
+                    CFRunLoopRemoveSource(loop, change.carrier.source, change.mode.cfMode)
+                }
+            }
+            let done = change
+            let (signal, next) = book.withLock { b in
+                if done.add { b.touch() }
+                return b.performs.applied(done)
+            }
+            if let loop {
+                if done.add {
+                    book.notifyAll()
+                } else if !loopThread {
+                    CFRunLoopWakeUp(loop)
+                }
+                if let signal {
+                    CFRunLoopSourceSignal(signal)
+                    CFRunLoopWakeUp(loop)
+                }
+            }
+            guard let next else { return }
+            change = next
         }
     }
 

@@ -80,7 +80,11 @@ extension Worker {
     /// a selector) are recorded too, each with its own exit reason.
     func runOnce(mode: RunLoopMode, seconds: Double, _ returnAfterSourceHandled: Bool) -> RunExit {
         let started = Monotonic.now()
-        let (seq, depth, observers, cannotWake) = book.withLock { b in
+        // Only the keep-alive port holds the mode open (an empty mode just
+        // finishes; a keep-alive timer does wake it, once a day). runloopd's
+        // own loop style is woken by every request, so it is not warned about.
+        let mayWarn = policy.style != .loop && seconds >= diagnostics.options.cannotWakeSeconds && keepAlive == .port
+        let (seq, depth, observers, contents) = book.withLock { b in
             b.runSeq += 1
             b.runStack.append(RunFrame(seq: b.runSeq, mode: mode.name, seconds: seconds, startedMono: started))
             b.modeEntered[mode.name] = started
@@ -88,14 +92,11 @@ extension Worker {
             b.asleepSince = nil
             let newMode = b.entryObserverModes.insert(mode.name).inserted
             let observers = newMode ? [b.entryObserver, b.sleepObserver].compactMap { $0 } : []
-            // Only the keep-alive port holds the mode open (an empty mode just
-            // finishes; a keep-alive timer does wake it, once a day). runloopd's
-            // own loop style is woken by every request, so it is not warned about.
-            let cannotWake =
-                policy.style != .loop && seconds >= diagnostics.options.cannotWakeSeconds && keepAlive == .port
-                && b.holdsKeepAlivePort(in: mode.name) && !b.hasWakeableItems(in: mode.name)
-            return (b.runSeq, b.runStack.count - 1, observers, cannotWake)
+            return (b.runSeq, b.runStack.count - 1, observers, mayWarn ? b.contents : nil)
         }
+        // Asked of the records after the lock (CF validity, their modes' own lock).
+        let cannotWake =
+            contents.map { $0.holdsKeepAlivePort(in: mode.name) && !$0.hasWakeableItems(in: mode.name) } ?? false
         if !observers.isEmpty, let loop = CFRunLoopGetCurrent() {
             for observer in observers { CFRunLoopAddObserver(loop, observer, mode.cfMode) }
         }

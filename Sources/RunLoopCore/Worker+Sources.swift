@@ -13,11 +13,11 @@ extension Worker {
             try b.sources.checkRoom("too_many_sources", "sources", thread: id)
         }
         let record = try makeSource(checked)
-        let loop = book.withLock { b in
-            b.sources.insert(record, id: record.id)
+        let (loop, pruned) = book.withLock { b in
             b.filled(checked.mode.name)
-            return b.loop
+            return (b.loop, b.sources.insert(record, id: record.id))
         }
+        _ = pruned  // released after the lock
         if let loop { CFRunLoopAddSource(loop, record.source, checked.mode.cfMode) }
         touch()
         unwarn("loop_cannot_wake")
@@ -112,8 +112,10 @@ extension Worker {
         // at that moment already knows what emptied it; once only.
         let how = record.spec.role == .keepAlive ? "(the keep-alive port) was invalidated" : "was invalidated"
         if record.isValid {
+            // The modes first: `ItemModes` has a lock of its own, never taken under the book's.
+            let modes = record.modes
             book.withLock { b in
-                for mode in record.modes { b.removed("source", sourceId, how: how, from: mode) }
+                for mode in modes { b.removed("source", sourceId, how: how, from: mode) }
             }
         }
         record.invalidate()

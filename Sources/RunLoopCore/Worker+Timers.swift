@@ -26,7 +26,7 @@ extension Worker {
                     for mode in modes { b.removed("timer", timerId, how: how, from: mode) }
                 }
             })
-        let loop = try book.withLock { b throws(RunLoopError) in
+        let (loop, pruned) = try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)
             guard b.liveTimers < limits.maxTimersPerWorker else {
                 throw .limit(
@@ -34,10 +34,10 @@ extension Worker {
                     "thread \(id) already has \(b.liveTimers) timers (limit \(limits.maxTimersPerWorker))")
             }
             b.liveTimers += 1
-            b.timers.insert(record, id: timerId)
             b.filled(checked.mode.name)
-            return b.loop
+            return (b.loop, b.timers.insert(record, id: timerId))
         }
+        _ = pruned  // released after the lock
         if let loop { CFRunLoopAddTimer(loop, record.timer, checked.mode.cfMode) }
         touch()
         unwarn("loop_cannot_wake")

@@ -10,8 +10,10 @@ import Synchronization
 /// selectors); any other thread may call the public methods, which reach the
 /// loop only through CF's thread-safe calls (add/remove, signal, wake-up,
 /// stop) or by queueing performs. State: every piece of bookkeeping is one
-/// `WorkerBook` behind one lock (`book`); CF calls and callbacks happen after
-/// the lock is released (the one exception is documented on `PerformQueue`).
+/// `WorkerBook` behind one lock (`book`); CF calls, callbacks, events and
+/// other locks come after the lock is released, never inside a `withLock`
+/// body (records that leave the book are handed out of the closure too, so
+/// their last release, and the CF object it frees, happens after it).
 ///
 /// The worker is split by concern: this file (thread, loop, run styles,
 /// control, snapshot), `Worker+Timers`, `Worker+Sources`, `Worker+Observers`,
@@ -177,11 +179,12 @@ public final class Worker: Sendable {
         case .port:
             guard let port = try? makeSource(SourceSpec(kind: .port, mode: mode, role: .keepAlive)) else { return }
             objects.keepAlivePort = port
-            book.withLock { b in
-                b.sources.insert(port, id: port.id)
+            let pruned = book.withLock { b in
                 b.keepAliveItem = port.id
                 b.filled(mode.name)
+                return b.sources.insert(port, id: port.id)
             }
+            _ = pruned  // released after the lock
             CFRunLoopAddSource(loop, port.source, mode.cfMode)
         case .timer:
             var spec = TimerSpec(interval: 86_400, mode: mode)
@@ -195,11 +198,12 @@ public final class Worker: Sendable {
                     }
                 })
             objects.keepAliveTimer = record
-            book.withLock { b in
-                b.timers.insert(record, id: timerId)
+            let pruned = book.withLock { b in
                 b.keepAliveItem = timerId
                 b.filled(mode.name)
+                return b.timers.insert(record, id: timerId)
             }
+            _ = pruned  // released after the lock
             CFRunLoopAddTimer(loop, record.timer, mode.cfMode)
         case .none:
             break
@@ -250,13 +254,17 @@ public final class Worker: Sendable {
         // Whatever it warned about ended with it (the warnings stay listed).
         diagnostics.warnings.resolve(thread: id) { $0.code != "loop_cannot_wake" || !self.policy.style.endsThread }
         // CF's thread-exit destructor releases its own reference; with ours gone
-        // too the loop is freed and its descriptors closed.
-        book.withLock { b in
+        // too the loop is freed and its descriptors closed. Ours is taken out
+        // of the book and dropped after the lock: if it were the last one, CF
+        // would free the loop (cancel routines and all) inside it.
+        let released = book.withLock { b in
             b.exited = true
             b.endedAt = endedAt
-            b.loop = nil
+            defer { b.loop = nil }
+            return b.loop
         }
         book.notifyAll()
+        _ = released
     }
 
     static func endedError(_ id: String) -> RunLoopError {

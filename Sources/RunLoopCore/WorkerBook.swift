@@ -91,9 +91,10 @@ struct WorkerBook {
     init(limits: Limits, diagnostics: DiagnosticsOptions) {
         turns = Ring(capacity: diagnostics.turnRingSize)
         utilization = UtilizationWindow(window: diagnostics.busyWindow)
-        timers = RecordTable(limit: limits.maxTimersPerWorker, counts: { $0.spec.role == .user }) { $0.isValid }
-        sources = RecordTable(limit: limits.maxSourcesPerWorker, counts: { $0.spec.role == .user }) { $0.isValid }
-        observers = RecordTable(limit: limits.maxObserversPerWorker) { $0.isValid }
+        // Liveness by the records' own atomic flags: these run under the lock.
+        timers = RecordTable(limit: limits.maxTimersPerWorker, counts: { $0.spec.role == .user }) { $0.isLive }
+        sources = RecordTable(limit: limits.maxSourcesPerWorker, counts: { $0.spec.role == .user }) { $0.isLive }
+        observers = RecordTable(limit: limits.maxObserversPerWorker) { $0.isLive }
         tasks = TaskQueue(capacity: limits.taskCapacity)
         answeredPerforms = Ring(capacity: max(1, limits.performHistory))
         activity = Ring(capacity: limits.activityRingSize)

@@ -53,14 +53,20 @@ public final class WorkerRegistry: Sendable {
         let id = nextId("t")
         let worker = try Worker(
             id: id, options: options, limits: limits, selectors: selectors, registry: self, events: events)
-        table.withLock { t in
+        let forgotten = table.withLock { t -> [Worker] in
             t.workers[id] = worker
             t.order.append(id)
             // Forgets the oldest exited workers beyond `retainedExitedWorkers`.
-            guard exited.count > limits.retainedExitedWorkers else { return }
-            for old in exited.prefix(exited.count - limits.retainedExitedWorkers) { t.workers[old] = nil }
+            guard exited.count > limits.retainedExitedWorkers else { return [] }
+            let forgotten = exited.prefix(exited.count - limits.retainedExitedWorkers).compactMap {
+                t.workers.removeValue(forKey: $0)
+            }
             t.order.removeAll { t.workers[$0] == nil }
+            return forgotten
         }
+        // Released after the lock: the table may have held a forgotten worker's
+        // last reference, and with it its records' (their CF objects are freed then).
+        _ = forgotten
         return worker
     }
 

@@ -66,7 +66,13 @@ public final class PostgresStore: HistoryStore {
                 on: PostgresConnection.defaultEventLoopGroup.next(), configuration: configuration, id: id,
                 logger: logger
             ).wait()
-            slot.withLock { $0 = made }
+            // A connection displaced here (another caller connected meanwhile;
+            // it may still be in use) is released after the lock, not inside it.
+            let displaced = slot.withLock { c in
+                defer { c = made }
+                return c
+            }
+            _ = displaced
             return made
         } catch {
             throw StoreError("cannot connect to \(location): \(Self.reason(error))")
@@ -102,8 +108,13 @@ public final class PostgresStore: HistoryStore {
             if transaction { _ = try logic.run("COMMIT", []) }
             return result
         } catch {
-            // Whatever state the connection is in, start clean next time.
-            slot.withLock { $0 = nil }
+            // Whatever state the connection is in, start clean next time (the
+            // slot's reference is released after the lock).
+            let dropped = slot.withLock { c in
+                defer { c = nil }
+                return c
+            }
+            _ = dropped
             _ = try? Self.wait(connection.close(), seconds: 2)
             if let error = error as? StoreError { throw error }
             throw StoreError("\(location): \(Self.reason(error))")

@@ -48,7 +48,13 @@ public final class SQLiteStore: HistoryStore {
                 for statement in statements { try db.execute(sql: statement) }
             }
             try migrator.migrate(opened)
-            pool.withLock { $0 = opened }
+            // A pool another open put there meanwhile is released (and closed
+            // by GRDB) after the lock, not inside it.
+            let displaced = pool.withLock { p in
+                defer { p = opened }
+                return p
+            }
+            _ = displaced
         } catch {
             throw StoreError("cannot open \(location): \(Self.reason(error))")
         }

@@ -31,7 +31,7 @@ public struct LoopWarning: Sendable, Hashable {
 ///
 /// Threads: raised and resolved from workers' threads, the watchdog and
 /// deadline checks; read from any thread. One `Locked`; events go out after
-/// it is released.
+/// it is released, and a caller's filter runs outside it.
 public final class WarningTable: Sendable {
     private struct Key: Hashable {
         var code: String
@@ -88,23 +88,44 @@ public final class WarningTable: Sendable {
     }
 
     /// Marks matching active warnings inactive (`subject` nil: any subject;
-    /// `where` filters on the warning).
+    /// `where` filters on the warning). `matches` is the caller's code, so it
+    /// runs between two holds of the lock, never under it: the candidates are
+    /// copied out, filtered, and resolved under the lock again only if they
+    /// did not change meanwhile (one raised again in between is judged again).
     @discardableResult
     public func resolve(
         _ code: String? = nil, thread: String, subject: String? = nil,
         where matches: (LoopWarning) -> Bool = { _ in true }
     ) -> [LoopWarning] {
-        let resolved: [LoopWarning] = table.withLock { t in
-            var out: [LoopWarning] = []
-            for key in t.order where key.thread == thread {
-                guard code == nil || key.code == code, subject == nil || key.subject == subject,
-                    var warning = t.warnings[key], warning.active, matches(warning)
-                else { continue }
-                warning.active = false
-                t.warnings[key] = warning
-                out.append(warning)
+        var resolved: [LoopWarning] = []
+        while true {
+            let candidates: [(Key, LoopWarning)] = table.withLock { t in
+                t.order.compactMap { key in
+                    guard key.thread == thread, code == nil || key.code == code,
+                        subject == nil || key.subject == subject, let warning = t.warnings[key], warning.active
+                    else { return nil }
+                    return (key, warning)
+                }
             }
-            return out
+            let chosen = candidates.filter { matches($0.1) }
+            guard !chosen.isEmpty else { break }
+            let (done, changed) = table.withLock { t -> ([LoopWarning], Bool) in
+                var done: [LoopWarning] = []
+                var changed = false
+                for (key, seen) in chosen {
+                    guard var warning = t.warnings[key] else { continue }  // forgotten meanwhile
+                    guard warning == seen else {
+                        changed = true
+                        continue
+                    }
+                    warning.active = false
+                    t.warnings[key] = warning
+                    done.append(warning)
+                }
+                return (done, changed)
+            }
+            resolved += done
+            if !changed { break }
         }
         for warning in resolved { emit(.warning(warning)) }
         return resolved

@@ -11,7 +11,7 @@ import RunLoopCore
 ///
 /// Threads: recorded from any thread (workers' events, libmicrohttpd's
 /// threads, the control loop); swift-metrics handles are thread-safe and the
-/// per-route handle cache is one `Locked`.
+/// per-route handle cache is one `Locked` (handles are made outside it).
 final class ServiceMetrics: Sendable {
     let registry: PrometheusCollectorRegistry
     private let factory: PrometheusMetricsFactory
@@ -124,15 +124,23 @@ final class ServiceMetrics: Sendable {
     /// templates) are made once and reused: this runs for every request.
     func recordRequest(route: String, status: Int, seconds: Double) {
         let key = RequestKey(route: route, status: status)
-        let handles = requestHandles.withLock { cache -> (CoreMetrics.Counter, CoreMetrics.Timer) in
-            if let found = cache[key] { return found }
+        let handles: (CoreMetrics.Counter, CoreMetrics.Timer)
+        if let found = requestHandles.withLock({ $0[key] }) {
+            handles = found
+        } else {
+            // Made after the lock: the factory takes the Prometheus registry's
+            // own lock. Two requests may both make them; the first kept wins
+            // (the registry hands both the same metric anyway).
             let made = (
                 counter("runloopd_http_requests_total", [("route", route), ("status", String(status))]),
                 CoreMetrics.Timer(
                     label: "runloopd_http_request_duration_seconds", dimensions: [("route", route)], factory: factory)
             )
-            cache[key] = made
-            return made
+            handles = requestHandles.withLock { cache in
+                if let found = cache[key] { return found }
+                cache[key] = made
+                return made
+            }
         }
         handles.0.increment()
         handles.1.recordNanoseconds(Int64(seconds * 1e9))
