@@ -21,6 +21,8 @@ import Logging
 public final class HTTPServer: Sendable {
     private enum Lifecycle {
         case idle
+        /// `start()` is starting libmicrohttpd (outside the lock).
+        case starting
         case running(daemon: OpaquePointer, port: UInt16)
         case stopping
         case stopped
@@ -79,13 +81,23 @@ public final class HTTPServer: Sendable {
     /// - Throws: `HTTPServerError` when the configuration is invalid, the host
     ///   does not resolve, the port is taken, or the server was already started.
     public func start() throws {
-        try lifecycle.withLock { state in
+        // Claimed under the lock, started after it: libmicrohttpd starts threads
+        // and calls back (its logger) while starting, which is foreign code.
+        try lifecycle.withLock { state throws(HTTPServerError) in
             guard case .idle = state else {
                 throw HTTPServerError(kind: .alreadyStarted, message: "the HTTP server was already started")
             }
-            let (daemon, port) = try startDaemon()
-            state = .running(daemon: daemon, port: port)
+            state = .starting
         }
+        let daemon: OpaquePointer
+        let port: UInt16
+        do {
+            (daemon, port) = try startDaemon()
+        } catch {
+            lifecycle.withLock { $0 = .idle }
+            throw error
+        }
+        lifecycle.withLock { $0 = .running(daemon: daemon, port: port) }
         logger.info(
             "HTTP server listening",
             metadata: ["host": "\(configuration.host)", "port": "\(port)", "threads": "\(configuration.httpThreads)"])
