@@ -20,8 +20,10 @@ import Primitives
 /// - **A deadline** (`--request-deadline`, 10 s): a connection pending
 ///   longer is shut down.
 /// - **A cap** (`--max-pending-requests`, 256): when more connections are
-///   pending, the oldest one pending for over a second is shut down (a
-///   client that sends its request at once is never pending that long).
+///   pending, the oldest ones pending for over a second are shut down, at
+///   the next accept or by the timer (a client that sends its request at
+///   once is never pending that long). A flood that fills the connection
+///   limit at once is thus cut back to the cap a second later.
 ///
 /// Shutting down is `shutdown(2)` on the connection's socket; libmicrohttpd
 /// then sees the socket end and closes the connection itself. The socket is
@@ -30,12 +32,12 @@ import Primitives
 /// that was closed and reused.
 ///
 /// Threads: `started`, `requestLine`, `received` and `closed` on
-/// libmicrohttpd's threads; the deadline timer on its own serial queue. One
-/// `Locked`, under which only table work, `shutdown(2)` and re-arming the
-/// timer happen (no call-out; it takes no other lock).
+/// libmicrohttpd's threads; the timer is set and fires only on its own serial
+/// queue. One `Locked`, under which only table work and `shutdown(2)` happen
+/// (no call-out; it takes no other lock).
 final class RequestDeadlines: @unchecked Sendable {
-    // @unchecked: the dispatch timer is not marked Sendable; it is re-armed
-    // only under the lock and fires on the private serial queue.
+    // @unchecked: the dispatch timer is not marked Sendable; it is set and
+    // fires only on the private serial queue.
 
     private struct Pending {
         var fd: Int32
@@ -46,8 +48,8 @@ final class RequestDeadlines: @unchecked Sendable {
 
     private struct State {
         var pending: [UInt: Pending] = [:]
-        /// Whether the timer is set (for the oldest pending connection's deadline).
-        var armed = false
+        /// When the timer should fire (uptime ns); `UInt64.max` when nothing is due.
+        var armedAt = UInt64.max
         var expired = 0
         var evicted = 0
     }
@@ -118,47 +120,72 @@ final class RequestDeadlines: @unchecked Sendable {
         guard fd >= 0 else { return }
         let key = UInt(bitPattern: Int(bitPattern: connection))
         let now = DispatchTime.now().uptimeNanoseconds
-        state.withLock { s in
+        let rearm: Bool = state.withLock { s in
             if s.pending[key] != nil {
                 if cutQuery > 0 { s.pending[key]?.cutQuery = cutQuery }
-                return
+                return false
             }
             s.pending[key] = Pending(fd: fd, since: now, cutQuery: cutQuery)
-            if s.pending.count > cap, let oldest = s.pending.min(by: { $0.value.since < $1.value.since }),
-                now &- oldest.value.since >= Self.evictableAfter
-            {
-                shutdown(oldest.value.fd, Int32(SHUT_RDWR))
-                s.pending.removeValue(forKey: oldest.key)
-                s.evicted += 1
+            var due = s.armedAt == UInt64.max ? now &+ deadline : UInt64.max
+            if s.pending.count > cap {
+                // Over the cap (an attack, or a burst): evict now if the oldest may
+                // go, else as soon as it may (a full connection table accepts
+                // nobody, so the timer must do it, not the next accept).
+                evict(&s, now: now)
+                if s.pending.count > cap, let oldest = s.pending.values.map(\.since).min() {
+                    due = min(due, oldest &+ Self.evictableAfter)
+                }
             }
-            if !s.armed {
-                s.armed = true
-                // Under the lock: a concurrent re-arm cannot overtake this one.
-                timer.schedule(deadline: DispatchTime(uptimeNanoseconds: now &+ deadline), leeway: .milliseconds(100))
-            }
+            guard due < s.armedAt else { return false }
+            s.armedAt = due
+            return true
+        }
+        // The timer is set only on its own queue (no dispatch call under the lock);
+        // each setting reads the latest due time, so none overtakes another.
+        if rearm { queue.async { [weak self] in self?.setTimer() } }
+    }
+
+    /// Shuts down the oldest connections pending for over a second until at most `cap` are pending.
+    private func evict(_ s: inout State, now: UInt64) {
+        let excess = s.pending.count - cap
+        guard excess > 0 else { return }
+        let oldest = s.pending.sorted { $0.value.since < $1.value.since }.prefix(excess)
+        for (key, entry) in oldest where now &- entry.since >= Self.evictableAfter {
+            shutdown(entry.fd, Int32(SHUT_RDWR))
+            s.pending.removeValue(forKey: key)
+            s.evicted += 1
         }
     }
 
-    /// Shuts down every connection past its deadline; re-arms for the next one.
+    /// Sets the timer to the latest due time (on `queue`).
+    private func setTimer() {
+        let at = state.withLock { $0.armedAt }
+        guard at != UInt64.max else { return }
+        timer.schedule(deadline: DispatchTime(uptimeNanoseconds: at), leeway: .milliseconds(50))
+    }
+
+    /// Shuts down every connection past its deadline and evicts down to the
+    /// cap; sets the timer for what is due next (on `queue`).
     private func fire() {
         let now = DispatchTime.now().uptimeNanoseconds
-        state.withLock { s in
-            var oldest = UInt64.max
-            for (key, entry) in s.pending {
-                if now &- entry.since >= deadline {
-                    shutdown(entry.fd, Int32(SHUT_RDWR))
-                    s.pending.removeValue(forKey: key)
-                    s.expired += 1
-                } else {
-                    oldest = min(oldest, entry.since)
-                }
+        let next: UInt64 = state.withLock { s in
+            for (key, entry) in s.pending where now &- entry.since >= deadline {
+                shutdown(entry.fd, Int32(SHUT_RDWR))
+                s.pending.removeValue(forKey: key)
+                s.expired += 1
             }
-            if oldest == UInt64.max {
-                s.armed = false
-            } else {
-                timer.schedule(
-                    deadline: DispatchTime(uptimeNanoseconds: oldest &+ deadline), leeway: .milliseconds(100))
+            evict(&s, now: now)
+            guard let oldest = s.pending.values.map(\.since).min() else {
+                s.armedAt = UInt64.max
+                return UInt64.max
             }
+            var due = oldest &+ deadline
+            if s.pending.count > cap { due = min(due, oldest &+ Self.evictableAfter) }
+            s.armedAt = max(due, now &+ 1_000_000)
+            return s.armedAt
+        }
+        if next != UInt64.max {
+            timer.schedule(deadline: DispatchTime(uptimeNanoseconds: next), leeway: .milliseconds(50))
         }
     }
 }

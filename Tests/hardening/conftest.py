@@ -4,14 +4,26 @@ collect the figures the suite reports at the end.
 
 Every loop in this suite is bounded in count and in time; all traffic goes to
 127.0.0.1 (probes come from 127.0.0.2, which Linux routes over loopback too).
+
+Issue 22 (a lock re-entry in the SSE hub froze every request, /healthz
+included, and SIGTERM never ended the process): every server `server_factory`
+starts is watched by a `Liveness` prober from 127.0.0.3 (threads asking
+`GET /healthz` and `GET /api/version`, the latter through the control loop,
+every 100 ms). The largest gap between two successful answers of either probe
+must stay under HARDENING_LIVENESS_GAP_S (default 2 s), or the test fails with
+every server thread's backtrace (gdb) and the server log's tail, taken while
+the gap was open. `terminate()` and `kill()` stop the prober first (a stop is
+not a hang); a test may also wrap a documented pause in `server.liveness.paused()`.
 """
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -20,6 +32,8 @@ import requests
 BIN = os.environ.get("RUNLOOPD_BIN", "")
 RESULTS_PATH = os.environ.get("HARDENING_RESULTS", "")
 FIGURES = {}
+LIVENESS_GAP_S = float(os.environ.get("HARDENING_LIVENESS_GAP_S", "2"))
+LIVENESS_SOURCE = "127.0.0.3"
 
 
 def figure(name, value):
@@ -30,18 +44,26 @@ def figure(name, value):
 class Server:
     """One runloopd process on a free loopback port."""
 
-    def __init__(self, *flags, log_level="warning"):
+    def __init__(self, *flags, log_level="warning", host="127.0.0.1", token=None, auth_token=None, env=None):
         if not BIN or not os.access(BIN, os.X_OK):
             raise RuntimeError("set RUNLOOPD_BIN to a built runloopd")
         self.dir = tempfile.mkdtemp(prefix="rl-hard-")
         self.port_file = os.path.join(self.dir, "port")
         self.log_path = os.path.join(self.dir, "server.log")
         self.log = open(self.log_path, "wb")
-        args = [BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file,
+        self.host = host
+        # `token` is passed as --token; `auth_token` is only sent (a token
+        # the server got another way: --token-file, RUNLOOPD_TOKEN).
+        self.token = token if token is not None else auth_token
+        self.liveness = None
+        if token is not None:
+            flags = (*flags, "--token", token)
+        args = [BIN, "serve", "--host", host, "--port", "0", "--port-file", self.port_file,
                 "--log-level", log_level, "--public-dir", os.path.join(self.dir, "public"),
                 # Its history store (SQLite) in its own folder, not the user's state directory.
                 "--data-dir", os.path.join(self.dir, "data"), *flags]
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=None if env is None else {**os.environ, **env})
         self.pid = self.proc.pid
         deadline = time.monotonic() + 15
         while not os.path.exists(self.port_file):
@@ -50,7 +72,8 @@ class Server:
             time.sleep(0.02)
         with open(self.port_file) as f:
             self.port = int(f.read().strip())
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.authority = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+        self.base = f"http://{self.authority}"
         self.http = requests.Session()
         self.exit_code = None
 
@@ -58,6 +81,8 @@ class Server:
     def request(self, method, path, body=None, timeout=10, **kw):
         data = None
         headers = kw.pop("headers", {})
+        if self.token is not None:
+            headers = {"Authorization": f"Bearer {self.token}", **headers}
         if body is not None:
             data = json.dumps(body)
             headers = {"Content-Type": "application/json", **headers}
@@ -81,7 +106,7 @@ class Server:
         """/healthz (libmicrohttpd thread) and /api/version (control loop) both answer."""
         try:
             a = requests.get(self.base + "/healthz", timeout=timeout)
-            b = requests.get(self.base + "/api/version", timeout=timeout)
+            b = self.get("/api/version", timeout=timeout)
             return a.status_code == 200 and b.status_code == 200
         except requests.RequestException:
             return False
@@ -112,6 +137,16 @@ class Server:
     def fds(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
+    def sockets(self):
+        """How many of its descriptors are sockets (listening one included)."""
+        count = 0
+        for fd in os.listdir(f"/proc/{self.pid}/fd"):
+            try:
+                count += os.readlink(f"/proc/{self.pid}/fd/{fd}").startswith("socket:")
+            except OSError:
+                continue
+        return count
+
     def alive(self):
         return self.proc.poll() is None
 
@@ -123,6 +158,8 @@ class Server:
     # --- stop ---------------------------------------------------------------
     def terminate(self, timeout=5.0):
         """SIGTERM; returns (exit code, seconds) or (None, timeout) if it hangs."""
+        if self.liveness is not None:
+            self.liveness.stop()  # a stop is not a hang
         if self.proc.poll() is not None:
             return self.proc.returncode, 0.0
         started = time.monotonic()
@@ -135,6 +172,8 @@ class Server:
         return code, time.monotonic() - started
 
     def kill(self):
+        if self.liveness is not None:
+            self.liveness.stop()
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
@@ -164,7 +203,9 @@ class Server:
         try:
             out = subprocess.run(["gdb", "-p", str(self.pid), "-batch", "-ex", "thread apply all bt 30"],
                                  capture_output=True, text=True, timeout=60)
-            traces = out.stdout.strip() or "(gdb printed nothing: " + out.stderr.strip()[-500:] + ")"
+            traces = out.stdout.strip() or "(gdb printed nothing)"
+            if out.stderr.strip():
+                traces += "\n(gdb's stderr: " + out.stderr.strip()[-800:] + ")"
         except Exception as error:  # gdb missing or not permitted
             traces = f"(no backtraces: {error})"
         return report + "\n" + traces[-20000:]
@@ -176,20 +217,28 @@ class Server:
 
 
 @pytest.fixture
-def server_factory():
+def server_factory(request):
     """Starts servers with the given flags; every one is stopped afterwards.
-    A server that does not exit 0 within 5 s of SIGTERM fails the test (with
-    its threads' backtraces)."""
+    Each is watched by a Liveness prober from 127.0.0.3 (`liveness_source=`
+    picks another loopback address; ::1 for a server on ::1) while the test
+    runs: a gap over HARDENING_LIVENESS_GAP_S fails the test (see
+    pytest_runtest_call below). A server that does not exit 0 within 5 s of
+    SIGTERM fails the test (with its threads' backtraces)."""
     started = []
+    probers = request.node.__dict__.setdefault("_liveness", [])
 
-    def make(*flags, **kw):
+    def make(*flags, liveness_source=None, **kw):
         s = Server(*flags, **kw)
         started.append(s)
+        source = liveness_source or ("::1" if ":" in s.host else LIVENESS_SOURCE)
+        s.liveness = Liveness(s, source=source).start()
+        probers.append(s.liveness)
         return s
 
     yield make
     problems = []
     for s in started:
+        s.liveness.stop()
         if s.exit_code is None and s.alive():
             code, seconds = s.terminate(5.0)
             if code is None:
@@ -202,16 +251,18 @@ def server_factory():
     assert not problems, "\n".join(problems)
 
 
-def raw_exchange(port, payload, read_timeout=5.0, source="127.0.0.1", shutdown_write=False):
+def raw_exchange(port, payload, read_timeout=5.0, source="127.0.0.1", shutdown_write=False, host="127.0.0.1"):
     """Sends raw bytes, reads until the server closes or `read_timeout` passes.
     Returns (bytes received, how it ended: "closed" | "reset" | "timeout")."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    if ":" in host and source == "127.0.0.1":
+        source = "::1"
     sock.bind((source, 0))
     sock.settimeout(read_timeout)
     got = b""
     ended = "closed"
     try:
-        sock.connect(("127.0.0.1", port))
+        sock.connect((host, port))
         if payload:
             sock.sendall(payload)
         if shutdown_write:
@@ -312,3 +363,252 @@ class Prober:
         self.max_ms = round(latencies[-1] * 1000, 1) if latencies else None
         self.p99_ms = round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 1) if latencies else None
         return self
+
+
+# --- liveness (issue 22) -----------------------------------------------------
+
+def http_status(host, port, path, source, timeout, headers=()):
+    """One `GET path` on a fresh connection from `source`, everything within
+    `timeout` s: the answer's status, or None (refused, reset, timed out)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    lines = [f"GET {path} HTTP/1.1", f"Host: {authority}", "Connection: close", *headers, "", ""]
+    deadline = time.monotonic() + timeout
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    got = b""
+    try:
+        sock.bind((source, 0))
+        sock.settimeout(timeout)
+        sock.connect((host, port))
+        sock.sendall("\r\n".join(lines).encode())
+        # Bounded: at most 64 reads and `timeout` seconds; the head is enough.
+        for _ in range(64):
+            left = deadline - time.monotonic()
+            if left <= 0 or b"\r\n\r\n" in got:
+                break
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except OSError:
+        pass
+    finally:
+        sock.close()
+    if b"\r\n\r\n" not in got:
+        return None
+    return status_of(got)
+
+
+class Liveness:
+    """The issue-22 prober: every 100 ms, from its own loopback address
+    (127.0.0.3 by default), `GET /healthz` (answered on libmicrohttpd's
+    thread) and `GET /api/version` (answered through the control loop), each
+    on a fresh connection with a short timeout. Each probe has its own thread,
+    so a probe waiting out its timeout never stretches the other's gap. It
+    records, per probe, the largest gap between two consecutive successful
+    answers (200), counting the time from start to the first answer and from
+    the last answer to stop(). A gap over HARDENING_LIVENESS_GAP_S (default 2)
+    is a failure; the first time it happens, while the gap is still open, the
+    prober takes the server's hang report (log tail, /proc wait channels, gdb
+    backtraces of every thread). `paused()` suspends measuring around a
+    documented interruption; terminate()/kill() stop the prober."""
+
+    PROBES = {"healthz": "/healthz", "api": "/api/version"}
+
+    def __init__(self, server, source=LIVENESS_SOURCE, interval=0.1, threshold=None, timeout=None):
+        self.server = server
+        self.source = source
+        self.interval = interval
+        self.threshold = LIVENESS_GAP_S if threshold is None else threshold
+        self.timeout = timeout if timeout is not None else min(1.5, max(0.5, self.threshold * 0.75))
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._paused = 0
+        self._threads = []
+        self._reporting = False
+        self.report = None          # the hang report taken while a gap was open
+        self.report_gap = None      # (probe, gap) that triggered it
+        self.reported = False       # already raised by a test itself
+        self.started = None
+        self.stopped = None
+        now = time.monotonic()
+        self.state = {name: {"last_ok": now, "max_gap": 0.0, "ok": 0, "failed": 0, "max_latency": 0.0}
+                      for name in self.PROBES}
+
+    def start(self):
+        self.started = time.monotonic()
+        with self._lock:
+            for st in self.state.values():
+                st["last_ok"] = self.started
+        headers = (f"Authorization: Bearer {self.server.token}",) if self.server.token else ()
+        for name, path in self.PROBES.items():
+            t = threading.Thread(target=self._run, args=(name, path, headers), daemon=True,
+                                 name=f"liveness-{name}-{self.server.pid}")
+            t.start()
+            self._threads.append(t)
+        t = threading.Thread(target=self._watch, daemon=True, name=f"liveness-watch-{self.server.pid}")
+        t.start()
+        self._threads.append(t)
+        return self
+
+    def _run(self, name, path, headers):
+        host = self.server.host
+        # Bounded: at most 100,000 probes (2.8 h at 100 ms) and 3 hours.
+        limit = time.monotonic() + 3 * 3600
+        for _ in range(100_000):
+            if self._stop.is_set() or time.monotonic() > limit:
+                return
+            t0 = time.monotonic()
+            status = None if self._paused else http_status(host, self.server.port, path, self.source,
+                                                           self.timeout, headers)
+            now = time.monotonic()
+            with self._lock:
+                st = self.state[name]
+                if self._paused or self._stop.is_set():
+                    pass
+                elif status == 200:
+                    st["max_gap"] = max(st["max_gap"], now - st["last_ok"])
+                    st["last_ok"] = now
+                    st["ok"] += 1
+                    st["max_latency"] = max(st["max_latency"], now - t0)
+                else:
+                    st["failed"] += 1
+            self._stop.wait(max(0.01, self.interval - (time.monotonic() - t0)))
+
+    def _watch(self):
+        """Takes the hang report as soon as either gap passes the limit,
+        while it is still open (a probe may be inside its own timeout)."""
+        limit = time.monotonic() + 3 * 3600
+        for _ in range(200_000):
+            if self._stop.wait(0.1) or time.monotonic() > limit:
+                return
+            with self._lock:
+                if self._paused:
+                    continue
+                now = time.monotonic()
+                name, gap = max(((n, now - st["last_ok"]) for n, st in self.state.items()), key=lambda x: x[1])
+                if gap <= self.threshold:
+                    continue
+                self._reporting = True
+                self.report_gap = (self.PROBES[name], round(gap, 2))
+            self.report = (f"liveness: {self.PROBES[name]} unanswered for {gap:.1f} s at "
+                           f"{now - self.started:.1f} s into the test; the server then:\n" + self.server.hang_report())
+            return
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Measuring suspended inside (a documented stop or overload); the
+        gaps restart from the moment it ends."""
+        with self._lock:
+            self._paused += 1
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._paused -= 1
+                now = time.monotonic()
+                for st in self.state.values():
+                    st["last_ok"] = now
+
+    def failed_now(self):
+        """True once a gap over the threshold has been seen (for early abort)."""
+        return self._reporting
+
+    def stop(self):
+        """Stops probing; the time since each probe's last answer counts as a gap."""
+        if self.stopped is not None:
+            return self
+        now = time.monotonic()
+        with self._lock:
+            if not self._paused:
+                for st in self.state.values():
+                    st["max_gap"] = max(st["max_gap"], now - st["last_ok"])
+            self._paused += 1
+            self.stopped = now
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=self.timeout + 90)  # a hang report (gdb) may be under way
+        return self
+
+    def gaps(self):
+        """{probe: largest gap in seconds} (rounded to ms)."""
+        now = time.monotonic()
+        with self._lock:
+            out = {}
+            for name, st in self.state.items():
+                gap = st["max_gap"]
+                if self.stopped is None and not self._paused:
+                    gap = max(gap, now - st["last_ok"])
+                out[name] = round(gap, 3)
+            return out
+
+    def summary(self):
+        with self._lock:
+            counts = {n: (st["ok"], st["failed"], round(st["max_latency"] * 1000, 1)) for n, st in self.state.items()}
+        return (f"liveness from {self.source}: largest gaps {self.gaps()} s (limit {self.threshold} s); "
+                f"probes (answered, failed, slowest ms) {counts}")
+
+    def problem(self):
+        """None, or the failure text: the gaps and the hang report."""
+        gaps = self.gaps()
+        if max(gaps.values()) <= self.threshold:
+            return None
+        report = self.report
+        if report is None:
+            # The gap was not caught while open: describe the server as it is now.
+            if self.server.alive():
+                report = "(taken after the gap closed)\n" + self.server.hang_report()
+            else:
+                report = "(the server has exited)\nserver log (last lines):\n" + self.server.log_text()[-3000:]
+        return (f"runloopd pid {self.server.pid} stopped answering: {self.summary()}\n"
+                f"first gap over the limit: {self.report_gap}\n{report}")
+
+    def assert_alive(self):
+        """Raises with the hang report when a gap went over the limit."""
+        problem = self.problem()
+        if problem:
+            self.reported = True
+            raise AssertionError(problem)
+
+
+def _record_liveness(item, probers):
+    """Figures: per test (parametrized ones merged), the largest gap seen by
+    each probe, [healthz, api] in seconds; and the largest over the run."""
+    key = f"{item.module.__name__}::{getattr(item, 'originalname', item.name)}"
+    table = FIGURES.setdefault("liveness_max_gap_s", {})
+    overall = FIGURES.setdefault("liveness_max_gap_s_overall", [0.0, 0.0])
+    for p in probers:
+        gaps = p.gaps()
+        pair = [gaps["healthz"], gaps["api"]]
+        old = table.get(key, [0.0, 0.0])
+        table[key] = [max(a, b) for a, b in zip(old, pair)]
+        FIGURES["liveness_max_gap_s_overall"] = [max(a, b) for a, b in zip(overall, pair)]
+        overall = FIGURES["liveness_max_gap_s_overall"]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """After each test body: every server it started must have answered both
+    probes without a gap over the limit, or the test fails here."""
+    try:
+        result = yield
+    except BaseException as error:
+        probers = item.__dict__.get("_liveness", [])
+        for p in probers:
+            p.stop()
+        _record_liveness(item, probers)
+        problems = [p.problem() for p in probers if not p.reported]
+        problems = [p for p in problems if p]
+        if problems:
+            raise AssertionError("\n".join(problems)) from error
+        raise
+    probers = item.__dict__.get("_liveness", [])
+    for p in probers:
+        p.stop()
+    _record_liveness(item, probers)
+    problems = [p.problem() for p in probers if not p.reported]
+    problems = [p for p in problems if p]
+    if problems:
+        raise AssertionError("\n".join(problems))
+    return result

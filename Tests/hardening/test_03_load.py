@@ -5,6 +5,9 @@ request every 50 ms from 127.0.0.2 (its own per-IP budget), alternating
 /healthz and /api/version (the control loop), and must be answered within
 100 ms throughout. Every attempt ends cleanly (answered, refused by a close, or
 timed out by us at a bounded deadline), and descriptors and memory come back.
+On top of that latency probe, the liveness prober (conftest.Liveness: /healthz
+and /api/version every 100 ms from 127.0.0.3) watches the server: a gap over
+2 s between answers fails the test with the server's backtraces.
 """
 
 import errno

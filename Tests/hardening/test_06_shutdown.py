@@ -3,7 +3,10 @@ performs queued on manual threads, 5 manual runs of 50 s, 5 event streams, 10
 performs queued behind `sleep` on a busy thread): every one of them gets an
 HTTP answer (event streams a clean end of the chunked body), and runloopd
 exits 0 within 5 s. Fast clients keep hammering during the stop; their
-requests get an answer or a refused connection, never a hang."""
+requests get an answer or a refused connection, never a hang. The liveness
+prober (conftest.Liveness: /healthz and /api/version every 100 ms from
+127.0.0.3) watches the server under the load until the SIGTERM, where
+terminate() stops it (a stop is not a hang; the exit has its own 5 s bound)."""
 
 import socket
 import threading

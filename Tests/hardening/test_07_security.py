@@ -1,7 +1,9 @@
 """Issue 12 against the real binary: foreign Origins and rebound Hosts, in the
 issue's exact form and then abused (huge, malformed, duplicated, fuzzed), are
 refused with a JSON error and change nothing; an open network bind does not
-start. Never a 5xx, never a hang."""
+start. Never a 5xx, never a hang: the liveness prober (conftest.Liveness:
+/healthz and /api/version every 100 ms from 127.0.0.3) watches every server
+started here, and a gap over 2 s between answers fails the test."""
 
 import json
 import random
