@@ -18,7 +18,6 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
-        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         .target(name: "CLinux"),
@@ -37,14 +36,22 @@ let package = Package(
             name: "MicroHTTP",
             dependencies: ["CMicroHTTPD", "Primitives", .product(name: "Logging", package: "swift-log")]
         ),
+        // libpq, PostgreSQL's own C client (issue 27: it replaced postgres-nio,
+        // whose SwiftNIO, swift-crypto and BoringSSL were ~900 of 2,091 debug
+        // compile steps, for a store called only with blocking calls).
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         // The history store (issue 15): SQLite through GRDB, PostgreSQL through
-        // postgres-nio, behind one protocol; only RunLoopServer links it.
+        // libpq, behind one protocol; only RunLoopServer links it.
         .target(
             name: "RunLoopStore",
             dependencies: [
+                "CLibPQ",
                 "Primitives",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -81,7 +88,7 @@ let package = Package(
             name: "RunLoopServerTests",
             dependencies: [
                 "RunLoopServer", "RunLoopCore", "Primitives", "MicroHTTP", "RunLoopTestSupport", "CLinux",
-                "RunLoopStore",
+                "RunLoopStore", "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,123 +1,117 @@
+import CLibPQ
 import Foundation
 import Logging
-import PostgresNIO
 import Primitives
 
 /// The fleet store: a PostgreSQL database shared by several runloopd
 /// instances (`--store postgres://user:password@host:port/database`), through
-/// postgres-nio. Two connections: one for the writer thread, one for readers;
-/// each is made again after a failure. Calls block their (non-loop) thread.
+/// libpq, PostgreSQL's own C client. Two connections: one for the writer
+/// thread, one for the reader queue (`PQSlot`); each is made again after a
+/// failure. Calls block their (non-loop) thread, each at most its timeout.
 public final class PostgresStore: HistoryStore {
     public let kind = "postgres"
     public let location: String
-    private let configuration: PostgresConnection.Configuration
-    private let writer = Locked<PostgresConnection?>(nil)
-    private let reader = Locked<PostgresConnection?>(nil)
+    /// libpq's keyword/value connection parameters, from the URL.
+    private let parameters: [(String, String)]
+    private let writer = PQSlot()
+    private let reader = PQSlot()
     private let logic = HistorySQL(dialect: .postgres)
     private let logger: Logger
-    private let connectionIds = Locked(0)
-
-    /// Parses `postgres://user[:password]@host[:port]/database`. TLS is not
-    /// used (`sslmode=disable`, the in-cluster default); any other sslmode is refused.
+    private let connectTimeout: Double
     private let queryTimeout: Double
 
+    /// The `sslmode` values libpq knows (its default is `prefer`).
+    public static let sslModes = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
+
+    /// Parses `postgres://user[:password]@host[:port]/database[?param=value…]`
+    /// (libpq's URI form: several `host:port`s, `sslmode`, `sslrootcert`, …);
+    /// the user is `postgres` unless given. `connectTimeout` bounds a
+    /// connection attempt, `queryTimeout` one statement (a connection that
+    /// passes it is dropped).
     public init(
         url: String, connectTimeout: Double = 2, queryTimeout: Double = 10,
         logger: Logger = Logger(label: "runloopd.store")
     ) throws {
-        guard let parts = URLComponents(string: url), parts.scheme == "postgres" || parts.scheme == "postgresql",
-            let host = parts.host, !host.isEmpty
-        else {
+        guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") else {
             throw StoreError("--store: expected postgres://user:password@host:port/database, got \(Self.redact(url))")
         }
-        let mode = parts.queryItems?.first { $0.name == "sslmode" }?.value ?? "disable"
-        guard mode == "disable" else {
-            throw StoreError("--store: sslmode=\(mode) is not supported (only sslmode=disable)")
+        var parsed: [(String, String)] = []
+        var error: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(url, &error) else {
+            let reason = error.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) }
+            if let error { PQfreemem(error) }
+            throw StoreError("--store: \(reason ?? "cannot parse") in \(Self.redact(url))")
         }
-        let database = String(parts.path.drop { $0 == "/" })
-        var configuration = PostgresConnection.Configuration(
-            host: host, port: parts.port ?? 5432, username: parts.user?.removingPercentEncoding ?? "postgres",
-            password: parts.password?.removingPercentEncoding, database: database.isEmpty ? nil : database,
-            tls: .disable)
-        configuration.options.connectTimeout = .milliseconds(Int64(max(0.1, connectTimeout) * 1000))
-        self.configuration = configuration
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val { parsed.append((String(cString: keyword), String(cString: value))) }
+            option += 1
+        }
+        PQconninfoFree(options)
+        if let mode = parsed.first(where: { $0.0 == "sslmode" })?.1, !Self.sslModes.contains(mode) {
+            throw StoreError("--store: sslmode=\(mode) is not one of \(Self.sslModes.joined(separator: ", "))")
+        }
+        if !parsed.contains(where: { $0.0 == "user" }) { parsed.append(("user", "postgres")) }
+        if !parsed.contains(where: { $0.0 == "application_name" }) { parsed.append(("application_name", "runloopd")) }
+        self.parameters = parsed
         self.location = Self.redact(url)
         self.logger = logger
+        self.connectTimeout = max(0.1, connectTimeout)
         self.queryTimeout = queryTimeout
     }
 
     deinit { close() }
 
-    /// The URL with its password replaced by `***`.
+    /// The URL with its password (in the user part or a `password=` parameter) replaced by `***`.
     public static func redact(_ url: String) -> String {
-        guard var parts = URLComponents(string: url), parts.password != nil else { return url }
-        parts.password = "***"
-        return parts.string ?? url
+        guard let scheme = url.range(of: "://") else { return url }
+        let rest = url[scheme.upperBound...]
+        let pathStart = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+        var authority = String(rest[..<pathStart])
+        if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
+            authority.replaceSubrange(authority.index(after: colon)..<at, with: "***")
+        }
+        var tail = String(rest[pathStart...])
+        if let question = tail.firstIndex(of: "?") {
+            let query = tail[tail.index(after: question)...].split(separator: "&", omittingEmptySubsequences: false)
+                .map { $0.lowercased().hasPrefix("password=") ? "password=***" : String($0) }
+            tail = String(tail[...question]) + query.joined(separator: "&")
+        }
+        return String(url[..<scheme.upperBound]) + authority + tail
     }
 
-    private func connection(_ slot: Locked<PostgresConnection?>) throws -> PostgresConnection {
-        if let open = slot.withLock({ $0 }), !open.isClosed { return open }
-        let id = connectionIds.withLock { n in
-            n += 1
-            return n
-        }
-        do {
-            let made = try PostgresConnection.connect(
-                on: PostgresConnection.defaultEventLoopGroup.next(), configuration: configuration, id: id,
-                logger: logger
-            ).wait()
-            // A connection displaced here (another caller connected meanwhile;
-            // it may still be in use) is released after the lock, not inside it.
-            let displaced = slot.withLock { c in
-                defer { c = made }
-                return c
+    /// Runs `body` on `slot`'s connection (connecting if it has none), in a
+    /// transaction when `transaction`; a failure closes the connection so the
+    /// next call connects again.
+    private func using<T>(_ slot: PQSlot, transaction: Bool, _ body: (HistoryLogic) throws -> T) throws -> T {
+        let (lent, epoch) = slot.take()
+        let connection: PQConnection
+        if let lent {
+            connection = lent
+        } else {
+            do {
+                connection = try PQConnection(parameters: parameters, timeout: connectTimeout)
+            } catch {
+                throw StoreError("cannot connect to \(location): \(error)")
             }
-            _ = displaced
-            return made
-        } catch {
-            throw StoreError("cannot connect to \(location): \(Self.reason(error))")
+            logger.debug("history store connected", metadata: ["store": "\(location)"])
         }
-    }
-
-    /// Runs `body` on `slot`'s connection, in a transaction when `transaction`;
-    /// a failure closes the connection so the next call connects again.
-    private func using<T>(
-        _ slot: Locked<PostgresConnection?>, transaction: Bool, _ body: (HistoryLogic) throws -> T
-    ) throws -> T {
-        let connection = try connection(slot)
-        let logger = self.logger
         let timeout = queryTimeout
-        // postgres-nio runs each query as an unnamed statement, parsed anew: the flag changes nothing here.
-        let logic = HistoryLogic(sql: logic) { text, values, _ in
-            var binds = PostgresBindings(capacity: values.count)
-            for value in values {
-                switch value {
-                case .int(let v): binds.append(v)
-                case .double(let v): binds.append(v)
-                case .text(let v): binds.append(v)
-                case .null: binds.appendNull()
-                }
-            }
-            let result = try Self.wait(
-                connection.query(PostgresQuery(unsafeSQL: text, binds: binds), logger: logger), seconds: timeout)
-            return try result.rows.map { row in try row.map(Self.value) }
+        let logic = HistoryLogic(sql: logic) { text, values, recurs in
+            try connection.execute(text, values, prepare: recurs, timeout: timeout)
         }
         do {
             if transaction { _ = try logic.run("BEGIN", []) }
             let result = try body(logic)
             if transaction { _ = try logic.run("COMMIT", []) }
+            // Back in the slot, unless the store was closed meanwhile.
+            slot.giveBack(connection, epoch: epoch)?.finish()
             return result
         } catch {
-            // Whatever state the connection is in, start clean next time (the
-            // slot's reference is released after the lock).
-            let dropped = slot.withLock { c in
-                defer { c = nil }
-                return c
-            }
-            _ = dropped
-            _ = try? Self.wait(connection.close(), seconds: 2)
+            // Whatever state the connection is in, start clean next time.
+            connection.finish()
             if let error = error as? StoreError { throw error }
-            throw StoreError("\(location): \(Self.reason(error))")
+            throw StoreError("\(location): \(error)")
         }
     }
 
@@ -156,68 +150,80 @@ public final class PostgresStore: HistoryStore {
     /// The events' payload bytes plus 64 per row (PostgreSQL gives deleted
     /// space back to its own free-space map, not to the file system, so the
     /// files' size would never fall below the limit).
+    static let sizeQuery = "SELECT COALESCE(SUM(octet_length(data)), 0) + 64 * COUNT(*) FROM events"
+
     public func size() throws -> Int64 {
-        try using(reader, transaction: false) { logic in
-            try logic.run("SELECT COALESCE(SUM(octet_length(data)), 0) + 64 * COUNT(*) FROM events", []).first?
-                .first?.int ?? 0
-        }
+        try using(reader, transaction: false) { try $0.run(Self.sizeQuery, []).first?.first?.int ?? 0 }
     }
 
+    /// Runs on the writer's connection (the writer thread calls it), never the readers'.
     public func prune(_ retention: Retention, now: Double) throws -> Int {
         var removed = 0
         if let maxAge = retention.maxAge {
             removed += try using(writer, transaction: true) { try $0.pruneByAge(maxAge, now: now) }
         }
         if let maxBytes = retention.maxBytes {
-            while try size() > maxBytes {
-                let count = try using(reader, transaction: false) { try $0.count() }
-                if count == 0 { break }
-                let n = max(100, count / 10)
-                try using(writer, transaction: true) { try $0.deleteOldest(n) }
-                removed += min(n, count)
+            removed += try using(writer, transaction: false) { logic in
+                var removed = 0
+                while (try logic.run(Self.sizeQuery, []).first?.first?.int ?? 0) > maxBytes {
+                    let count = try logic.count()
+                    if count == 0 { break }
+                    let n = max(100, count / 10)
+                    try logic.deleteOldest(n)
+                    removed += min(n, count)
+                }
+                return removed
             }
         }
         return removed
     }
 
+    /// Closes both connections; one in use is closed when its caller is done with it.
     public func close() {
-        for slot in [writer, reader] {
-            let open = slot.withLock { c in
-                defer { c = nil }
-                return c
+        for slot in [writer, reader] { slot.clear()?.finish() }
+    }
+}
+
+/// One role's connection (the writer's or the readers'), lent to one caller
+/// at a time: a libpq connection must not be used by two threads at once, and
+/// no libpq call runs under the lock (ARCHITECTURE.md, "Locks"): `take` moves
+/// the idle connection out, the caller uses it, `giveBack` moves it in again.
+/// A second caller meanwhile connects on its own (the one given back last is
+/// finished). `clear` (the store closed) empties the slot and makes every
+/// connection lent before it be finished when it comes back.
+final class PQSlot: Sendable {
+    private struct State {
+        var idle: PQConnection?
+        var epoch = 0
+    }
+    private let state = Locked(State())
+
+    /// The idle connection, if any (now the caller's), and the slot's epoch.
+    func take() -> (PQConnection?, Int) {
+        state.withLock { s in
+            defer { s.idle = nil }
+            return (s.idle, s.epoch)
+        }
+    }
+
+    /// Puts `connection` back; returns it when it is not wanted (the slot was
+    /// cleared since it was taken, or holds another), for the caller to finish.
+    func giveBack(_ connection: PQConnection, epoch: Int) -> PQConnection? {
+        state.withLock { s in
+            guard s.epoch == epoch, s.idle == nil else { return connection }
+            s.idle = connection
+            return nil
+        }
+    }
+
+    /// Empties the slot; returns the idle connection for the caller to finish.
+    func clear() -> PQConnection? {
+        state.withLock { s in
+            defer {
+                s.idle = nil
+                s.epoch += 1
             }
-            if let open { _ = try? Self.wait(open.close(), seconds: 2) }
-        }
-    }
-
-    /// A future's value, or a `StoreError` after `seconds` (the writer never
-    /// hangs on a connection that stopped answering; the caller drops it).
-    static func wait<T: Sendable>(_ future: EventLoopFuture<T>, seconds: Double) throws -> T {
-        let outcome = Locked<Result<T, any Error>?>(nil)
-        future.whenComplete { result in
-            outcome.withLock { $0 = result }
-            outcome.notifyAll()
-        }
-        let result = outcome.withLock(when: { $0 != nil }, timeout: seconds) { value, _ in value }
-        guard let result else { throw StoreError("no answer in \(seconds) s") }
-        return try result.get()
-    }
-
-    static func reason(_ error: any Error) -> String {
-        if let error = error as? PSQLError {
-            if let message = error.serverInfo?[.message] { return message }
-            if let underlying = error.underlying { return "\(error.code): \(underlying)" }
-            return "\(error.code)"
-        }
-        return "\(error)"
-    }
-
-    private static func value(_ cell: PostgresCell) throws -> SQLValue {
-        guard cell.bytes != nil else { return .null }
-        switch cell.dataType {
-        case .int2, .int4, .int8: return .int(try cell.decode(Int64.self))
-        case .float4, .float8, .numeric: return .double(try cell.decode(Double.self))
-        default: return .text(try cell.decode(String.self))
+            return s.idle
         }
     }
 }
