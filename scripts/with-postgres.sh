@@ -3,8 +3,11 @@
 # postgresql when missing, creates a cluster in a temporary folder owned by
 # an unprivileged user (initdb refuses root), starts it on a free loopback
 # port, creates the database `runloopd`, exports
-#   RUNLOOPD_TEST_POSTGRES_URL  postgres://runloopd@127.0.0.1:PORT/runloopd
+#   RUNLOOPD_TEST_POSTGRES_URL  postgres://runloopd@127.0.0.1:PORT/runloopd?sslmode=disable
 #   RUNLOOPD_TEST_PG_CTL        a command line: "$RUNLOOPD_TEST_PG_CTL stop|start"
+#   RUNLOOPD_TEST_POSTGRES_CA   the self-signed certificate it also accepts TLS
+#                               with (when openssl is there): the TLS test
+#                               connects with sslmode=verify-full against it
 # (the history-store tests stop and start it under load), runs the command,
 # then stops the server and removes the folder whatever happened. A second
 # cluster (RUNLOOPD_TEST_POSTGRES_OUTAGE_URL, RUNLOOPD_TEST_POSTGRES_OUTAGE_PG_CTL)
@@ -41,27 +44,38 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# start_cluster VAR_PREFIX: a cluster of its own; exports ${VAR_PREFIX}_URL and ${VAR_PREFIX}_PG_CTL.
+# start_cluster VAR_PREFIX [tls]: a cluster of its own; exports ${VAR_PREFIX}_URL and
+# ${VAR_PREFIX}_PG_CTL; with `tls`, also ${VAR_PREFIX}_CA (TLS on, plain still accepted).
 start_cluster() {
-  local dir port pgctl ctl
+  local dir port pgctl ctl tls="" query=""
   dir="$(mktemp -d /tmp/runloopd-pg.XXXXXX)"
   dirs+=("$dir")
   chmod 755 "$dir"
   [ ${#as[@]} -eq 0 ] || chown postgres "$dir"
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+  if [ "${2:-}" = tls ] && command -v openssl >/dev/null \
+    && openssl req -new -x509 -days 2 -nodes -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+      -keyout "$dir/server.key" -out "$dir/server.crt" >/dev/null 2>&1; then
+    chmod 600 "$dir/server.key"
+    [ ${#as[@]} -eq 0 ] || chown postgres "$dir/server.key" "$dir/server.crt"
+    tls=" -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key"
+    export "$1_CA=$dir/server.crt"
+    # The tests connect in plain text, as before, unless they ask for TLS.
+    query="?sslmode=disable"
+  fi
   pgctl=("${as[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 30
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200")
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200$tls")
   "${as[@]}" "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >/dev/null
   "${pgctl[@]}" start >/dev/null
   "${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres -qc "CREATE ROLE runloopd LOGIN CREATEDB" >/dev/null
   "${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres -qc "CREATE DATABASE runloopd OWNER runloopd" >/dev/null
-  export "$1_URL=postgres://runloopd@127.0.0.1:$port/runloopd"
+  export "$1_URL=postgres://runloopd@127.0.0.1:$port/runloopd$query"
   printf -v ctl '%q ' "${pgctl[@]}"
   export "$1_PG_CTL=$ctl"
 }
 
 # One shared by the tests; one the outage test stops and starts on its own.
-start_cluster RUNLOOPD_TEST_POSTGRES
+start_cluster RUNLOOPD_TEST_POSTGRES tls
 start_cluster RUNLOOPD_TEST_POSTGRES_OUTAGE
 export RUNLOOPD_TEST_PG_CTL="$RUNLOOPD_TEST_POSTGRES_PG_CTL"
 port="${RUNLOOPD_TEST_POSTGRES_URL##*:}"; port="${port%%/*}"

@@ -158,7 +158,21 @@ struct E2EHistoryTests {
     func resumeAcrossRestart() async throws {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let args = ["--data-dir", dir.path]
+        try await Self.resumesAcrossRestart(["--data-dir", dir.path])
+    }
+
+    @Test(
+        "Last-Event-ID resumes a stream across a restart with PostgreSQL (the same instance id)",
+        .enabled(if: hasPostgres, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+    func resumeAcrossRestartOnPostgres() async throws {
+        let database = try PostgresTestDatabase.create()
+        defer { database.drop() }
+        try await Self.resumesAcrossRestart(["--store", database.url, "--instance-id", "resume"])
+    }
+
+    /// A stream's `Last-Event-ID` after a SIGINT and a start with `args` again:
+    /// the missed events, then `resumed`, then live ones with higher ids.
+    static func resumesAcrossRestart(_ args: [String]) async throws {
         var server = try await RunLoopd.started(args)
         var c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
