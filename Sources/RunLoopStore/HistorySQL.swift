@@ -240,6 +240,8 @@ extension InstanceRecord {
 struct HistoryLogic {
     let sql: HistorySQL
     let execute: (_ text: String, _ values: [SQLValue], _ recurs: Bool) throws -> [[SQLValue]]
+    /// How a store writes many events at once, if not by multi-row INSERTs (PostgreSQL: COPY).
+    var insertEvents: ((ArraySlice<StoredEvent>) throws -> Void)? = nil
 
     /// Runs a statement whose text recurs.
     func run(_ text: String, _ values: [SQLValue]) throws -> [[SQLValue]] {
@@ -250,15 +252,24 @@ struct HistoryLogic {
     static let rowsPerInsert = 500
 
     func write(_ batch: StoreBatch) throws {
-        var start = 0
-        while start < batch.events.count {
-            let chunk = batch.events[start..<min(start + Self.rowsPerInsert, batch.events.count)]
-            _ = try execute(sql.insertEvent(rows: chunk.count), chunk.flatMap(HistorySQL.eventValues), false)
-            start += chunk.count
+        if let insertEvents, !batch.events.isEmpty {
+            try insertEvents(batch.events[...])
+        } else {
+            try insertRows(batch.events)
         }
         for thread in batch.threads { _ = try run(sql.upsertThread, HistorySQL.threadValues(thread)) }
         if let beat = batch.heartbeat {
             _ = try run(sql.heartbeat, [.double(beat.at), .int(beat.seqCeiling), .text(beat.instance)])
+        }
+    }
+
+    /// Events as multi-row INSERTs of at most `rowsPerInsert` rows.
+    private func insertRows(_ events: [StoredEvent]) throws {
+        var start = 0
+        while start < events.count {
+            let chunk = events[start..<min(start + Self.rowsPerInsert, events.count)]
+            _ = try execute(sql.insertEvent(rows: chunk.count), chunk.flatMap(HistorySQL.eventValues), false)
+            start += chunk.count
         }
     }
 

@@ -93,9 +93,11 @@ final class PQConnection: @unchecked Sendable {
         return try results(until: deadline, timeout: timeout)
     }
 
-    /// Runs a `COPY … FROM STDIN` statement and sends `data` (already in the
-    /// format the statement names) as its rows.
-    func copy(_ statement: String, data: [UInt8], timeout: Double) throws {
+    /// Runs a `COPY … FROM STDIN` statement; `produce` hands its data (in the
+    /// format the statement names) to `send` piece by piece.
+    func copy(_ statement: String, timeout: Double, _ produce: (_ send: ([UInt8]) throws -> Void) throws -> Void)
+        throws
+    {
         LockCheck.assertNoneHeld("a PostgreSQL copy")
         guard let conn = raw else { throw Failure("the connection is closed") }
         let deadline = Self.now() + timeout
@@ -110,13 +112,16 @@ final class PQConnection: @unchecked Sendable {
             _ = try? results(until: deadline, timeout: timeout)
             throw Failure(message)
         }
-        var queued: Int32 = 0
-        while queued == 0 {
-            queued = data.withUnsafeBufferPointer { bytes in
-                bytes.withMemoryRebound(to: CChar.self) { PQputCopyData(conn, $0.baseAddress, Int32($0.count)) }
+        try produce { data in
+            var queued: Int32 = 0
+            while queued == 0 {
+                queued = data.withUnsafeBufferPointer { bytes in
+                    bytes.withMemoryRebound(to: CChar.self) { PQputCopyData(conn, $0.baseAddress, Int32($0.count)) }
+                }
+                if queued < 0 { throw failure() }
+                // libpq's buffer is full: wait until the socket takes some.
+                if queued == 0 { try flush(until: deadline, timeout: timeout, waitFirst: true) }
             }
-            if queued < 0 { throw failure() }
-            if queued == 0 { try flush(until: deadline, timeout: timeout, waitFirst: true) }
         }
         var ended: Int32 = 0
         while ended == 0 {

@@ -97,8 +97,23 @@ public final class PostgresStore: HistoryStore {
             logger.debug("history store connected", metadata: ["store": "\(location)"])
         }
         let timeout = queryTimeout
-        let logic = HistoryLogic(sql: logic) { text, values, recurs in
+        var logic = HistoryLogic(sql: logic) { text, values, recurs in
             try connection.execute(text, values, prepare: recurs, timeout: timeout)
+        }
+        // Events go in by COPY (binary): half the time per event of 500-row INSERTs (docs/history.md).
+        logic.insertEvents = { events in
+            try connection.copy(Self.copyEvents, timeout: timeout) { send in
+                var start = events.startIndex
+                var piece = Self.copyHeader
+                repeat {
+                    let end = min(start + HistoryLogic.rowsPerInsert, events.endIndex)
+                    Self.appendCopyRows(events[start..<end], to: &piece)
+                    if end == events.endIndex { piece += Self.copyTrailer }
+                    try send(piece)
+                    piece.removeAll(keepingCapacity: true)
+                    start = end
+                } while start < events.endIndex
+            }
         }
         do {
             if transaction { _ = try logic.run("BEGIN", []) }
@@ -176,6 +191,42 @@ public final class PostgresStore: HistoryStore {
             }
         }
         return removed
+    }
+
+    static let copyEvents =
+        "COPY events (instance, boot, seq, at, type, thread, data) FROM STDIN (FORMAT binary)"
+
+    /// COPY's binary format: the signature, flags and header extension length;
+    /// the rows; -1 at the end.
+    static let copyHeader: [UInt8] = Array("PGCOPY\n".utf8) + [0xFF, 0x0D, 0x0A, 0x00, 0, 0, 0, 0, 0, 0, 0, 0]
+    static let copyTrailer: [UInt8] = [0xFF, 0xFF]
+
+    /// Appends rows in COPY's binary format: per row the field count, then
+    /// each field's length (-1: NULL) and bytes (int8 and float8 big-endian,
+    /// text as UTF-8).
+    static func appendCopyRows(_ events: ArraySlice<StoredEvent>, to out: inout [UInt8]) {
+        func int32(_ v: Int32) { withUnsafeBytes(of: v.bigEndian) { out.append(contentsOf: $0) } }
+        func bits(_ v: UInt64) {
+            int32(8)
+            withUnsafeBytes(of: v.bigEndian) { out.append(contentsOf: $0) }
+        }
+        func text(_ v: String) {
+            var v = v
+            v.withUTF8 { bytes in
+                int32(Int32(bytes.count))
+                out.append(contentsOf: bytes)
+            }
+        }
+        for e in events {
+            out += [0, 7]
+            text(e.instance)
+            bits(UInt64(bitPattern: e.boot))
+            bits(UInt64(bitPattern: e.seq))
+            bits(e.at.bitPattern)
+            text(e.type)
+            if let thread = e.thread { text(thread) } else { int32(-1) }
+            text(e.data)
+        }
     }
 
     /// Closes both connections; one in use is closed when its caller is done with it.
