@@ -60,7 +60,9 @@ struct Section: Codable {
 
 /// Assembles BENCHMARKS.md from the saved sections.
 enum ReportWriter {
-    static let order = ["hop", "callgrind", "wakeup", "trace", "store", "timers", "idle", "scale"]
+    static let order = [
+        "hop", "callgrind", "wakeup", "trace", "store", "store-on", "store-versus", "timers", "idle", "scale",
+    ]
 
     static func write(outputDirectory: String, to path: String, totalSeconds: Double?) throws {
         var sections: [Section] = []

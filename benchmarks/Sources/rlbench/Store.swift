@@ -6,57 +6,84 @@ import RunLoopTestSupport
 /// `--no-store`, alternating in one run (goal: the store costs at most 10 %),
 /// and the store's write rate under that load (events committed per second,
 /// none dropped).
+///
+/// `--store URL` gives the stored side another store (a PostgreSQL URL).
+/// `--versus PATH` (issue 27) replaces the `--no-store` side by another
+/// runloopd binary with a store too (`--versus-store URL`, default the same
+/// `--store`; give it a database of its own): the same load on two builds,
+/// e.g. before and after a change of the store's client, in one run.
 enum StoreBenchmark {
-    static func run(runloopd: String, publicDir: String, rounds: Int, seconds: Int, out: String) {
+    static func run(
+        runloopd: String, publicDir: String, rounds: Int, seconds: Int, out: String, store: String? = nil,
+        versus: String? = nil, versusStore: String? = nil
+    ) {
         let started = nowMono()
+        let kind = store.map { $0.hasPrefix("postgres") ? "PostgreSQL" : $0 } ?? "SQLite"
+        let against = versus.map { "\(kind) store, \($0)" } ?? "--no-store"
         var section = Section(
-            id: "store", title: "The history store's cost: SQLite store on (default) vs --no-store",
-            command: "rlbench store")
+            id: versus == nil && store == nil ? "store" : "store-\(versus == nil ? "on" : "versus")",
+            title: "The history store's cost: \(kind) store on vs \(against)",
+            command: "rlbench store" + (store == nil ? "" : " --store URL") + (versus == nil ? "" : " --versus PATH"))
         let scriptPath = HopBenchmark.performScript("store")
         // ServerProcess gives each server its own XDG_STATE_HOME: the store is a fresh file.
-        func launch(_ extra: [String]) -> (ServerProcess, String) {
-            HopBenchmark.serverWithThread(runloopd: runloopd, publicDir: publicDir, thread: "bench-store", extra: extra)
+        func launch(_ binary: String, _ extra: [String]) -> (ServerProcess, String) {
+            HopBenchmark.serverWithThread(runloopd: binary, publicDir: publicDir, thread: "bench-store", extra: extra)
         }
-        let (stored, storedPath) = launch([])
-        let (plain, plainPath) = launch(["--no-store"])
+        let (stored, storedPath) = launch(runloopd, store.map { ["--store", $0] } ?? [])
+        let (other, otherPath) =
+            versus.map { launch($0, (versusStore ?? store).map { ["--store", $0] } ?? []) }
+            ?? launch(runloopd, ["--no-store"])
         defer {
             stored.stop(signal: SIGINT, grace: 8)
-            plain.stop(signal: SIGINT, grace: 8)
+            other.stop(signal: SIGINT, grace: 8)
         }
-        func storeStatus() -> (written: Double, dropped: Double) {
-            let client = try? TestHTTPConnection(port: stored.port)
+        func storeStatus(_ server: ServerProcess) -> (written: Double, dropped: Double) {
+            let client = try? TestHTTPConnection(port: server.port)
             let text = (try? client?.json("GET", "/api/store"))?.text ?? "{}"
             let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
             return ((object["written"] as? Double) ?? 0, (object["dropped"] as? Double) ?? 0)
         }
-        let before = storeStatus()
+        let before = (storeStatus(stored), storeStatus(other))
         let loadStarted = nowMono()
         let duel = HopBenchmark.alternate(
-            "store hop", a: (stored.port, storedPath), b: (plain.port, plainPath), rounds: rounds, seconds: seconds,
-            script: scriptPath, columns: ("store on req/s", "--no-store req/s"))
-        let after = storeStatus()
+            "store hop", a: (stored.port, storedPath), b: (other.port, otherPath), rounds: rounds, seconds: seconds,
+            script: scriptPath, columns: ("store on req/s", versus == nil ? "--no-store req/s" : "versus req/s"))
+        let after = (storeStatus(stored), storeStatus(other))
         let storedSeconds = Double(rounds * seconds + 2)
         let ratio = median(duel.ratios)
         section.figures.append(
             Figure(
-                name: "HTTP perform echo + waitUntilDone, SQLite store on",
+                name: "HTTP perform echo + waitUntilDone, \(kind) store on",
                 value: "\(fmt(median(duel.a) / 1000, 1))k req/s",
-                baseline: "\(fmt(median(duel.b) / 1000, 1))k req/s (--no-store)", ratio: fmt(ratio, 3) + "×",
-                goal: "≥ 0.90× off", pass: ratio >= 0.9, steal: duel.steals.max() ?? 0, clean: duel.clean))
-        let written = after.written - before.written
+                baseline: "\(fmt(median(duel.b) / 1000, 1))k req/s (\(against))", ratio: fmt(ratio, 3) + "×",
+                goal: versus == nil ? "≥ 0.90× off" : "≥ 0.95× (no worse, within noise)",
+                pass: ratio >= (versus == nil ? 0.9 : 0.95), steal: duel.steals.max() ?? 0, clean: duel.clean))
+        let written = after.0.written - before.0.written
         section.figures.append(
             Figure(
                 name: "store write rate under that load (events committed)",
                 value: "\(fmt(written / storedSeconds / 1000, 1))k events/s",
                 baseline: "\(fmt(median(duel.a) * 2 / 1000, 1))k events/s offered (a perform and its request each)",
-                ratio: "dropped \(Int(after.dropped - before.dropped))", goal: "none dropped",
-                pass: after.dropped == before.dropped, steal: duel.steals.max() ?? 0, clean: duel.clean))
+                ratio: "dropped \(Int(after.0.dropped - before.0.dropped))", goal: "none dropped",
+                pass: after.0.dropped == before.0.dropped, steal: duel.steals.max() ?? 0, clean: duel.clean))
+        if versus != nil {
+            let theirs = after.1.written - before.1.written
+            section.figures.append(
+                Figure(
+                    name: "versus: its write rate under the same load",
+                    value: "\(fmt(theirs / storedSeconds / 1000, 1))k events/s",
+                    baseline: "\(fmt(median(duel.b) * 2 / 1000, 1))k events/s offered",
+                    ratio: "dropped \(Int(after.1.dropped - before.1.dropped))", goal: "none dropped",
+                    pass: after.1.dropped == before.1.dropped, steal: duel.steals.max() ?? 0, clean: duel.clean))
+        }
         section.details =
-            "wrk -t1 -c16 for \(seconds) s per server and round against two runloopd processes (--log-level error; one "
-            + "with its default SQLite store in a fresh folder, one with --no-store); \(rounds) rounds, sides "
-            + "alternating; ratio = median of per-round ratios. Write rate: events the store committed while the "
-            + "store-on server was under load (its warm-up and rounds, \(fmt(nowMono() - loadStarted, 0)) s in all "
-            + "with the other side's turns), divided by its own load time.\n\n" + duel.rows
+            "wrk -t1 -c16 for \(seconds) s per server and round against two runloopd processes (--log-level error; "
+            + "A: \(runloopd) with its \(kind) store\(store == nil ? " in a fresh folder" : ""), B: "
+            + (versus.map { "\($0) with its \(kind) store (a database of its own)" } ?? "the same with --no-store")
+            + "); \(rounds) rounds, sides alternating; ratio = median of per-round ratios (A/B). Write rate: events "
+            + "the store committed while the server was under load (its warm-up and rounds, "
+            + "\(fmt(nowMono() - loadStarted, 0)) s in all with the other side's turns), divided by its own load "
+            + "time.\n\n" + duel.rows
         section.emit(started: started, outputDirectory: out)
     }
 }

@@ -10,7 +10,7 @@ import Foundation
 //   rlbench timers  [--timers 10000] [--workers 16] [--seconds 10]
 //   rlbench idle    [--workers 64] [--seconds 10] [--rss-workers 1000]
 //   rlbench scale   --runloopd PATH [--samples 1000] [--budget 150]
-//   rlbench store   --runloopd PATH [--rounds 5] [--seconds 3]
+//   rlbench store   --runloopd PATH [--rounds 5] [--seconds 3] [--store URL] [--versus PATH [--versus-store URL]]
 //   rlbench report  [--to BENCHMARKS.md] [--total SECONDS]
 
 setvbuf(stdout, nil, _IOLBF, 0)
@@ -57,7 +57,8 @@ case "scale":
 case "store":
     StoreBenchmark.run(
         runloopd: option("runloopd", ".build/release/runloopd"), publicDir: publicDir,
-        rounds: Int(number("rounds", 5)), seconds: Int(number("seconds", 3)), out: out)
+        rounds: Int(number("rounds", 5)), seconds: Int(number("seconds", 3)), out: out, store: options["store"],
+        versus: options["versus"], versusStore: options["versus-store"])
 case "trace":
     TraceBenchmark.run(
         runloopd: option("runloopd", ".build/release/runloopd"), publicDir: publicDir,
