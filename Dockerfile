@@ -13,7 +13,7 @@
 # ---- build: the official Swift 6.3 image on Debian bookworm ----
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev pkg-config make \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libmicrohttpd-dev libsqlite3-dev libpq-dev pkg-config make \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Resolve packages before copying sources, so the dependency layer is cached.
@@ -22,12 +22,13 @@ RUN swift package resolve
 COPY Makefile ./
 COPY scripts ./scripts
 COPY Sources ./Sources
-# The Makefile's release target: `swift build -c release --static-swift-stdlib`.
-RUN make release && cp .build/release/runloopd /runloopd
+# The Makefile's release target: `swift build -c release --static-swift-stdlib`;
+# stripped (its symbols are most of its size; crash reports still name frames by address).
+RUN make release && strip -o /runloopd .build/release/runloopd
 
 # ---- runtime: bookworm-slim with only what the binary needs ----
 FROM debian:bookworm-slim AS runtime
-ARG RUNTIME_PACKAGES="libmicrohttpd12 libsqlite3-0"
+ARG RUNTIME_PACKAGES="libmicrohttpd12 libsqlite3-0 libpq5"
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${RUNTIME_PACKAGES} \
  && rm -rf /var/lib/apt/lists/* \

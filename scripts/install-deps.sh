@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what runloopd needs on Debian/Ubuntu, only what is missing.
-#   scripts/install-deps.sh          build + run needs (libmicrohttpd, SQLite for GRDB, pkg-config, curl)
+#   scripts/install-deps.sh          build + run needs (libmicrohttpd, SQLite for GRDB, libpq for the
+#                                    PostgreSQL store, pkg-config, curl)
 #   scripts/install-deps.sh test     plus what the tests use (python3 + pip, chromium, chromium-driver,
 #                                    postgresql for scripts/with-postgres.sh)
 set -euo pipefail
-want=(libmicrohttpd-dev libsqlite3-dev pkg-config curl ca-certificates)
+want=(libmicrohttpd-dev libsqlite3-dev libpq-dev pkg-config curl ca-certificates)
 if [ "${1:-}" = "test" ]; then want+=(chromium chromium-driver python3 python3-pip postgresql); fi
 missing=()
 for pkg in "${want[@]}"; do

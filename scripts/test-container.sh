@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Proves the Dockerfile's runtime stage without a Docker engine:
-#   1. builds the release binary with the Dockerfile's command (make release);
+#   1. builds the release binary with the Dockerfile's command (make release),
+#      stripped as the image's is;
 #   2. debootstraps a minimal bookworm root holding ONLY the runtime packages the
 #      Dockerfile installs (its RUNTIME_PACKAGES argument), cached under .build/;
 #   3. installs the binary, Public/ and the non-root user as the Dockerfile does;
@@ -40,7 +41,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$packages" ]; then
 fi
 
 echo "== install binary, Public/, experiments/, user $uid (as the Dockerfile does)"
-install -D -m 0755 .build/release/runloopd "$root/usr/local/bin/runloopd"
+install -D -m 0755 -s .build/release/runloopd "$root/usr/local/bin/runloopd"   # stripped, as the Dockerfile does
 rm -rf "$root/srv/runloopd" && mkdir -p "$root/srv/runloopd" && cp -r Public "$root/srv/runloopd/Public" \
   && cp -r experiments "$root/srv/runloopd/experiments"
 chroot "$root" getent passwd runloopd >/dev/null \
