@@ -248,7 +248,7 @@ struct HistoryLogic {
         try execute(text, values, true)
     }
 
-    /// Most rows in one INSERT (PostgreSQL allows 65,535 binds).
+    /// Most rows in one INSERT (SQLite), and in one piece of PostgreSQL's COPY.
     static let rowsPerInsert = 500
 
     func write(_ batch: StoreBatch) throws {
