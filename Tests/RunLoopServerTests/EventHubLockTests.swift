@@ -32,6 +32,17 @@ struct EventHubLockTests {
         return (hub, recorder, folder)
     }
 
+    /// A hub whose replay waits behind `gate` (so a resumed stream keeps
+    /// holding live events until the test signals it), and a stream resumed on it.
+    private static func holding(maxHeld: Int) throws -> (
+        hub: EventHub, recorder: HistoryRecorder, stream: EventStream, gate: DispatchSemaphore, folder: String
+    ) {
+        let (hub, recorder, folder) = try Self.hub(maxHeld: maxHeld)
+        let gate = DispatchSemaphore(value: 0)
+        recorder.readers.async { gate.wait() }
+        return (hub, recorder, try Self.resumed(hub), gate, folder)
+    }
+
     /// Opens a stream that resumes after event 0 (what a reconnecting browser sends).
     private static func resumed(_ hub: EventHub) throws -> EventStream {
         var headers = HTTPHeaders()
@@ -62,12 +73,8 @@ struct EventHubLockTests {
 
     @Test("a resumed stream that overflows its held events is closed outside the hub's lock")
     func overflowWhileHeld() async throws {
-        let (hub, recorder, folder) = try Self.hub(maxHeld: 5)
+        let (hub, _, stream, gate, folder) = try Self.holding(maxHeld: 5)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        // The replay waits behind this, so the stream keeps holding live events.
-        let gate = DispatchSemaphore(value: 0)
-        recorder.readers.async { gate.wait() }
-        let stream = try Self.resumed(hub)
         let published = await offThePool {
             Self.finishes(within: 10) {
                 for n in 1...8 { hub.publish(Self.event(n), id: Int64(n)) }
@@ -84,11 +91,8 @@ struct EventHubLockTests {
 
     @Test("a slow reader that overflows during the held flush does not freeze the hub")
     func slowReaderDuringFlush() async throws {
-        let (hub, recorder, folder) = try Self.hub(maxHeld: 10_000)
+        let (hub, recorder, stream, gate, folder) = try Self.holding(maxHeld: 10_000)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let gate = DispatchSemaphore(value: 0)
-        recorder.readers.async { gate.wait() }
-        let stream = try Self.resumed(hub)
         // Held while the replay waits: ~400 KiB, more than a stream buffers for a
         // client that reads nothing (256 KiB), so the flush overflows it.
         for n in 1...400 { hub.publish(Self.event(n, payload: 1000), id: Int64(n)) }
@@ -110,11 +114,8 @@ struct EventHubLockTests {
 
     @Test("events published during a replay reach the resumed stream in order, after `resumed`")
     func heldEventsKeepTheirOrder() async throws {
-        let (hub, recorder, folder) = try Self.hub(maxHeld: 10_000)
+        let (hub, recorder, stream, gate, folder) = try Self.holding(maxHeld: 10_000)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let gate = DispatchSemaphore(value: 0)
-        recorder.readers.async { gate.wait() }
-        let stream = try Self.resumed(hub)
         for n in 1...50 { hub.publish(Self.event(n), id: Int64(n)) }
         gate.signal()
         let flushed = await offThePool { Self.finishes(within: 10) { recorder.readers.sync {} } }

@@ -587,6 +587,16 @@ def _record_liveness(item, probers):
         overall = FIGURES["liveness_max_gap_s_overall"]
 
 
+def _liveness_problems(item):
+    """Stops the test's probers, records their gaps, and returns what they found."""
+    probers = item.__dict__.get("_liveness", [])
+    for p in probers:
+        p.stop()
+    _record_liveness(item, probers)
+    problems = [p.problem() for p in probers if not p.reported]
+    return [p for p in problems if p]
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     """After each test body: every server it started must have answered both
@@ -594,21 +604,11 @@ def pytest_runtest_call(item):
     try:
         result = yield
     except BaseException as error:
-        probers = item.__dict__.get("_liveness", [])
-        for p in probers:
-            p.stop()
-        _record_liveness(item, probers)
-        problems = [p.problem() for p in probers if not p.reported]
-        problems = [p for p in problems if p]
+        problems = _liveness_problems(item)
         if problems:
             raise AssertionError("\n".join(problems)) from error
         raise
-    probers = item.__dict__.get("_liveness", [])
-    for p in probers:
-        p.stop()
-    _record_liveness(item, probers)
-    problems = [p.problem() for p in probers if not p.reported]
-    problems = [p for p in problems if p]
+    problems = _liveness_problems(item)
     if problems:
         raise AssertionError("\n".join(problems))
     return result
