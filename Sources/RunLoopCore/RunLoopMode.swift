@@ -22,11 +22,13 @@ public struct RunLoopMode: Hashable, Sendable, CustomStringConvertible {
 
     /// Validates a user-supplied name (1…64 printable ASCII characters).
     public init(_ name: String) throws(RunLoopError) {
-        if name == "default" || name == RunLoopMode.cfDefaultName {
+        // CF's and Cocoa's names are aliases, as the articles write them
+        // (`NSDefaultRunLoopMode` is `kCFRunLoopDefaultMode` on every platform).
+        if name == "default" || name == RunLoopMode.cfDefaultName || name == RunLoopMode.cocoaDefaultName {
             self = .default
             return
         }
-        if name == "common" || name == RunLoopMode.cfCommonName {
+        if name == "common" || name == RunLoopMode.cfCommonName || name == RunLoopMode.cocoaCommonName {
             self = .common
             return
         }
@@ -53,6 +55,8 @@ public struct RunLoopMode: Hashable, Sendable, CustomStringConvertible {
 
     static let cfDefaultName = "kCFRunLoopDefaultMode"
     static let cfCommonName = "kCFRunLoopCommonModes"
+    static let cocoaDefaultName = "NSDefaultRunLoopMode"
+    static let cocoaCommonName = "NSRunLoopCommonModes"
 
     /// Maps a mode CF reports (e.g. from `CFRunLoopCopyCurrentMode`) to its user name.
     public static func name(ofCF mode: CFRunLoopMode?) -> String? {

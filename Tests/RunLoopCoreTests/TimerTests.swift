@@ -122,6 +122,10 @@ import Testing
         #expect(runLoopError { _ = try worker.addCommonMode(.common) }?.field == "mode")
         #expect(try RunLoopMode("common").isCommon)
         #expect(try RunLoopMode("kCFRunLoopDefaultMode") == .default)
+        // Cocoa's names, as the articles write them, are the same modes.
+        #expect(try RunLoopMode("NSDefaultRunLoopMode") == .default)
+        #expect(try RunLoopMode("NSRunLoopCommonModes").isCommon)
+        #expect(try RunLoopMode("kCFRunLoopCommonModes").isCommon)
     }
 
     @Test func invalidatedTimerStopsFiring() throws {
