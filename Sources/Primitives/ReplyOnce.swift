@@ -33,6 +33,7 @@ public final class ReplyOnce<Answer>: Sendable {
     /// caller who sees the answer may count on). Returns whether it won.
     @discardableResult
     public func answer(_ answer: Answer, first: () -> Void = {}) -> Bool {
+        LockCheck.assertNoneHeld("answering a caller")
         guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return false }
         let token = deadline.exchange(0, ordering: .acquiringAndReleasing)
         if token != 0 { DeadlineToken(id: token).cancel() }

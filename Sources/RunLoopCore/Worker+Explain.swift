@@ -11,6 +11,7 @@ extension Worker {
     /// Runs `body` as a callout of the loop: timed, filed under the turn under
     /// way, and watched for stalls while it runs.
     func callout<T>(_ ref: CalloutRef, _ body: () -> T) -> T {
+        LockCheck.assertNoneHeld("a run-loop callout")
         guard let slot = watchSlot else {
             tracer.calloutBegan(ref, at: 0)
             defer { tracer.calloutEnded(at: 0) }

@@ -29,8 +29,14 @@ public final class WorkerRegistry: Sendable {
     ) {
         self.limits = limits
         self.selectors = selectors ?? SelectorRegistry(limits: limits)
-        self.events = events
-        self.diagnostics = LoopDiagnostics(options: diagnostics, events: events)
+        // Publishing an event runs the service's code (the store, the SSE hub):
+        // a call-out, never under a lock (debug builds stop when it is).
+        let publish: @Sendable (RunLoopEvent) -> Void = { event in
+            LockCheck.assertNoneHeld("publishing an event")
+            events(event)
+        }
+        self.events = publish
+        self.diagnostics = LoopDiagnostics(options: diagnostics, events: publish)
     }
 
     deinit {
