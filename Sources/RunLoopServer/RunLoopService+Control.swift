@@ -64,7 +64,7 @@ extension RunLoopService {
         // Resolved once, first, so even a refused request is counted under its route.
         let match = router.resolve(method: request.method, path: request.path)
         if case .matched(let route, _) = match { job.trace.route = route.template }
-        if let token = configuration.token, !job.trusted, !Self.authorized(request, token: token) {
+        if let token = self.token, !job.trusted, !Self.authorized(request, token: token) {
             job.respond(
                 APIResponses.error(
                     status: 401, code: "unauthorized",

@@ -34,6 +34,8 @@ public final class RunLoopService: Sendable {
     let staticFiles: StaticFiles
     /// The state-changing requests answered, for record and replay.
     let journal: Journal
+    /// The bearer token `/api` requires (nil: none); `replaceToken` swaps it (SIGHUP).
+    private let currentToken: Locked<String?>
     /// The experiment files, read once.
     let experiments: ExperimentLibrary
     /// When this process started (seconds since 1970).
@@ -139,6 +141,7 @@ public final class RunLoopService: Sendable {
         self.hub = hub
         self.staticFiles = StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
         self.journal = Journal(capacity: configuration.journalSize)
+        self.currentToken = Locked(configuration.token)
         self.experiments = ExperimentLibrary.load(configuration.experimentsDirectory)
         for problem in experiments.problems { logger.warning("experiment skipped: \(problem)") }
     }
@@ -217,6 +220,21 @@ public final class RunLoopService: Sendable {
     /// the store what remains (at least 10 %). Nothing here waits without a
     /// bound, so a SIGTERM ends the process within about `timeout` seconds
     /// whatever a handler, a client or the disk is doing.
+    /// The token `/api` requires now.
+    var token: String? { currentToken.withLock { $0 } }
+
+    /// Replaces the token (a rotated `--token-file`, reread on SIGHUP): requests
+    /// that reach the control loop from now on need the new one. Returns
+    /// whether it changed. Whether a token is required at all does not change.
+    @discardableResult
+    public func replaceToken(_ token: String) -> Bool {
+        currentToken.withLock { current in
+            guard current != nil, current != token else { return false }
+            current = token
+            return true
+        }
+    }
+
     /// The bound of a graceful stop (seconds): SIGTERM exits within it, or the
     /// process's stop watchdog ends it shortly after.
     public static let stopBound: Double = 4

@@ -416,6 +416,7 @@ struct Serve: ParsableCommand {
         sigemptyset(&signals)
         sigaddset(&signals, SIGINT)
         sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGHUP)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
@@ -505,11 +506,41 @@ struct Serve: ParsableCommand {
             }
         #endif
         var received: Int32 = 0
-        sigwait(&signals, &received)
+        while true {
+            sigwait(&signals, &received)
+            guard received == SIGHUP else { break }
+            reload(service, logger: logger)
+        }
         logger.info("signal received", metadata: ["signal": "\(received == SIGINT ? "SIGINT" : "SIGTERM")"])
         // Past the stop's bound and a grace, this thread ends the process, whatever is stuck.
-        StopWatchdog.arm(bound: RunLoopService.stopBound, signals: signals, json: json)
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGINT)
+        sigaddset(&stopSignals, SIGTERM)
+        StopWatchdog.arm(bound: RunLoopService.stopBound, signals: stopSignals, json: json)
         service.stop(timeout: RunLoopService.stopBound)
+    }
+}
+
+extension Serve {
+    /// SIGHUP: rereads `--token-file` (a rotated secret) and says what changed;
+    /// never stops the process. A file that cannot be read or holds a token
+    /// too short keeps the old token, with a warning.
+    func reload(_ service: RunLoopService, logger: Logger) {
+        guard !tokenFile.isEmpty else {
+            logger.info("SIGHUP: nothing to reload (the token is not from --token-file)")
+            return
+        }
+        do {
+            guard let token = try resolvedToken() else { return }
+            if service.replaceToken(token) {
+                logger.notice("SIGHUP: token reloaded from --token-file", metadata: ["path": "\(tokenFile)"])
+            } else {
+                logger.info("SIGHUP: --token-file unchanged", metadata: ["path": "\(tokenFile)"])
+            }
+        } catch {
+            logger.warning("SIGHUP: kept the old token: \(error)", metadata: ["path": "\(tokenFile)"])
+        }
     }
 }
 

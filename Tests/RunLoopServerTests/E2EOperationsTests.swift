@@ -7,6 +7,35 @@ import Testing
 /// subcommand, against the real binary.
 @Suite("E2E operations")
 struct E2EOperationsTests {
+    @Test("SIGHUP rereads a rotated --token-file (the old token stops working) and never stops the process")
+    func sighupReloadsTheTokenFile() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("token-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let (old, new) = ("old-secret-0123456789", "new-secret-9876543210")
+        try Data("\(old)\n".utf8).write(to: file)
+        let server = try await RunLoopd.started(["--token-file", file.path])
+        defer { server.stop() }
+        let c = server.client
+        func status(_ token: String) async throws -> Int {
+            try await c.send("GET", "/api/threads", headers: [("Authorization", "Bearer \(token)")]).status
+        }
+        #expect(try await status(old) == 200)
+        // A rotated secret: the file changes, then SIGHUP.
+        try Data("\(new)\n".utf8).write(to: file)
+        server.send(signal: SIGHUP)
+        #expect(await server.logged(timeout: 10) { $0.contains("SIGHUP: token reloaded") }, "\(server.log)")
+        #expect(try await status(new) == 200)
+        #expect(try await status(old) == 401)
+        // A file that now holds a token too short: the current one stays, with a warning.
+        try Data("short\n".utf8).write(to: file)
+        server.send(signal: SIGHUP)
+        #expect(await server.logged(timeout: 10) { $0.contains("SIGHUP: kept the old token") }, "\(server.log)")
+        #expect(try await status(new) == 200)
+        // Still serving; SIGTERM still stops it cleanly.
+        server.send(signal: SIGTERM)
+        #expect(await server.exited(timeout: 10) == 0, "\(server.log)")
+    }
+
     @Test("--token: /api needs the bearer token (401 + WWW-Authenticate); probes stay open")
     func tokenAuth() async throws {
         try await RunLoopd.with(["--token", "s3cret-token-0123456789"]) { server in
