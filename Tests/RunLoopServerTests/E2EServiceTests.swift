@@ -169,12 +169,15 @@ struct E2EServiceTests {
             #expect(try await server.client.get("/healthz").status == 200)
             let signalledAt = Date()
             server.send(signal: SIGTERM)
-            let status = await server.exited(timeout: 15)
+            let status = await server.exited(timeout: 30)
             let took = Date().timeIntervalSince(signalledAt)
             let log = server.log
             #expect(status == 70, "\(log)")
+            // The watchdog fires 1 s past the stop's bound; the rest is the report and
+            // the process's end, slow under ThreadSanitizer and a loaded machine.
+            // Without it the process never ends.
             let bound = RunLoopService.stopBound
-            #expect(took < bound + 3, "the watchdog ended the stop after \(took) s")
+            #expect(took >= bound && took < bound + 11, "the watchdog ended the stop after \(took) s")
             #expect(log.contains("stop watchdog: the stop did not end within its"), "\(log)")
             // Every thread is listed with its state and wait: the stuck holder and the waiting main thread.
             #expect(log.contains("rl-fault state="), "\(log)")
