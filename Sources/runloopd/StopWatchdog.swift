@@ -15,9 +15,10 @@ import Foundation
 /// standard error and ends the process with `exitCode`.
 ///
 /// It shares nothing with the rest of runloopd: no lock, no logger (either
-/// may be what is stuck), no allocation-heavy Foundation path; only
-/// `sigtimedwait`, `open`/`read` of `/proc` and `write(2)`. A stop that ends
-/// in time returns from `main` first and the watchdog dies with the process.
+/// may be what is stuck): it formats its lines with the log's own pure line
+/// builders and uses only `sigtimedwait`, `open`/`read` of `/proc` and
+/// `write(2)`. A stop that ends in time returns from `main` first and the
+/// watchdog dies with the process.
 enum StopWatchdog {
     /// The exit status of a stop the watchdog had to end (EX_SOFTWARE).
     static let exitCode: Int32 = 70
@@ -52,30 +53,29 @@ enum StopWatchdog {
         thread.start()
     }
 
-    /// Writes the verdict and one line per thread: name, state, kernel wait channel, system call.
+    /// Writes the verdict and one line per thread (name, state, kernel wait
+    /// channel, system call), in the log's own format but straight to stderr.
     static func report(why: String, json: Bool) {
         let threads = threadStates()
-        if json {
-            var lines = [
-                "{\"level\":\"critical\",\"label\":\"runloopd\",\"message\":\(quoted("stop watchdog: ending the process")),"
-                    + "\"reason\":\(quoted(why)),\"exitCode\":\(exitCode),\"threads\":\(threads.count)}"
-            ]
-            for thread in threads {
-                lines.append(
-                    "{\"level\":\"critical\",\"label\":\"runloopd\",\"message\":\"stop watchdog: thread\","
-                        + "\"tid\":\(thread.tid),\"name\":\(quoted(thread.name)),\"state\":\(quoted(thread.state)),"
-                        + "\"wchan\":\(quoted(thread.wchan)),\"syscall\":\(quoted(thread.syscall))}")
-            }
-            writeAll(lines.joined(separator: "\n") + "\n")
-        } else {
-            var text = "runloopd: stop watchdog: \(why); ending the process (exit \(exitCode)). Threads:\n"
-            for thread in threads {
-                text +=
-                    "runloopd: stop watchdog:   \(thread.tid) \(thread.name) state=\(thread.state) "
-                    + "wchan=\(thread.wchan) syscall=\(thread.syscall)\n"
-            }
-            writeAll(text)
+        let now = Date()
+        func line(_ message: String, _ fields: [(String, String)]) -> String {
+            json
+                ? JSONLogLine.line(
+                    at: now, level: .critical, label: "runloopd", message: message, source: "runloopd", fields: fields)
+                : TextLogLine.line(
+                    at: now, level: .critical, label: "runloopd", fields: fields, source: "runloopd", message: message)
         }
+        var text = line(
+            "stop watchdog: \(why); ending the process (exit \(exitCode))", [("threads", "\(threads.count)")])
+        for thread in threads {
+            text += line(
+                "stop watchdog: thread",
+                [
+                    ("tid", "\(thread.tid)"), ("name", thread.name), ("state", thread.state), ("wchan", thread.wchan),
+                    ("syscall", thread.syscall),
+                ])
+        }
+        writeAll(text)
     }
 
     struct ThreadState {
@@ -138,22 +138,6 @@ enum StopWatchdog {
         let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard count > 0 else { return "" }
         return String(decoding: bytes.prefix(count), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    private static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7f:
-                out +=
-                    "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 
     private static func writeAll(_ text: String) {
