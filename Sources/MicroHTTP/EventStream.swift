@@ -88,10 +88,7 @@ public final class EventStream: Sendable {
             if s.closeReason == nil { s.handlers.append(handler) }
             return s.closeReason
         }
-        if let reason {
-            LockCheck.assertNoneHeld("EventStream close handler")
-            handler(reason)
-        }
+        if let reason { Self.run([handler], reason) }
     }
 
     /// Queues one event frame (`event:`, `id:`, one `data:` line per line of `data`).
@@ -154,10 +151,7 @@ public final class EventStream: Sendable {
             return true
         }
         if let resume { MHD_resume_connection(resume.pointer) }
-        if let fire {
-            LockCheck.assertNoneHeld("EventStream close handlers")
-            for handler in fire.handlers { handler(fire.reason) }
-        }
+        if let fire { Self.run(fire.handlers, fire.reason) }
         return accepted
     }
 
@@ -170,10 +164,13 @@ public final class EventStream: Sendable {
             resume = takeSuspendedConnection(&s)
         }
         if let resume { MHD_resume_connection(resume.pointer) }
-        if let fire {
-            LockCheck.assertNoneHeld("EventStream close handlers")
-            for handler in fire.handlers { handler(fire.reason) }
-        }
+        if let fire { Self.run(fire.handlers, fire.reason) }
+    }
+
+    /// Runs close handlers: foreign code, so never under a lock (debug builds stop when it is).
+    private static func run(_ handlers: [@Sendable (CloseReason) -> Void], _ reason: CloseReason) {
+        LockCheck.assertNoneHeld("EventStream close handlers")
+        for handler in handlers { handler(reason) }
     }
 
     private func close(

@@ -26,7 +26,7 @@
 /// so a thread that takes a `Locked` it already holds stops the process with
 /// a message naming the lock (where it was made) and both call sites, instead
 /// of hanging the server; and each thread counts the locks it holds, so the
-/// call-out points (`Locked.assertNoneHeld`) stop when reached under a lock.
+/// call-out points (`LockCheck.assertNoneHeld`) stop when reached under a lock.
 /// Release builds keep the adaptive mutex and none of the bookkeeping.
 public final class Locked<Value>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
