@@ -222,6 +222,23 @@ class Storm:
             return self.last_id
 
     # (b) resumers
+    def _receive(self, sock, until, step, reads):
+        """Yields what `sock` receives until `until` (or the storm stops), at
+        most `reads` reads, waiting at most `step` s per read; a closed
+        connection yields b"" and ends it."""
+        for _ in range(reads):
+            left = until - time.monotonic()
+            if left <= 0 or self.stopping.is_set():
+                return
+            sock.settimeout(min(step, left))
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                continue
+            yield chunk
+            if not chunk:
+                return
+
     def _resumer(self, n):
         rng = random.Random(n)
         last = None
@@ -241,15 +258,7 @@ class Storm:
             got, tail = b"", b""
             try:
                 hold_until = time.monotonic() + rng.uniform(1.0, 2.0)
-                for _ in range(100_000):
-                    left = hold_until - time.monotonic()
-                    if left <= 0 or self.stopping.is_set():
-                        break
-                    sock.settimeout(min(0.2, left))
-                    try:
-                        chunk = sock.recv(65536)
-                    except socket.timeout:
-                        continue
+                for chunk in self._receive(sock, hold_until, step=0.2, reads=100_000):
                     if not chunk:
                         with self.lock:
                             self.stats["resumer_closed_by_server"] += 1
@@ -296,15 +305,7 @@ class Storm:
                 tail = b""
                 outcome = "stalled_survived"
                 drain_until = time.monotonic() + 5
-                for _ in range(1_000_000):
-                    left = drain_until - time.monotonic()
-                    if left <= 0 or self.stopping.is_set():
-                        break
-                    sock.settimeout(min(0.5, left))
-                    try:
-                        chunk = sock.recv(65536)
-                    except socket.timeout:
-                        continue
+                for chunk in self._receive(sock, drain_until, step=0.5, reads=1_000_000):
                     if not chunk:
                         outcome = "stalled_dropped"
                         break

@@ -58,23 +58,26 @@ enum StoreBenchmark {
                 baseline: "\(fmt(median(duel.b) / 1000, 1))k req/s (\(against))", ratio: fmt(ratio, 3) + "×",
                 goal: versus == nil ? "≥ 0.90× off" : "≥ 0.95× (no worse, within noise)",
                 pass: ratio >= (versus == nil ? 0.9 : 0.95), steal: duel.steals.max() ?? 0, clean: duel.clean))
-        let written = after.0.written - before.0.written
-        section.figures.append(
+        /// One server's commit rate against what its load offered (a perform and its request each).
+        func writeRate(_ name: String, written: Double, dropped: Double, requests: [Double], offered: String)
+            -> Figure
+        {
             Figure(
-                name: "store write rate under that load (events committed)",
-                value: "\(fmt(written / storedSeconds / 1000, 1))k events/s",
-                baseline: "\(fmt(median(duel.a) * 2 / 1000, 1))k events/s offered (a perform and its request each)",
-                ratio: "dropped \(Int(after.0.dropped - before.0.dropped))", goal: "none dropped",
-                pass: after.0.dropped == before.0.dropped, steal: duel.steals.max() ?? 0, clean: duel.clean))
+                name: name, value: "\(fmt(written / storedSeconds / 1000, 1))k events/s",
+                baseline: "\(fmt(median(requests) * 2 / 1000, 1))k events/s \(offered)",
+                ratio: "dropped \(Int(dropped))", goal: "none dropped", pass: dropped == 0,
+                steal: duel.steals.max() ?? 0, clean: duel.clean)
+        }
+        section.figures.append(
+            writeRate(
+                "store write rate under that load (events committed)", written: after.0.written - before.0.written,
+                dropped: after.0.dropped - before.0.dropped, requests: duel.a,
+                offered: "offered (a perform and its request each)"))
         if versus != nil {
-            let theirs = after.1.written - before.1.written
             section.figures.append(
-                Figure(
-                    name: "versus: its write rate under the same load",
-                    value: "\(fmt(theirs / storedSeconds / 1000, 1))k events/s",
-                    baseline: "\(fmt(median(duel.b) * 2 / 1000, 1))k events/s offered",
-                    ratio: "dropped \(Int(after.1.dropped - before.1.dropped))", goal: "none dropped",
-                    pass: after.1.dropped == before.1.dropped, steal: duel.steals.max() ?? 0, clean: duel.clean))
+                writeRate(
+                    "versus: its write rate under the same load", written: after.1.written - before.1.written,
+                    dropped: after.1.dropped - before.1.dropped, requests: duel.b, offered: "offered"))
         }
         section.details =
             "wrk -t1 -c16 for \(seconds) s per server and round against two runloopd processes (--log-level error; "
