@@ -147,6 +147,23 @@ class Server:
                 continue
         return count
 
+    def accept_queue(self):
+        """Connections the kernel holds for the listening socket that the
+        server has not accepted yet (Recv-Q of a LISTEN socket in
+        /proc/net/tcp and tcp6)."""
+        waiting = 0
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table) as f:
+                    rows = f.read().splitlines()[1:]
+            except OSError:
+                continue
+            for row in rows:
+                fields = row.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == self.port:
+                    waiting += int(fields[4].split(":")[1], 16)
+        return waiting
+
     def alive(self):
         return self.proc.poll() is None
 

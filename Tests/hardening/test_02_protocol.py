@@ -161,6 +161,12 @@ def test_clients_vanishing_mid_request_leave_nothing_behind(server):
                 _abort(sock)
             else:
                 sock.close()
+    # Under load the server may not have accepted them all yet: until it has,
+    # its descriptor count says nothing (CI once read it before the accepts).
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and server.accept_queue() > 0:
+        time.sleep(0.05)
+    assert server.accept_queue() == 0, "connections never accepted"
     # Suspended waits end at their 3 s deadline; idle halves at the 2 s timeout.
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and server.fds() > fds0 + 2:
