@@ -41,6 +41,32 @@ def figure(name, value):
     FIGURES[name] = value
 
 
+def wait_until(condition, seconds, what, every=0.05):
+    """Waits until `condition()` is true, checking every `every` s; fails the
+    test with `what` when `seconds` pass first. Returns the condition's value."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"not within {seconds} s: {what}")
+        time.sleep(every)
+
+
+def steady(read, seconds, what, every=0.2):
+    """Waits until two reads of `read()` `every` s apart agree (a count that has
+    stopped moving, e.g. threads after their teardown); returns that value."""
+    last = [read()]
+
+    def settled():
+        now = read()
+        same, last[0] = now == last[0], now
+        return same
+    wait_until(settled, seconds, what, every)
+    return last[0]
+
+
 class Server:
     """One runloopd process on a free loopback port."""
 

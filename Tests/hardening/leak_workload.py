@@ -7,7 +7,6 @@ or a non-zero exit.   python3 leak_workload.py path/to/asan/runloopd"""
 import os
 import socket
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ["RUNLOOPD_BIN"] = os.path.abspath(sys.argv[1])
@@ -42,12 +41,15 @@ for round_ in range(20):
     gone.sendall(b"POST /api/threads/%s/perform HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n%s" % (manual.encode(), len(body), body))
     gone.close()
-    time.sleep(0.05)
+    # The server has read the gone client's perform once it is queued.
+    conftest.wait_until(lambda: s.get(f"/api/threads/{manual}").json()["pendingPerforms"], 5,
+                        "the gone client's perform queued")
     for tid in ids:
         s.delete(f"/api/threads/{tid}")
 s.get("/api/openapi.json")
 s.get("/metrics")
-time.sleep(1)
+sse.settimeout(5)
+assert sse.recv(65536), "the event stream went quiet"  # it still streams at the end
 sse.close()
 code, seconds = s.terminate(30)
 log = s.log_text()

@@ -175,7 +175,7 @@ class Storm:
         sock.bind((STORM_SOURCE, 0))
         sock.settimeout(5)
         sock.connect(("127.0.0.1", self.s.port))
-        head = [f"GET /api/events HTTP/1.1", f"Host: 127.0.0.1:{self.s.port}", "Accept: text/event-stream"]
+        head = ["GET /api/events HTTP/1.1", f"Host: 127.0.0.1:{self.s.port}", "Accept: text/event-stream"]
         if last_event_id is not None:
             head.append(f"Last-Event-ID: {last_event_id}")
         sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import figure, probe_once, raw_exchange, status_of
+from conftest import figure, raw_exchange, status_of, steady, wait_until
 
 LIMIT = 65536
 TIMEOUT = 2  # --connection-timeout
@@ -143,7 +143,8 @@ def _abort(sock):
 
 def test_clients_vanishing_mid_request_leave_nothing_behind(server):
     tid = server.thread(run={"style": "manual"})  # performs stay queued: the waiter is suspended
-    time.sleep(0.3)
+    wait_until(lambda: server.get(f"/api/threads/{tid}").json()["state"] == "idle", 5, "the manual thread parked")
+    steady(lambda: (server.fds(), server.threads()), 5, "descriptors and threads steady")
     fds0, threads0 = server.fds(), server.threads()
     partials = [
         b"GET /api/ver",
@@ -163,10 +164,7 @@ def test_clients_vanishing_mid_request_leave_nothing_behind(server):
                 sock.close()
     # Under load the server may not have accepted them all yet: until it has,
     # its descriptor count says nothing (CI once read it before the accepts).
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and server.accept_queue() > 0:
-        time.sleep(0.05)
-    assert server.accept_queue() == 0, "connections never accepted"
+    wait_until(lambda: server.accept_queue() == 0, 10, "the server accepted every connection")
     # Suspended waits end at their 3 s deadline; idle halves at the 2 s timeout.
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and server.fds() > fds0 + 2:

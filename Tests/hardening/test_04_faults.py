@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import figure
+from conftest import figure, wait_until
 
 LIMITS = {"threads": 8, "timers": 16, "queued": 32, "tasks": 10}
 
@@ -29,7 +29,7 @@ def test_a_worker_blocked_ten_seconds_does_not_stall_the_others(server):
     timer = r.json()["id"]
     r = server.post(f"/api/threads/{blocked}/perform", {"selector": "sleep", "args": {"ms": 10000}})
     assert r.status_code == 202
-    time.sleep(0.2)
+    wait_until(lambda: server.get(f"/api/threads/{blocked}").json()["state"] == "running", 5, "the sleep perform running")
     started = time.monotonic()
     worst = {"control": 0.0, "other": 0.0}
     timeouts = 0

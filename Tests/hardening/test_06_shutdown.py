@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from conftest import figure, status_of
+from conftest import figure, status_of, wait_until
 
 
 def _sse(port, opened, results):
@@ -101,7 +101,7 @@ def test_sigterm_with_100_requests_in_flight(server_factory):
     hammers = [threading.Thread(target=hammer) for _ in range(4)]
     for t in hammers:
         t.start()
-    time.sleep(0.3)
+    wait_until(lambda: sum(fast.values()) >= 20, 10, "the fast clients under way")
 
     code, seconds = s.terminate(5.0)
     backtraces = s.hang_report() if code is None else ""

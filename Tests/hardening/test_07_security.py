@@ -7,7 +7,6 @@ started here, and a gap over 2 s between answers fails the test."""
 
 import json
 import random
-import socket
 import subprocess
 import time
 
