@@ -22,6 +22,7 @@ RUN swift package resolve
 COPY Makefile ./
 COPY scripts ./scripts
 COPY Sources ./Sources
+COPY Plugins ./Plugins
 # The Makefile's release target: `swift build -c release --static-swift-stdlib`;
 # stripped (its symbols are most of its size; crash reports still name frames by address).
 RUN make release && strip -o /runloopd .build/release/runloopd

@@ -31,7 +31,7 @@ test: deps
 	@mkdir -p .build/artifacts
 	$(BIN_DEBUG) play experiments/ --quiet --junit .build/artifacts/experiments-junit.xml
 	bash Tests/browser/run.sh $(BIN_DEBUG)
-	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+	$(SWIFT) format lint --strict --recursive Sources Tests Plugins Package.swift
 
 test-swift: deps
 	$(SWIFT) build --build-tests
@@ -53,10 +53,10 @@ test-container: deps
 	bash scripts/test-container.sh
 
 lint:
-	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+	$(SWIFT) format lint --strict --recursive Sources Tests Plugins Package.swift
 
 format:
-	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+	$(SWIFT) format --in-place --recursive Sources Tests Plugins Package.swift
 
 clean:
 	rm -rf .build

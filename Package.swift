@@ -57,7 +57,6 @@ let package = Package(
         ),
         .target(
             name: "RunLoopServer",
-            // openapi.json is compiled in as OpenAPISpec.generated.swift (scripts/embed-openapi.sh).
             dependencies: [
                 "CLinux",
                 "Primitives",
@@ -69,8 +68,12 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            exclude: ["API/openapi.json"]
+            exclude: ["API/openapi.json"],
+            // openapi.json is compiled in at build time (Plugins/EmbedOpenAPI).
+            plugins: ["EmbedOpenAPI"]
         ),
+        .executableTarget(name: "embed-openapi"),
+        .plugin(name: "EmbedOpenAPI", capability: .buildTool(), dependencies: ["embed-openapi"]),
         .executableTarget(
             name: "runloopd",
             dependencies: [

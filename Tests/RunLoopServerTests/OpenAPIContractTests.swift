@@ -28,14 +28,14 @@ struct OpenAPIContractTests {
         return all
     }
 
-    @Test("the embedded document is openapi.json (else run: bash scripts/embed-openapi.sh)")
+    @Test("the embedded document is openapi.json (the EmbedOpenAPI build plugin)")
     func embeddedIsFresh() throws {
         #expect(!Self.sourceText.isEmpty, "openapi.json not found next to OpenAPIDocument.swift")
         var committed = Self.sourceText
         while committed.hasSuffix("\n") { committed.removeLast() }
         #expect(
             OpenAPISpec.json == committed,
-            "OpenAPISpec.generated.swift is stale: run `bash scripts/embed-openapi.sh` and commit both files")
+            "the compiled document differs from openapi.json: the EmbedOpenAPI plugin did not run")
         #expect(Self.document["openapi"] == "3.1.0")
     }
 
