@@ -37,6 +37,7 @@ public final class EventStream: Sendable {
     }
 
     /// A heartbeat timer; DispatchSource objects are thread-safe.
+    // @unchecked: DispatchSource timers are thread-safe but not marked Sendable.
     private struct Heartbeat: @unchecked Sendable {
         let timer: any DispatchSourceTimer
     }

@@ -5,6 +5,7 @@ import CMicroHTTPD
 ///
 /// Only `MHD_resume_connection` is ever called on it from a foreign thread, and
 /// only while the connection is known to be suspended (so it is alive).
+// @unchecked: only MHD_resume_connection, on a suspended (live) connection, leaves its thread.
 struct MHDConnection: @unchecked Sendable {
     let pointer: OpaquePointer
 }

@@ -19,7 +19,8 @@ import Logging
 /// (from any thread), then resumed. Bodies are bounded, event streams are
 /// bounded, and `stop()` answers whatever is still waiting before it returns.
 public final class HTTPServer: Sendable {
-    private enum Lifecycle {
+    // @unchecked: the daemon pointer is libmicrohttpd's, whose calls are thread-safe.
+    private enum Lifecycle: @unchecked Sendable {
         case idle
         /// `start()` is starting libmicrohttpd (outside the lock).
         case starting

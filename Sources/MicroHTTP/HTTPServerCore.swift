@@ -36,6 +36,7 @@ final class HTTPServerCore: Sendable {
     private let drained = DispatchSemaphore(value: 0)
     private let startupMessages = Locked<[String]?>(nil)
     /// Where the C logger trampoline forwards (`runloopd_mhd_logger`); freed in `deinit`.
+    // nonisolated(unsafe): written once in init, read by the C trampoline, freed in deinit.
     nonisolated(unsafe) let loggerSink: UnsafeMutablePointer<runloopd_mhd_logger>
 
     init(configuration: HTTPServerConfiguration, handler: any HTTPRequestHandler, logger: Logger) {

@@ -68,7 +68,7 @@ struct SocketAddress {
 /// A request's peer: the address bytes, copied when the request arrives and
 /// turned into text (`127.0.0.1`, `::1`) only when someone reads it (the access
 /// log), not for every request.
-public struct PeerAddress: @unchecked Sendable {
+public struct PeerAddress: Sendable {
     enum Storage {
         case v4(in_addr)
         case v6(in6_addr)

@@ -28,7 +28,11 @@
 /// of hanging the server; and each thread counts the locks it holds, so the
 /// call-out points (`LockCheck.assertNoneHeld`) stop when reached under a lock.
 /// Release builds keep the adaptive mutex and none of the bookkeeping.
-public final class Locked<Value>: @unchecked Sendable {
+///
+/// Sendable only when `Value` is (swift-nio's `NIOLockedValueBox` rule): a
+/// lock makes access exclusive, it cannot make a non-Sendable value safe to
+/// hand to another thread.
+public final class Locked<Value> {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     @usableFromInline var value: Value
@@ -242,3 +246,7 @@ public enum LockCheck {
         #endif
     }
 }
+
+// @unchecked: the mutex serialises every access to `value`; the compiler
+// cannot see that through the pthread calls.
+extension Locked: @unchecked Sendable where Value: Sendable {}

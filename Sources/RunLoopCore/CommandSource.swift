@@ -14,6 +14,7 @@ import Primitives
 ///
 /// Thread-safety: `send`/`enqueue`/`fire` from any thread; the handler runs on
 /// the loop's thread; the buffer and counters sit behind one `Locked`.
+// @unchecked: the CF source and loop, set once at start, are thread-safe CF objects.
 public final class CommandSource<Command: Sendable>: @unchecked Sendable, SourceCallbacks {
     /// Counters of what the source's routines saw.
     public struct Statistics: Sendable, Hashable {

@@ -17,7 +17,8 @@ public final class ControlLoop<Command: Sendable>: Sendable {
     /// The command buffer and its CF source (in the loop's default mode).
     public let commands: CommandSource<Command>
 
-    private struct State {
+    // @unchecked: a CFRunLoop may be woken and stopped from any thread (CF's own rule).
+    private struct State: @unchecked Sendable {
         var loop: CFRunLoop?
         var thread: pthread_t?
         var stopping = false

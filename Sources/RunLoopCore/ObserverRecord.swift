@@ -57,6 +57,7 @@ public struct ObserverSnapshot: Sendable {
 /// thread. The callback count is `Locked`; the CF observer is set once;
 /// whether it is still valid is an atomic flag (`isLive`), so the worker
 /// reads it under its own lock without a CF call.
+// @unchecked: the CF observer, set once in init, is a thread-safe CF object.
 final class ObserverRecord: @unchecked Sendable {
     let id: String
     let spec: ObserverSpec

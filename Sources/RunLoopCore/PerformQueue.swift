@@ -96,6 +96,7 @@ final class PerformRequest: Sendable {
 /// The bare version-0 source that carries a worker's performs into one mode
 /// (signal + wake-up). It holds no work: its perform routine asks the
 /// worker's `PerformQueue` what to run.
+// @unchecked: the CF source, set once in init, is a thread-safe CF object.
 final class PerformCarrier: @unchecked Sendable, SourceCallbacks {
     /// Set once in `init`; CF objects are thread-safe.
     private(set) var source: CFRunLoopSource! = nil

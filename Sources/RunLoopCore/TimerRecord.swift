@@ -92,6 +92,7 @@ public struct TimerSnapshot: Sendable {
 /// thread. Its statistics sit behind one `Locked`; the CF timer is set once;
 /// whether it can still fire is an atomic flag (`isLive`), so the worker
 /// reads it under its own lock without a CF call.
+// @unchecked: the CF timer, set once in init, is a thread-safe CF object.
 final class TimerRecord: @unchecked Sendable, ModeScheduled {
     let id: String
     let spec: TimerSpec

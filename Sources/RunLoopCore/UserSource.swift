@@ -112,6 +112,7 @@ public struct SourceSnapshot: Sendable {
 /// closed and reused in between: a syscall, no foreign code); the CF source is
 /// set once in `init`; whether it is still valid is an atomic flag
 /// (`isLive`), so the worker reads it under its own lock without a CF call.
+// @unchecked: the CF source, set once in init, is a thread-safe CF object.
 final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
     let id: String
     let spec: SourceSpec

@@ -139,3 +139,7 @@ struct ManualRun {
     var returnAfterSourceHandled: Bool
     var reply: RunReply
 }
+
+// @unchecked: its CF objects (the loop, the entry observer) are CF types that
+// CF lets any thread hold and release; every other field is Sendable.
+extension WorkerBook: @unchecked Sendable {}

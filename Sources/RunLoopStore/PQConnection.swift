@@ -13,6 +13,7 @@ import Primitives
 /// Statements are parameterised: values travel in binary (int8, float8, text:
 /// no number formatting, nothing to escape); a statement whose text recurs is
 /// prepared once per connection and kept.
+// @unchecked: the PGconn is used by one caller at a time (PQSlot lends it).
 final class PQConnection: @unchecked Sendable {
     /// What went wrong, as libpq or the server said it (one line).
     struct Failure: Error, CustomStringConvertible {

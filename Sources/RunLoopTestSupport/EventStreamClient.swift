@@ -3,6 +3,7 @@ import Foundation
 /// One Server-Sent-Events connection, read on a thread of its own over a
 /// `TestHTTPConnection`; each event's data is turned into a `Payload` by the
 /// `decode` closure given at the start.
+// @unchecked: the decode closure and connection are used only by its reader thread.
 public final class EventStreamClient<Payload: Sendable>: @unchecked Sendable {
     public struct Event: Sendable {
         public let name: String

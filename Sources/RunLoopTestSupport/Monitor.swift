@@ -7,7 +7,7 @@ import Primitives
 /// Thread-safety: every member may be called from any thread. Closures passed
 /// to `update` and to `wait(timeout:until:)` run with the lock held and must
 /// not call back into the same monitor.
-public final class Monitor<State: Sendable>: @unchecked Sendable {
+public final class Monitor<State: Sendable>: Sendable {
     private struct Guarded {
         var state: State
         /// Counts updates, so a wait on something outside the state can tell that
@@ -62,7 +62,7 @@ public final class Monitor<State: Sendable>: @unchecked Sendable {
 }
 
 /// Values that threads deliver and others wait for, in delivery order.
-public final class Mailbox<Value: Sendable>: @unchecked Sendable {
+public final class Mailbox<Value: Sendable>: Sendable {
     private let values = Monitor<[Value]>([])
 
     public init() {}

@@ -9,6 +9,7 @@ import Foundation
 /// a known port (`listening(executable:arguments:port:)`). Its stderr is
 /// collected in `output` as it arrives, beside its exit status once it exited.
 /// Every wait has a deadline.
+// @unchecked: Foundation.Process is not marked Sendable; it is started once and only read after.
 public final class ServerProcess: @unchecked Sendable {
     public struct Output: Sendable {
         /// Everything the process wrote to stderr so far.

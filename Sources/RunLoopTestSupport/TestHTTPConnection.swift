@@ -43,6 +43,7 @@ public struct TestHTTPResponse: Sendable, CustomStringConvertible {
 ///
 /// Thread-safety: one thread uses a connection at a time, except that
 /// `shutdownBoth()` may come from another thread to end a blocked read.
+// @unchecked: one thread at a time uses it; shutdownBoth() from another is a syscall.
 public final class TestHTTPConnection: @unchecked Sendable {
     public let port: UInt16
     private let timeout: Double

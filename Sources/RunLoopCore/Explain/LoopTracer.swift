@@ -94,6 +94,7 @@ struct UtilizationWindow {
 /// The record of turns as they happen, kept by the worker's own thread
 /// (observers, callouts and runs all run there), so it needs no lock. Closed
 /// turns are handed to the worker, which files them under its lock.
+// @unchecked: its mutable state is touched only on the worker's own thread.
 final class LoopTracer: @unchecked Sendable {
     struct OpenTurn {
         var number: Int
