@@ -49,7 +49,7 @@ extension RunLoopService {
         }
     }
 
-    private func dispatch(_ job: Job, _ router: Router) {
+    private func dispatch(_ job: Job, _ router: RouterResponder) {
         let request = job.request
         metrics.recordWakeup(seconds: Monotonic.now() - job.postedAt)
         guard isReady else {

@@ -49,7 +49,7 @@ public final class RunLoopService: Sendable {
 
     struct Running {
         var control: ControlLoop<Job>?
-        var router = Router()
+        var router = Router().buildResponder()
         var server: HTTPServer?
         var requestGuard: RequestGuard?
         var accepting = false

@@ -57,7 +57,7 @@ struct RequestLayerTests {
         }
     }
 
-    static func router() -> Router {
+    static func router() -> RouterResponder {
         let api = API(
             registry: WorkerRegistry(), events: EventHub(maxClients: 1), limits: APILimits(), version: .null,
             journal: Journal(capacity: 1), experiments: ExperimentLibrary(experiments: [], problems: []), openAPI: .null
@@ -65,7 +65,7 @@ struct RequestLayerTests {
         return api.makeRouter()
     }
 
-    static func describe(_ match: Router.Match) -> String {
+    static func describe(_ match: RouterResponder.Match) -> String {
         switch match {
         case .matched(let route, let params):
             return "\(route.method) \(route.template) \(params.sorted { $0.key < $1.key })"
@@ -101,7 +101,7 @@ struct RequestLayerTests {
 
     /// The matching rule stated plainly: every template of the path's length,
     /// segment by segment; most literal segments wins, the first added on a tie.
-    static func reference(_ router: Router, method: String, path: String) -> String {
+    static func reference(_ router: RouterResponder, method: String, path: String) -> String {
         let parts = path.split(separator: "/").map(String.init)
         let effective = method == "HEAD" ? "GET" : method
         var best: (template: String, method: String, score: Int)?

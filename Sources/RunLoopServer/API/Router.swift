@@ -41,12 +41,12 @@ struct RouteContext: Sendable {
 
 typealias RouteHandler = @Sendable (RouteContext) throws(RunLoopError) -> Reply
 
-/// A method + path template table. Paths are matched segment by segment;
-/// `{name}` captures one segment. Literal segments win over captures, so
-/// `POST /tasks/suspend` is an action while `DELETE /tasks/{taskId}` removes a
-/// task named anything. Built once at start, then only read (on the control loop):
-/// copies share one segment tree, so a router is built whole before it is shared.
-struct Router: Sendable {
+/// Collects the API's routes: a method + path template and a handler each
+/// (Hummingbird's shape: a router builds, a responder answers). `{name}`
+/// captures one segment. Once every route is added, `buildResponder()`
+/// freezes the table into an immutable `RouterResponder`, the only form a
+/// request ever meets; the builder shares nothing with it.
+struct Router {
     struct Route: Sendable {
         let method: String
         let template: String
@@ -61,62 +61,85 @@ struct Router: Sendable {
     }
 
     private(set) var routes: [Route] = []
-    /// Every method and path template, in the order they were added (the
-    /// contract test compares this table with `openapi.json` both ways).
-    var table: [(method: String, template: String)] { routes.map { ($0.method, $0.template) } }
-    /// Route indexes of the templates without a capture, by their exact text: the
-    /// common request (`GET /api/version`, `GET /api/threads`) is one lookup.
-    private var literal: [String: [Int]] = [:]
-    /// The templates as a tree of segments: a path walks only the branches its
-    /// segments match instead of being compared with every template of its length.
-    private let tree = Node()
-
-    /// One position in the segment tree: the literal segments that may follow
-    /// (`segments[i]` leads to `children[i]`), the capture of any name that may
-    /// follow, and the routes whose template ends here. A class: the walk passes
-    /// references, never copies of branches.
-    private final class Node: Sendable {
-        // Filled by `add` before the router is shared, then only read.
-        nonisolated(unsafe) var segments: [String] = []
-        /// `segments` as bytes, compared with a path's segment by `memcmp`.
-        nonisolated(unsafe) var bytes: [[UInt8]] = []
-        nonisolated(unsafe) var children: [Node] = []
-        nonisolated(unsafe) var capture: Node?
-        nonisolated(unsafe) var routes: [Int] = []
-
-        func insert(_ path: ArraySlice<Segment>, route: Int) {
-            guard let first = path.first else {
-                routes.append(route)
-                return
-            }
-            let child: Node
-            switch first {
-            case .literal(let text):
-                if let index = segments.firstIndex(of: text) {
-                    child = children[index]
-                } else {
-                    child = Node()
-                    segments.append(text)
-                    bytes.append(Array(text.utf8))
-                    children.append(child)
-                }
-            case .capture:
-                child = capture ?? Node()
-                capture = child
-            }
-            child.insert(path.dropFirst(), route: route)
-        }
-    }
 
     mutating func add(_ method: String, _ template: String, _ handler: @escaping RouteHandler) {
         let segments = template.split(separator: "/").map { piece -> Segment in
             piece.hasPrefix("{") ? .capture(String(piece.dropFirst().dropLast())) : .literal(String(piece))
         }
-        if !segments.contains(where: { if case .capture = $0 { true } else { false } }) {
-            literal[template, default: []].append(routes.count)
-        }
-        tree.insert(segments[...], route: routes.count)  // before any read: the router is built, then shared
         routes.append(Route(method: method, template: template, segments: segments, handler: handler))
+    }
+
+    /// The routes added so far, frozen for answering requests.
+    func buildResponder() -> RouterResponder {
+        RouterResponder(routes)
+    }
+}
+
+/// The routes as an immutable table: paths are matched segment by segment,
+/// literal segments win over captures, so `POST /tasks/suspend` is an action
+/// while `DELETE /tasks/{taskId}` removes a task named anything. Every stored
+/// property is a `let`, so it is Sendable as the compiler sees it.
+struct RouterResponder: Sendable {
+    typealias Route = Router.Route
+    typealias Segment = Router.Segment
+
+    let routes: [Route]
+    /// Every method and path template, in the order they were added (the
+    /// contract test compares this table with `openapi.json` both ways).
+    var table: [(method: String, template: String)] { routes.map { ($0.method, $0.template) } }
+    /// Route indexes of the templates without a capture, by their exact text: the
+    /// common request (`GET /api/version`, `GET /api/threads`) is one lookup.
+    private let literal: [String: [Int]]
+    /// The templates as a tree of segments: a path walks only the branches its
+    /// segments match instead of being compared with every template of its length.
+    private let tree: Node
+
+    init(_ routes: [Route]) {
+        self.routes = routes
+        var literal: [String: [Int]] = [:]
+        for (index, route) in routes.enumerated()
+        where !route.segments.contains(where: { if case .capture = $0 { true } else { false } }) {
+            literal[route.template, default: []].append(index)
+        }
+        self.literal = literal
+        tree = Node(routes.enumerated().map { ($0.element.segments[...], $0.offset) })
+    }
+
+    /// One position in the segment tree: the literal segments that may follow
+    /// (`segments[i]` leads to `children[i]`), the capture of any name that may
+    /// follow, and the routes whose template ends here (in the order added).
+    /// Built whole from the routes, then never changed.
+    private final class Node: Sendable {
+        let segments: [String]
+        /// `segments` as bytes, compared with a path's segment by `memcmp`.
+        let bytes: [[UInt8]]
+        let children: [Node]
+        let capture: Node?
+        let routes: [Int]
+
+        /// The node for the routes whose remaining segments are `entries`.
+        init(_ entries: [(path: ArraySlice<Segment>, route: Int)]) {
+            var routes: [Int] = []
+            var literals: [String] = []
+            var below: [String: [(path: ArraySlice<Segment>, route: Int)]] = [:]
+            var captured: [(path: ArraySlice<Segment>, route: Int)] = []
+            for entry in entries {
+                switch entry.path.first {
+                case nil:
+                    routes.append(entry.route)
+                case .literal(let text):
+                    if below[text] == nil { literals.append(text) }
+                    below[text, default: []].append((entry.path.dropFirst(), entry.route))
+                case .capture:
+                    captured.append((entry.path.dropFirst(), entry.route))
+                }
+            }
+            self.routes = routes
+            segments = literals
+            bytes = literals.map { Array($0.utf8) }
+            children = literals.map { Node(below[$0] ?? []) }
+            capture = captured.isEmpty ? nil : Node(captured)
+        }
     }
 
     /// Walks the tree along `parts` from `node`; appends every route whose

@@ -44,7 +44,8 @@ struct API: Sendable {
     /// The OpenAPI document (built once: it depends only on the configuration).
     let openAPI: Value
 
-    func makeRouter() -> Router {
+    /// Every route of the API, frozen for answering.
+    func makeRouter() -> RouterResponder {
         var r = Router()
         // Constant documents are serialized once: every request gets the same bytes.
         let versionResponse = APIResponses.json(200, version)
@@ -67,7 +68,7 @@ struct API: Sendable {
         addLab(&r)
         addHistory(&r)
         addSetup(&r)
-        return r
+        return r.buildResponder()
     }
 
     /// A `since` query parameter (a sequence number): digits only, no sign; a
