@@ -1,4 +1,4 @@
-"""The liveness prober itself (conftest.Liveness), against issue 22's freeze
+"""The liveness prober itself (probes.Liveness), against issue 22's freeze
 as the debug build can stage it: RUNLOOPD_TEST_FAULT=stuck-lock makes a thread
 (rl-fault) take the event hub's lock for good, as the re-entry did. The prober
 must see the gap, say which probe stopped, and carry the server's backtraces
@@ -9,7 +9,8 @@ import threading
 import pytest
 import requests
 
-from conftest import Liveness, Server, raw_exchange
+from conftest import Server
+from probes import Liveness, raw_exchange
 
 
 def test_the_prober_catches_a_stuck_hub_lock_with_backtraces():

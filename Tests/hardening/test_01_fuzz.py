@@ -26,7 +26,7 @@ on (SQLite in --data-dir, the default, so Last-Event-ID replays):
       per-stream buffer overflows and it drops them; 3 of 4 connect with a
       Last-Event-ID, so the overflow can land in the replay or in the flush
       of the live events held meanwhile (where issue 22's re-entry was).
-The liveness prober (conftest.Liveness, 127.0.0.3) watches /healthz and
+The liveness prober (probes.Liveness, 127.0.0.3) watches /healthz and
 /api/version throughout: a gap over 2 s fails the test with every server
 thread's backtrace, and ends schemathesis early.
 
@@ -73,7 +73,8 @@ import time
 import pytest
 import requests
 
-from conftest import figure, status_of
+from conftest import figure
+from probes import status_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECONDS = int(os.environ.get("HARDENING_FUZZ_SECONDS", "150"))

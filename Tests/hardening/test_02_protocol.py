@@ -3,7 +3,7 @@ headers, bodies over the limit with and without Content-Length, chunked bodies
 that never end, clients that vanish mid-request and mid-SSE. Each gets a clean
 4xx/413/505 or a closed connection, the server keeps answering, and its
 descriptors, threads and memory come back. The liveness prober
-(conftest.Liveness: /healthz and /api/version every 100 ms from 127.0.0.3)
+(probes.Liveness: /healthz and /api/version every 100 ms from 127.0.0.3)
 watches every server throughout: a gap over 2 s between answers fails the
 test with the server's backtraces."""
 
@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import figure, raw_exchange, status_of, steady, wait_until
+from conftest import figure, steady, wait_until
+from probes import raw_exchange, status_of
 
 LIMIT = 65536
 TIMEOUT = 2  # --connection-timeout

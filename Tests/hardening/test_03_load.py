@@ -5,7 +5,7 @@ request every 50 ms from 127.0.0.2 (its own per-IP budget), alternating
 /healthz and /api/version (the control loop), and must be answered within
 100 ms throughout. Every attempt ends cleanly (answered, refused by a close, or
 timed out by us at a bounded deadline), and descriptors and memory come back.
-On top of that latency probe, the liveness prober (conftest.Liveness: /healthz
+On top of that latency probe, the liveness prober (probes.Liveness: /healthz
 and /api/version every 100 ms from 127.0.0.3) watches the server: a gap over
 2 s between answers fails the test with the server's backtraces.
 """
@@ -16,7 +16,8 @@ import selectors
 import socket
 import time
 
-from conftest import Prober, figure
+from conftest import figure
+from probes import Prober
 
 PROBE_BUDGET_MS = float(os.environ.get("HARDENING_PROBE_BUDGET_MS", "100"))
 

@@ -1,6 +1,6 @@
 """Faults inside loops: a worker blocked 10 s, a worker ended under pending
 performs, failing selectors, and every limit hit by concurrent clients. The
-liveness prober (conftest.Liveness: /healthz and /api/version every 100 ms
+liveness prober (probes.Liveness: /healthz and /api/version every 100 ms
 from 127.0.0.3) watches every server: a loop blocked in a handler must never
 stall the HTTP thread or the control loop for over 2 s."""
 

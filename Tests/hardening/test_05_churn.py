@@ -6,7 +6,7 @@ Issue 7 asks for 10,000 workers and 100,000 timers. Workers: the full 10,000
 (HARDENING_CHURN_TIMERS), a fifth, because 40,000 requests from Python take
 about a minute on the 2-core machine this suite is sized for; set 100000 for
 the full figure (about 5 minutes).
-The liveness prober (conftest.Liveness: /healthz and /api/version every 100 ms
+The liveness prober (probes.Liveness: /healthz and /api/version every 100 ms
 from 127.0.0.3) watches the server through the churn: a gap over 2 s between
 answers fails the test with the server's backtraces.
 """

@@ -4,7 +4,7 @@ performs queued behind `sleep` on a busy thread): every one of them gets an
 HTTP answer (event streams a clean end of the chunked body), and runloopd
 exits 0 within 5 s. Fast clients keep hammering during the stop; their
 requests get an answer or a refused connection, never a hang. The liveness
-prober (conftest.Liveness: /healthz and /api/version every 100 ms from
+prober (probes.Liveness: /healthz and /api/version every 100 ms from
 127.0.0.3) watches the server under the load until the SIGTERM, where
 terminate() stops it (a stop is not a hang; the exit has its own 5 s bound)."""
 
@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from conftest import figure, status_of, wait_until
+from conftest import figure, wait_until
+from probes import status_of
 
 
 def _sse(port, opened, results):

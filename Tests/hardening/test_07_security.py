@@ -1,7 +1,7 @@
 """Issue 12 against the real binary: foreign Origins and rebound Hosts, in the
 issue's exact form and then abused (huge, malformed, duplicated, fuzzed), are
 refused with a JSON error and change nothing; an open network bind does not
-start. Never a 5xx, never a hang: the liveness prober (conftest.Liveness:
+start. Never a 5xx, never a hang: the liveness prober (probes.Liveness:
 /healthz and /api/version every 100 ms from 127.0.0.3) watches every server
 started here, and a gap over 2 s between answers fails the test."""
 
@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from conftest import BIN, figure, raw_exchange, status_of
+from conftest import BIN, figure
+from probes import raw_exchange, status_of
 
 MUTATING = [("POST", "/api/threads"), ("POST", "/api/threads/{t}/stop"), ("POST", "/api/threads/{t}/wakeup"),
             ("DELETE", "/api/threads/{t}")]

@@ -1,5 +1,5 @@
 """Attack findings (after issue 22), against the real binary. Every server
-here is watched by the liveness prober (conftest.Liveness: /healthz and
+here is watched by the liveness prober (probes.Liveness: /healthz and
 /api/version every 100 ms from 127.0.0.3, a gap over 2 s fails the test with
 the server's backtraces):
 
@@ -33,7 +33,8 @@ import time
 
 import pytest
 
-from conftest import BIN, figure, raw_exchange, status_of
+from conftest import BIN, figure
+from probes import raw_exchange, status_of
 
 PENDING_CAP = 256  # --max-pending-requests' default
 ATTACK_SECONDS = float(os.environ.get("HARDENING_SLOW_HEADERS_SECONDS", "15"))
