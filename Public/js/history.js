@@ -17,20 +17,11 @@
 
 import { state } from './state.js';
 import { api } from './api.js';
-import { h, setText, user, userList, option, render } from './dom.js';
-import { fmtMs, jsonShort, jsonLines, plural } from './format.js';
-import { fetchFleet, renderFleet, fleetNote, fmtWhen, ago } from './fleet.js';
+import { h, setText, user, option, render } from './dom.js';
+import { fetchFleet, renderFleet, fleetNote } from './fleet.js';
+import { eventItem, threadItem } from './history-event.js';
+import { buildHistoryPanel, renderStoreStatus } from './history-markup.js';
 
-const TYPES = ['run-exit', 'perform', 'thread', 'warning', 'stall', 'stall-ended', 'request', 'instance', 'task', 'timer-mode', 'source-mode'];
-const RANGES = [
-  ['all', 'all kept'],
-  ['15m', 'last 15 min'],
-  ['1h', 'last hour'],
-  ['24h', 'last 24 h'],
-  ['7d', 'last 7 days'],
-];
-const LIMITS = ['10', '25', '50', '100'];
-const DEFAULT_LIMIT = '50';
 const FLEET_MS = 5000;
 
 const hist = (state.history = {
@@ -59,87 +50,11 @@ const hist = (state.history = {
 
 const $ = (id) => document.getElementById(id);
 
-// ---- the panel's markup -------------------------------------------------------
-
-function build(panel) {
-  const tab = (name, label) =>
-    h('button', { type: 'button', role: 'tab', id: `hist-tab-${name}`, 'aria-controls': `hist-${name}`, 'aria-selected': 'false', tabindex: '-1', 'data-tab': name }, label);
-  const select = (name, label, options, value) =>
-    h('label', null, label, h('select', { name }, ...options.map(([v, text]) => h('option', { value: v, selected: v === value }, text))));
-  panel.replaceChildren(
-    h(
-      'div',
-      { class: 'section-head' },
-      h('h2', { id: 'hist-h' }, 'History'),
-      h('button', { type: 'button', id: 'hist-close', class: 'small' }, 'Close'),
-    ),
-    h('p', { id: 'hist-store', class: 'hist-store small-text', role: 'status' }),
-    h('div', { class: 'hist-tabs', role: 'tablist', 'aria-label': 'History views' }, tab('events', 'Events'), tab('threads', 'Threads'), tab('fleet', 'Fleet')),
-    // Events
-    h(
-      'div',
-      { id: 'hist-events', class: 'hist-tabpanel', role: 'tabpanel', 'aria-labelledby': 'hist-tab-events', tabindex: '-1' },
-      h(
-        'form',
-        { id: 'hist-filters', class: 'hist-filters', novalidate: true, 'aria-label': 'Filter the events' },
-        h('label', null, 'Thread', h('input', { name: 'thread', list: 'hist-thread-ids', placeholder: 'any (t1, t2…)', autocomplete: 'off', maxlength: '200' })),
-        h('datalist', { id: 'hist-thread-ids' }),
-        select('instance', 'Instance', [['', 'all instances']], ''),
-        select('since', 'Time', RANGES, 'all'),
-        select('limit', 'Per page', LIMITS.map((n) => [n, n]), DEFAULT_LIMIT),
-        h(
-          'fieldset',
-          { class: 'hist-types' },
-          h('legend', null, 'Event types (none ticked = all)'),
-          ...TYPES.map((t) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'type', value: t }), ' ' + t)),
-        ),
-        h(
-          'div',
-          { class: 'form-actions' },
-          h('button', { type: 'submit', id: 'hist-refresh' }, 'Refresh'),
-          h('button', { type: 'button', id: 'hist-clear', class: 'hist-secondary' }, 'Clear filters'),
-          h('span', { id: 'hist-updated', class: 'muted small-text' }),
-        ),
-      ),
-      h('p', { id: 'hist-focus', class: 'hist-focus small-text', hidden: true }),
-      h('p', { id: 'hist-error', class: 'form-error', role: 'alert' }),
-      h('p', { id: 'hist-notice', class: 'hist-notice', hidden: true }),
-      h('p', { id: 'hist-page', class: 'small-text muted', role: 'status', 'aria-live': 'polite' }),
-      h('ol', { id: 'hist-list', class: 'hist-list', 'aria-label': 'Kept events, newest first' }),
-      h(
-        'div',
-        { class: 'btn-row hist-paging' },
-        h('button', { type: 'button', id: 'hist-newest', 'aria-disabled': 'true' }, 'Back to newest'),
-        h('button', { type: 'button', id: 'hist-newer', 'aria-disabled': 'true' }, '‹ Newer'),
-        h('button', { type: 'button', id: 'hist-older', 'aria-disabled': 'true' }, 'Older ›'),
-      ),
-    ),
-    // Threads
-    h(
-      'div',
-      { id: 'hist-threads', class: 'hist-tabpanel', role: 'tabpanel', 'aria-labelledby': 'hist-tab-threads', tabindex: '-1', hidden: true },
-      h('p', { class: 'muted small-text' }, 'Every thread the store kept, of this start and earlier ones (newest first). A thread of a process that died is marked lost. Pick one to see its events.'),
-      h('p', { id: 'hist-threads-error', class: 'form-error', role: 'alert' }),
-      h('p', { id: 'hist-threads-notice', class: 'hist-notice', hidden: true }),
-      h('ol', { id: 'hist-thread-list', class: 'hist-list', 'aria-label': 'Kept threads' }),
-      h('p', { id: 'hist-threads-none', class: 'muted small-text', hidden: true }, 'No thread kept yet.'),
-    ),
-    // Fleet
-    h(
-      'div',
-      { id: 'hist-fleet', class: 'hist-tabpanel', role: 'tabpanel', 'aria-labelledby': 'hist-tab-fleet', tabindex: '-1', hidden: true },
-      h('p', { id: 'fleet-note', class: 'small-text' }),
-      h('p', { id: 'fleet-error', class: 'form-error', role: 'alert' }),
-      h('ul', { id: 'fleet-list', class: 'fleet-list', 'aria-label': 'Instances' }),
-    ),
-  );
-}
-
 // ---- opening, closing, tabs -----------------------------------------------------
 
 function wire() {
   const panel = $('history');
-  build(panel);
+  buildHistoryPanel(panel);
   $('history-button').addEventListener('click', (e) => toggle('events', e.currentTarget));
   $('fleet-button').addEventListener('click', (e) => toggle('fleet', e.currentTarget));
   $('hist-close').addEventListener('click', close);
@@ -261,20 +176,7 @@ async function loadStore() {
     setText(line, 'Store: none — runloopd runs with --no-store: nothing is kept.');
     return;
   }
-  line.dataset.state = s.up ? 'up' : 'failing';
-  const health = s.up ? 'up' : ['failing', s.lastError ? [': ', user(s.lastError)] : ''];
-  const counts = `${s.written ?? 0} written · ${s.dropped ?? 0} dropped` + (s.queued ? ` · ${s.queued} queued` : '');
-  line.replaceChildren(
-    ...render(
-      'Store: ',
-      h('strong', null, s.kind),
-      ' · ',
-      h('span', { class: 'mono hist-location' }, s.location ? user(s.location) : '–'),
-      ' · ',
-      h('span', { class: s.up ? 'hist-up' : 'hist-failing' }, health),
-      ' · ' + counts,
-    ),
-  );
+  renderStoreStatus(line, s);
 }
 
 async function loadFleet() {
@@ -429,126 +331,6 @@ function showProblem(e, errorEl, noticeEl) {
   } else setText(errorEl, ['Cannot read the history: ', user(e.message)]);
 }
 
-const idOf = (e) => `hist-ev-${e.cursor}`;
-
-function eventItem(e) {
-  const detailId = idOf(e) + '-d';
-  const button = h(
-    'button',
-    { type: 'button', class: 'hist-row', 'aria-expanded': 'false', 'aria-controls': detailId },
-    h('time', { class: 'hist-at', datetime: e.at, title: user(e.at) }, fmtWhen(e.at)),
-    h('span', { class: 'hist-where' }, user(e.instance), ` · boot ${e.boot}`),
-    h('span', { class: 'hist-thread mono' }, e.thread ? user(e.thread) : '–'),
-    h('span', { class: 'badge hist-type hist-type-' + e.event }, e.event),
-    h('span', { class: 'hist-sum' }, summary(e)),
-  );
-  const li = h(
-    'li',
-    { class: 'hist-ev', id: idOf(e), 'data-event': e.event, 'data-cursor': e.cursor, 'data-thread': e.thread || '', 'data-instance': e.instance, 'data-boot': String(e.boot) },
-    button,
-  );
-  button.addEventListener('click', () => toggleDetail(li, e, button));
-  return li;
-}
-
-function toggleDetail(li, e, button) {
-  const open = button.getAttribute('aria-expanded') === 'true';
-  button.setAttribute('aria-expanded', String(!open));
-  let box = li.querySelector('.hist-detail');
-  if (open) {
-    if (box) box.hidden = true;
-    return;
-  }
-  if (!box) {
-    box = detail(e);
-    box.id = button.getAttribute('aria-controls');
-    li.append(box);
-  }
-  box.hidden = false;
-}
-
-/** The one-line summary of an event (rich text: names, modes, paths and messages are user text). */
-export function summary(e) {
-  const d = e.data || {};
-  const u = (v, none = '?') => (v === null || v === undefined || v === '' ? none : user(v));
-  switch (e.event) {
-    case 'run-exit':
-      return [`${d.exitReason || '?'} in `, u(d.mode), d.durationMs !== undefined ? ` after ${fmtMs(d.durationMs)}` : '', d.cause && d.cause.code ? [' · cause ', u(d.cause.code)] : ''];
-    case 'perform':
-      return [u(d.selector), ` ${d.ok ? 'ok' : 'failed'}`, !d.ok && d.error ? [' · ', u(d.error.code)] : ''];
-    case 'warning':
-      return [u(d.code), ': ', u(d.message, ''), d.active === false ? ' (resolved)' : ''];
-    case 'stall':
-      return [`${d.severity} stall, ${d.ms} ms`, d.change ? ` (${d.change})` : '', calloutText(d.callout)];
-    case 'stall-ended':
-      return [`stall ended: ${d.severity}, ${d.ms} ms`, calloutText(d.callout)];
-    case 'request':
-      return [`${d.method} `, u(d.path), ` → ${d.status}`];
-    case 'thread': {
-      const s = d.snapshot || {};
-      return [d.change, s.name ? [' “', user(s.name), '”'] : '', d.change === 'created' && s.run ? ` (${s.run.style})` : ''];
-    }
-    case 'instance': {
-      const lost = d.lostThreads || [];
-      const bits = [`${d.change} (boot ${d.boot ?? e.boot})`];
-      if (d.previousEnd) bits.push(['previous start ', u(d.previousEnd)]);
-      if (lost.length) bits.push(['lost threads: ', userList(lost)]);
-      else if (d.change === 'started') bits.push('no lost threads');
-      return bits.flatMap((b, i) => (i ? [' · ', b] : [b]));
-    }
-    case 'task':
-      return ['task ', u(d.task), ` ${d.change}`, d.runs !== undefined ? ` (${plural(d.runs, 'run')})` : ''];
-    case 'timer-mode':
-      return ['timer ', u(d.timer), ` ${d.change} `, u(d.mode)];
-    case 'source-mode':
-      return ['source ', u(d.source), ` ${d.change} `, u(d.mode)];
-    default:
-      return jsonShort(d);
-  }
-}
-
-function calloutText(c) {
-  if (!c || typeof c !== 'object') return '';
-  return [` in ${c.kind || 'callout'}`, c.id ? [' ', user(c.id)] : '', c.selector ? [' ', user(c.selector)] : ''];
-}
-
-/** An event's details: what matters first (an exit's reason and cause), then its data. */
-function detail(e) {
-  const d = e.data || {};
-  const facts = [];
-  const fact = (label, value, cls) => facts.push(h('div', { class: cls || null }, h('dt', null, label), h('dd', null, value)));
-  if (e.event === 'run-exit') {
-    fact('exit reason', [`${d.exitReason} (code ${d.code}) in `, user(d.mode)], 'hist-key');
-    if (d.cause) {
-      fact('cause', user(d.cause.code), 'hist-key hist-cause-code');
-      fact('what happened', d.cause.message ? user(d.cause.message) : '–', 'hist-wide hist-cause');
-      if (d.cause.by) fact('by', user(d.cause.by));
-    } else fact('cause', 'none recorded', 'hist-key');
-    fact('run', `#${d.run} at depth ${d.depth}, ${fmtMs(d.durationMs)}`);
-  } else if (e.event === 'perform') {
-    fact('selector', [user(d.selector), ` ${d.ok ? 'ok' : 'failed'}`], 'hist-key');
-    if (!d.ok && d.error) fact('error', [user(d.error.code), ': ', user(d.error.message)], 'hist-wide hist-cause');
-    fact('queued / ran', `${fmtMs(d.queuedMs)} / ${fmtMs(d.ranMs)}`);
-  } else if (e.event === 'warning') {
-    fact('warning', [user(d.code), ` (${d.severity})`], 'hist-key');
-    fact('message', user(d.message), 'hist-wide');
-  } else if (e.event === 'request') {
-    fact('request', [`${d.method} `, user(d.path), ` → ${d.status}`], 'hist-key hist-wide');
-    if (d.requestId) fact('request id', user(d.requestId));
-  } else if (e.event === 'instance' && (d.lostThreads || []).length) {
-    fact('lost threads', userList(d.lostThreads), 'hist-key hist-wide hist-lost-line');
-  }
-  fact('when', user(e.at));
-  fact('where', [user(e.instance), `, boot ${e.boot}`]);
-  fact('event id · cursor', `${e.id} · ${e.cursor}`);
-  return h(
-    'div',
-    { class: 'hist-detail', role: 'region', 'aria-label': `${e.event} ${e.cursor} details` },
-    h('dl', { class: 'facts hist-facts' }, ...facts),
-    h('pre', { class: 'log hist-json', tabindex: '0', 'aria-label': 'The event data as JSON' }, jsonLines(d, 2)),
-  );
-}
-
 // ---- a thread's events (from the Threads tab) ---------------------------------------
 
 function renderFocus() {
@@ -604,31 +386,10 @@ async function loadThreads() {
   list.removeAttribute('aria-busy');
   $('hist-threads-notice').hidden = true;
   const threads = data.threads || [];
-  list.replaceChildren(...threads.map(threadItem));
+  list.replaceChildren(...threads.map((t) => threadItem(t, showThread)));
   $('hist-threads-none').hidden = threads.length > 0;
   const ids = [...new Set(threads.map((t) => t.thread))];
   $('hist-thread-ids').replaceChildren(...ids.map((id) => h('option', { value: id })));
-}
-
-function threadItem(t) {
-  const how = t.live ? 'live' : t.endedHow || (t.endedAt ? 'ended' : 'not live');
-  const cls = t.live ? 'st-running' : how === 'lost' ? 'hist-lost' : 'st-idle';
-  const exit = t.lastExit;
-  const exitText = exit ? [`last exit ${exit.exitReason}`, exit.cause && exit.cause.code ? [' · ', user(exit.cause.code)] : ''] : 'no exit';
-  const button = h(
-    'button',
-    { type: 'button', class: 'hist-row hist-th-row' },
-    h('span', { class: 'hist-th-name' }, h('strong', null, user(t.name || t.thread)), ' ', h('span', { class: 'mono muted' }, user(t.thread))),
-    h('span', { class: 'hist-where' }, user(t.instance), ` · boot ${t.boot}`),
-    h('span', { class: `badge hist-how ${cls}` }, how === 'live' || how === 'lost' || how === 'ended' || how === 'not live' ? how : ['ended: ', user(how)]),
-    h('span', { class: 'hist-sum' }, user(t.style || '?'), ' · created ', fmtWhen(t.createdAt), t.endedAt ? ` · ended ${ago(t.endedAt)}` : '', ' · ', exitText),
-  );
-  button.addEventListener('click', () => showThread(t));
-  return h(
-    'li',
-    { class: 'hist-th', 'data-thread': t.thread, 'data-instance': t.instance, 'data-boot': String(t.boot), 'data-ended-how': t.endedHow || '', 'data-live': String(!!t.live) },
-    button,
-  );
 }
 
 wire();

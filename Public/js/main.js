@@ -19,6 +19,7 @@
 //   lab.js              the Experiments panel: list, explanation, step / play all, results
 //   experiments.js      the experiment rules (JSON paths, expectations, ${var}), as runloopd play
 //   history.js          the History panel: kept events (filters, pages, details), kept threads, store status
+//                       (its markup in history-markup.js, one event's or thread's row in history-event.js)
 //   fleet.js            the History panel's Fleet tab: the instances sharing the store, their health and dashboards
 
 import './csp.js';
