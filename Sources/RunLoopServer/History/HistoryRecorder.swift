@@ -260,9 +260,15 @@ final class HistoryRecorder: Sendable {
             logger.info(
                 "history store open",
                 metadata: [
-                    "store": "\(store.kind)", "location": "\(store.location)", "boot": "\(registration.boot)",
-                    "lostThreads": "\(lost.count)",
+                    "store": "\(store.kind)", "location": "\(store.location)",
+                    "boot": .stringConvertible(registration.boot),
+                    "lostThreads": .stringConvertible(lost.count),
                 ])
+            if !lost.isEmpty {
+                logger.warning(
+                    "history store: \(lost.count) thread(s) lost by a previous boot that did not stop cleanly",
+                    metadata: ["lostThreads": .array(lost.map { .string($0) })])
+            }
             return true
         } catch {
             if atStart {
@@ -419,7 +425,9 @@ final class HistoryRecorder: Sendable {
             let removed = try store.prune(options.retention, now: Date().timeIntervalSince1970)
             if removed > 0 {
                 state.withLock { $0.status.pruned += removed }
-                logger.debug("history pruned", metadata: ["events": "\(removed)"])
+                logger.warning(
+                    "history pruned: \(removed) events past the retention removed",
+                    metadata: ["events": .stringConvertible(removed)])
             }
         } catch {
             failed(error)
@@ -578,7 +586,7 @@ final class HistoryRecorder: Sendable {
         // Nothing is recorded from here on.
         state.withLock { $0.stopped = true }
         if left > 0 {
-            logger.warning("history store: events not written at stop", metadata: ["events": "\(left)"])
+            logger.warning("history store: events not written at stop", metadata: ["events": .stringConvertible(left)])
         }
         if !closed {
             logger.warning(
