@@ -101,7 +101,10 @@ public final class HTTPServer: Sendable {
         lifecycle.withLock { $0 = .running(daemon: daemon, port: port) }
         logger.info(
             "HTTP server listening",
-            metadata: ["host": "\(configuration.host)", "port": "\(port)", "threads": "\(configuration.httpThreads)"])
+            metadata: [
+                "host": "\(configuration.host)", "port": .stringConvertible(Int(port)),
+                "threads": .stringConvertible(configuration.httpThreads),
+            ])
     }
 
     private func startDaemon() throws -> (OpaquePointer, UInt16) {

@@ -22,15 +22,22 @@ public struct AccessLogEntry: Sendable {
     public var remote: String? { peer?.text }
     /// When it was answered.
     public var at: Date
+    /// The line's level: `debug` for probes and scrapes (`/healthz`, `/readyz`,
+    /// `/metrics`), `info` for everything else.
+    public var level: Logger.Level = .info
+
+    /// The duration in milliseconds, to the microsecond.
+    public var milliseconds: Double { (seconds * 1e6).rounded() / 1000 }
 
     /// The message of the line: `METHOD /path STATUS`.
     public var message: String { "\(method) \(path) \(status)" }
 
-    /// The line's fields, as a log handler's metadata.
-    public var metadata: [(String, String)] {
+    /// The line's fields, as a log handler's metadata (the duration and the
+    /// status as numbers).
+    public var metadata: Logger.Metadata {
         [
-            ("durationMs", "\((seconds * 1e6).rounded() / 1000)"), ("remote", remote ?? "-"),
-            ("requestId", requestId), ("route", route), ("status", String(status)),
+            "durationMs": .stringConvertible(milliseconds), "remote": .string(remote ?? "-"),
+            "requestId": .string(requestId), "route": .string(route), "status": .stringConvertible(status),
         ]
     }
 }

@@ -22,14 +22,17 @@ extension RunLoopService {
         let trace = RequestTrace(requestId: Self.requestId(for: request), route: route)
         let logger = self.logger
         let accessLog = self.accessLog
-        let logsAccess = logger.logLevel <= .info
+        // Probes and scrapes are logged at debug, the rest at info; the level
+        // is read per request (SIGHUP may change it).
+        let accessLevel: Logger.Level = Self.probePaths.contains(path) ? .debug : .info
+        let logsAccess = logger.logLevel <= accessLevel
         let metrics = self.metrics
         // One look at the running state per request: the guard, the control loop
         // (none for /api while --setup is applied: nobody sees a half-built setup).
-        let (requestGuard, control, settingUp, starting) = running.withLock {
+        let (requestGuard, control, settingUp, starting, draining) = running.withLock {
             (
                 $0.requestGuard, $0.accepting && !$0.applyingSetup ? $0.control : nil,
-                $0.applyingSetup, !$0.accepting && !$0.stopped
+                $0.applyingSetup, !$0.accepting && !$0.stopped, $0.draining
             )
         }
         let isDashboard = route == "static"
@@ -65,17 +68,15 @@ extension RunLoopService {
                         method: request.method, path: path, status: response.status, requestId: trace.requestId,
                         body: request.body, answer: response.body), seq: sequence.next())
             }
-            guard accessLog != nil || logsAccess else { return }
+            guard logsAccess else { return }
             let entry = AccessLogEntry(
                 method: request.method, path: request.path, status: response.status, requestId: trace.requestId,
-                route: route, seconds: seconds, peer: request.peer, at: Date())
+                route: route, seconds: seconds, peer: request.peer, at: Date(), level: accessLevel)
             if let accessLog {
                 // Queued as data; the writer thread formats it.
                 accessLog.record(entry)
             } else {
-                logger.info(
-                    "\(entry.message)",
-                    metadata: Logger.Metadata(uniqueKeysWithValues: entry.metadata.map { ($0, .string($1)) }))
+                logger.log(level: accessLevel, "\(entry.message)", metadata: entry.metadata)
             }
         }
         // Before anything else: a foreign Host or Origin changes nothing.
@@ -140,7 +141,13 @@ extension RunLoopService {
         case "/healthz":
             answer(APIResponses.json(200, ["status": "ok"]))
         case "/readyz":
-            if isReady, !settingUp {
+            if draining {
+                // SIGTERM's drain: out of the load balancer, still serving.
+                answer(
+                    APIResponses.error(
+                        status: 503, code: "not_ready", message: "runloopd is draining before it stops",
+                        headers: [("Retry-After", "1")]))
+            } else if isReady, !settingUp {
                 answer(
                     APIResponses.json(200, ["status": "ready", "threads": .number(Double(registry.allWorkers.count))]))
             } else {
@@ -169,15 +176,26 @@ extension RunLoopService {
         }
     }
 
-    /// The caller's `X-Request-Id` when it is short and printable, else `r<n>`.
+    /// The caller's `X-Request-Id` when it is short and printable, else one
+    /// made here: this boot's prefix and the request's number
+    /// (`k7q2m9xa-17`), so ids differ across instances and restarts.
     static func requestId(for request: HTTPRequest) -> String {
         if let given = request.headers["x-request-id"], !given.isEmpty, given.utf8.count <= 128,
             given.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
         {
             return given
         }
-        return "r" + String(request.id)
+        return bootPrefix + String(request.id)
     }
+
+    /// Eight random base-36 characters (about 41 bits) drawn once per process,
+    /// then `-`: a shared prefix is expected only after some 1.5 million boots
+    /// (the birthday bound), far beyond any fleet's history.
+    static let bootPrefix: String = {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
+        return String((0..<8).map { _ in alphabet[Int(generator.next() % 36)] }) + "-"
+    }()
 
     /// `?k=v&…` (sorted, percent-encoded) for a parsed query; "" when empty.
     static func queryString(_ query: [String: String]) -> String {

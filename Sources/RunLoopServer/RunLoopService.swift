@@ -27,7 +27,8 @@ public final class RunLoopService: Sendable {
     public let registry: WorkerRegistry
     let logger: Logger
     /// The access log's own writer (formats off the request path); nil: each
-    /// line goes through `logger` at `info`.
+    /// line goes through `logger` (at `info`, probes and scrapes at `debug`).
+    /// Whether a line is written at all follows the logger's level at the time.
     let accessLog: (any AccessLogWriter)?
     let hub: EventHub
     let metrics = ServiceMetrics()
@@ -57,6 +58,9 @@ public final class RunLoopService: Sendable {
         /// While `--setup` is applied: only its own requests reach the control
         /// loop (`/api` answers 503) and `/readyz` is not ready yet.
         var applyingSetup = false
+        /// SIGTERM's drain: `/readyz` answers 503 so a load balancer takes this
+        /// instance out, while every other request is still served.
+        var draining = false
     }
 
     let running = Locked(Running())
@@ -107,14 +111,15 @@ public final class RunLoopService: Sendable {
     public init(configuration: ServiceConfiguration, logger: Logger, accessLog: (any AccessLogWriter)? = nil) {
         self.configuration = configuration
         self.logger = logger
-        // The access log is at info: below that level nothing is queued at all.
-        self.accessLog = logger.logLevel <= .info ? accessLog : nil
+        // Kept whatever the level now: SIGHUP may lower it later (`handle` checks it per request).
+        self.accessLog = accessLog
         let hub = EventHub(maxClients: configuration.api.maxEventClients)
         let metrics = self.metrics
         let sequence = self.sequence
         let recorder = Locked<HistoryRecorder?>(nil)
         self.registry = WorkerRegistry(limits: configuration.limits, diagnostics: configuration.diagnostics) { event in
             metrics.record(event)
+            Self.logNotable(event, logger: logger)
             let id = sequence.next()
             // Kept before it is published: a stream resumed by Last-Event-ID
             // finds every event it missed either in the store or on the air.
@@ -144,6 +149,43 @@ public final class RunLoopService: Sendable {
         self.currentToken = Locked(configuration.token)
         self.experiments = ExperimentLibrary.load(configuration.experimentsDirectory)
         for problem in experiments.problems { logger.warning("experiment skipped: \(problem)") }
+    }
+
+    /// Stalls and loop warnings in the log (they are events too): a stall
+    /// crossing a threshold and a warning raised or made more severe at
+    /// `warning`; a stall's end and a warning cleared at `info`. Called where
+    /// the event happens, never under a lock (the log only queues the line).
+    static func logNotable(_ event: RunLoopEvent, logger: Logger) {
+        switch event {
+        case .stall(let stall, let change):
+            logger.warning(
+                "stall: a \(stall.callout.kind.rawValue) callout on \(stall.thread) has run \(Int(stall.ms)) ms (\(stall.severity))",
+                metadata: [
+                    "thread": .string(stall.thread), "stall": .string(stall.id), "severity": .string(stall.severity),
+                    "ms": .stringConvertible(stall.ms.rounded()), "change": .string(change.rawValue),
+                    "callout": .string(stall.callout.id), "kind": .string(stall.callout.kind.rawValue),
+                ])
+        case .stallEnded(let stall):
+            logger.info(
+                "stall ended: the callout returned after \(Int(stall.ms)) ms",
+                metadata: [
+                    "thread": .string(stall.thread), "stall": .string(stall.id), "severity": .string(stall.severity),
+                    "ms": .stringConvertible(stall.ms.rounded()),
+                ])
+        case .warning(let warning) where warning.code != "stall":
+            // A stall's own warning is the stall line above.
+            let metadata: Logger.Metadata = [
+                "code": .string(warning.code), "severity": .string(warning.severity), "thread": .string(warning.thread),
+                "count": .stringConvertible(warning.count),
+            ]
+            if warning.active {
+                logger.warning("warning raised: \(warning.message)", metadata: metadata)
+            } else {
+                logger.info("warning cleared: \(warning.code) on \(warning.thread)", metadata: metadata)
+            }
+        default:
+            break
+        }
     }
 
     /// The bound port (after `start`).
@@ -187,8 +229,8 @@ public final class RunLoopService: Sendable {
         logger.info(
             "runloopd listening",
             metadata: [
-                "host": "\(configuration.http.host)", "port": "\(server.port)",
-                "httpThreads": "\(configuration.http.httpThreads)",
+                "host": "\(configuration.http.host)", "port": .stringConvertible(Int(server.port)),
+                "httpThreads": .stringConvertible(configuration.http.httpThreads),
             ])
         if let setup = configuration.setup {
             do throws(Setup.Failure) {
@@ -256,7 +298,7 @@ public final class RunLoopService: Sendable {
         var stepStarted = started
         func finished(_ step: String) {
             let now = Monotonic.now()
-            metadata[step + "Seconds"] = "\(Rep.rounded3(now - stepStarted))"
+            metadata[step + "Seconds"] = .stringConvertible(Rep.rounded3(now - stepStarted))
             stepStarted = now
         }
         hub.closeAll()
@@ -283,7 +325,7 @@ public final class RunLoopService: Sendable {
         history?.stop(timeout: max(timeout * 0.1, left(keeping: 0)))
         finished("store")
         let seconds = Monotonic.now() - started
-        metadata["seconds"] = "\(Rep.rounded3(seconds))"
+        metadata["seconds"] = .stringConvertible(Rep.rounded3(seconds))
         if seconds > timeout {
             logger.warning("runloopd stopped later than its \(timeout) s bound", metadata: metadata)
         } else {
@@ -305,6 +347,21 @@ public final class RunLoopService: Sendable {
             url: configuration.store.advertiseURL ?? "http://\(reachable):\(port)/", version: Self.version, host: host,
             pid: Int64(getpid()), startedAt: startedAt, heartbeatAt: now)
     }
+
+    /// Starts the drain before a stop: from now on `/readyz` answers 503
+    /// (`draining`) while everything else is served as before. Returns whether
+    /// it began now (false: already draining, or stopped).
+    @discardableResult
+    public func beginDrain() -> Bool {
+        running.withLock { r in
+            guard !r.draining, !r.stopped else { return false }
+            r.draining = true
+            return true
+        }
+    }
+
+    /// Whether SIGTERM's drain has begun.
+    public var isDraining: Bool { running.withLock { $0.draining } }
 
     /// Whether the service takes requests (for `/readyz`).
     public var isReady: Bool {

@@ -51,9 +51,10 @@ public final class ServerProcess: @unchecked Sendable {
             "runloopd-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let portFile = directory.appendingPathComponent("port")
-        // Its history store (SQLite by default) lives in its own folder, removed with it.
+        // Its history store (SQLite by default) lives in its own folder, removed with it;
+        // SIGTERM stops it at once (no drain) unless a test asks for one.
         let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RUNLOOPD_") }
-            .merging(["XDG_STATE_HOME": directory.path]) { _, own in own }
+            .merging(["XDG_STATE_HOME": directory.path, "RUNLOOPD_DRAIN_DELAY": "0"]) { _, own in own }
             .merging(extra) { _, given in given }
         let (process, output) = try launch(
             binary, ["--port", "0", "--port-file", portFile.path] + arguments, environment: environment)
@@ -81,9 +82,9 @@ public final class ServerProcess: @unchecked Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "runloopd-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let environment = ProcessInfo.processInfo.environment.merging(["XDG_STATE_HOME": directory.path]) { _, own in
-            own
-        }
+        let environment = ProcessInfo.processInfo.environment.merging(
+            ["XDG_STATE_HOME": directory.path, "RUNLOOPD_DRAIN_DELAY": "0"]
+        ) { _, own in own }
         let (process, output) = try launch(executable, arguments, environment: environment)
         let up = output.wait(timeout: timeout, recheckEvery: 0.02) {
             output.value.exitStatus != nil || (try? TestHTTPConnection(port: port, timeout: 1)) != nil

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Primitives
 import RunLoopServer
+import Synchronization
 
 /// Where log lines go: standard error, written by one writer thread in
 /// batches, so a request's access-log line never costs its HTTP or control
@@ -185,19 +186,49 @@ enum LogFormat: Sendable {
     case json
 }
 
+/// The log level of the whole process: every `SinkLogHandler` (and so every
+/// `Logger` copy the service keeps) reads it on each call, so a SIGHUP that
+/// rereads `--log-level-file` changes it everywhere at once. One atomic
+/// load per check; no lock.
+final class LogLevelSwitch: Sendable {
+    /// The process's level.
+    static let shared = LogLevelSwitch(.info)
+
+    private let index: Atomic<Int>
+    private static let levels = Logger.Level.allCases
+
+    init(_ level: Logger.Level) {
+        index = Atomic(Self.levels.firstIndex(of: level) ?? 2)
+    }
+
+    /// The level now.
+    var level: Logger.Level { Self.levels[index.load(ordering: .relaxed)] }
+
+    /// Sets the level; returns the one it replaced.
+    @discardableResult
+    func set(_ level: Logger.Level) -> Logger.Level {
+        Self.levels[index.exchange(Self.levels.firstIndex(of: level) ?? 2, ordering: .relaxed)]
+    }
+}
+
 /// The swift-log handler of `runloopd`: every line, in the chosen format,
 /// through `LogSink` (standard error, written by the log writer thread).
 struct SinkLogHandler: LogHandler {
     let label: String
-    var logLevel: Logger.Level
+    /// The process's level (`LogLevelSwitch`): setting it here sets it for every handler.
+    var logLevel: Logger.Level {
+        get { levels.level }
+        set { levels.set(newValue) }
+    }
     var metadata: Logger.Metadata = [:]
     var metadataProvider: Logger.MetadataProvider?
     let format: LogFormat
     let sink: LogSink
+    let levels: LogLevelSwitch
 
-    init(label: String, level: Logger.Level, format: LogFormat, sink: LogSink = .standardError) {
+    init(label: String, format: LogFormat, levels: LogLevelSwitch = .shared, sink: LogSink = .standardError) {
         self.label = label
-        self.logLevel = level
+        self.levels = levels
         self.format = format
         self.sink = sink
     }
@@ -213,18 +244,22 @@ struct SinkLogHandler: LogHandler {
         var fields = metadata
         if let provided = metadataProvider?.get() { fields.merge(provided) { $1 } }
         if let extra = event.metadata { fields.merge(extra) { $1 } }
-        let pairs = fields.keys.sorted().map { ($0, fields[$0].map { "\($0)" } ?? "") }
+        let keys = fields.keys.sorted()
         let message = "\(event.message)"
         switch format {
         case .text:
+            let pairs = keys.map { ($0, fields[$0].map { "\($0)" } ?? "") }
             sink.append(
                 TextLogLine.line(
                     at: Date(), level: event.level, label: label, fields: pairs, source: event.source, message: message)
             )
         case .json:
+            // Numbers and booleans given as values (`.stringConvertible(42)`) stay JSON numbers and booleans.
+            let pairs = keys.map { ($0, fields[$0].map(JSONLogLine.value) ?? .string("")) }
             sink.append(
                 JSONLogLine.line(
-                    at: Date(), level: event.level, label: label, message: message, source: event.source, fields: pairs)
+                    at: Date(), level: event.level, label: label, message: message, source: event.source,
+                    values: pairs)
             )
         }
     }
@@ -257,7 +292,8 @@ enum TextLogLine {
     /// under a microsecond per line.
     static func appendAccessLine(_ e: AccessLogEntry, to out: inout [UInt8]) {
         Timestamp.append(e.at, to: &out)
-        out.append(contentsOf: " info runloopd : durationMs=".utf8)
+        out.append(
+            contentsOf: e.level == .debug ? " debug runloopd : durationMs=".utf8 : " info runloopd : durationMs=".utf8)
         appendMillis(e.seconds, to: &out)
         out.append(contentsOf: " remote=".utf8)
         LogEscape.append(e.remote ?? "-", to: &out)

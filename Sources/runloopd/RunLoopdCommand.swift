@@ -16,6 +16,45 @@ struct RunLoopdCommand: ParsableCommand {
         subcommands: [Serve.self, Play.self, Healthcheck.self],
         defaultSubcommand: Serve.self
     )
+
+    /// `main()`, except that a bad flag or value under `--log-format json`
+    /// (or `RUNLOOPD_LOG_FORMAT=json`) is reported as one JSON log line at
+    /// `error`, as everything else the process writes (exit status 64 as
+    /// ArgumentParser's own). Help, `--version` and the exit codes `run`
+    /// throws go the usual way.
+    static func mainInChosenLogFormat(_ arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
+        let command: ParsableCommand
+        do {
+            command = try parseAsRoot(arguments)
+        } catch {
+            guard exitCode(for: error) != .success, Self.jsonLogs(arguments) else { exit(withError: error) }
+            LogSink.standardError.append(
+                JSONLogLine.line(
+                    at: Date(), level: .error, label: "runloopd", message: "cannot start: \(message(for: error))",
+                    source: "runloopd",
+                    values: [
+                        ("exitCode", .literal("\(exitCode(for: error).rawValue)")),
+                        ("help", .string("runloopd serve --help lists every option")),
+                    ]))
+            LogSink.standardError.flush()
+            Foundation.exit(exitCode(for: error).rawValue)
+        }
+        do {
+            var command = command
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    /// Whether the arguments (or the environment) ask for JSON logs.
+    static func jsonLogs(_ arguments: [String]) -> Bool {
+        for (index, argument) in arguments.enumerated() {
+            if argument == "--log-format=json" { return true }
+            if argument == "--log-format", index + 1 < arguments.count { return arguments[index + 1] == "json" }
+        }
+        return Env.string("LOG_FORMAT") == "json"
+    }
 }
 
 /// `runloopd serve`: the service.
@@ -103,6 +142,14 @@ struct Serve: ParsableCommand {
 
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = Env.string("LOG_LEVEL") ?? "info"
+
+    @Option(
+        help: ArgumentHelp(
+            "Read the log level from this file (one level name) at start and on every SIGHUP; it wins over --log-level.",
+            discussion:
+                "For a level changed without a restart: edit the file (or the ConfigMap it is mounted from), then send SIGHUP. A file that cannot be read or names no level refuses the start, and on SIGHUP keeps the level with a warning."
+        ))
+    var logLevelFile: String = Env.string("LOG_LEVEL_FILE") ?? ""
 
     @Option(help: "text (human-readable) or json (one JSON object per line).")
     var logFormat: String = Env.string("LOG_FORMAT") ?? "text"
@@ -214,6 +261,17 @@ struct Serve: ParsableCommand {
     @Option(help: "The URL other instances link to for this one's dashboard (default: from host and port).")
     var advertiseUrl: String = Env.string("ADVERTISE_URL") ?? ""
 
+    @Option(
+        help: ArgumentHelp(
+            "Seconds SIGTERM keeps serving with /readyz at 503 before the stop begins (0: stop at once).",
+            discussion:
+                "Lets a load balancer take the instance out before it stops listening. A second SIGTERM (or SIGINT) ends the drain early; SIGINT alone stops at once. The stop itself is then bounded by 4 s."
+        ))
+    var drainDelay: Double = Env.double("DRAIN_DELAY") ?? Serve.defaultDrainDelay
+
+    /// The drain a SIGTERM starts with, in seconds.
+    static let defaultDrainDelay: Double = 5
+
     @Option(help: "Write the bound port to this file once listening (for scripts and tests with --port 0).")
     var portFile: String = Env.string("PORT_FILE") ?? ""
 
@@ -278,6 +336,9 @@ struct Serve: ParsableCommand {
             guard value.isFinite, value > 0, value <= 86_400 else {
                 throw ValidationError("\(name) must be in (0, 86400] seconds")
             }
+        }
+        guard drainDelay.isFinite, (0...3600).contains(drainDelay) else {
+            throw ValidationError("--drain-delay must be 0...3600 seconds")
         }
         guard busyThreshold.isFinite, busyThreshold > 0, busyThreshold <= 1 else {
             throw ValidationError("--busy-threshold must be in (0, 1]")
@@ -374,16 +435,43 @@ struct Serve: ParsableCommand {
             + "make one with: head -c 24 /dev/urandom | base64"
     }
 
+    /// The level named in `--log-level-file`.
+    func fileLogLevel() throws(ValidationError) -> Logger.Level {
+        guard let data = FileManager.default.contents(atPath: logLevelFile) else {
+            throw ValidationError("cannot read --log-level-file \(logLevelFile)")
+        }
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let level = Logger.Level(rawValue: text.lowercased()) else {
+            throw ValidationError(
+                "--log-level-file \(logLevelFile) must hold one of trace, debug, info, notice, warning, error, critical"
+            )
+        }
+        return level
+    }
+
     func run() throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
         let json = logFormat == "json"
         let format: LogFormat = json ? .json : .text
-        LoggingSystem.bootstrap { label in SinkLogHandler(label: label, level: level, format: format) }
+        var level = Logger.Level(rawValue: logLevel) ?? .info
+        var levelProblem: String?
+        if !logLevelFile.isEmpty {
+            do {
+                level = try fileLogLevel()
+            } catch {
+                levelProblem = error.message
+            }
+        }
+        LogLevelSwitch.shared.set(level)
+        LoggingSystem.bootstrap { label in SinkLogHandler(label: label, format: format) }
         LogSink.standardError.formatAccessLines(SinkLogHandler.accessLines(format))
         // Lines still queued for the log writer are written on every way out.
         atexit { LogSink.standardError.flush() }
         defer { LogSink.standardError.flush() }
         let logger = Logger(label: "runloopd")
+        if let levelProblem {
+            logger.critical("cannot start: \(levelProblem)")
+            throw ExitCode(1)
+        }
         let secret: String?
         do {
             secret = try resolvedToken()
@@ -391,6 +479,7 @@ struct Serve: ParsableCommand {
             logger.critical("cannot start: \(error.message)")
             throw ExitCode(1)
         }
+        if !tokenFile.isEmpty { warnIfReadableByOthers(tokenFile, logger: logger) }
         let loopback = RequestGuard.isLoopback(host)
         if secret == nil && !loopback {
             if !noAuth {
@@ -495,7 +584,8 @@ struct Serve: ParsableCommand {
                 service.stop()
                 throw ExitCode(1)
             }
-            logger.info("port file written", metadata: ["path": "\(portFile)", "port": "\(service.port)"])
+            logger.info(
+                "port file written", metadata: ["path": "\(portFile)", "port": .stringConvertible(Int(service.port))])
         }
         #if DEBUG
             // Test-only fault switches (absent from release builds): how the stop
@@ -512,7 +602,12 @@ struct Serve: ParsableCommand {
             reload(service, logger: logger)
         }
         logger.info("signal received", metadata: ["signal": "\(received == SIGINT ? "SIGINT" : "SIGTERM")"])
-        // Past the stop's bound and a grace, this thread ends the process, whatever is stuck.
+        if received == SIGTERM, drainDelay > 0 {
+            drain(service, signals: signals, logger: logger)
+        }
+        // Past the stop's bound and a grace, this thread ends the process,
+        // whatever is stuck; armed once the drain is over, so the drain never
+        // counts against the stop's bound.
         var stopSignals = sigset_t()
         sigemptyset(&stopSignals)
         sigaddset(&stopSignals, SIGINT)
@@ -523,25 +618,96 @@ struct Serve: ParsableCommand {
 }
 
 extension Serve {
-    /// SIGHUP: rereads `--token-file` (a rotated secret) and says what changed;
-    /// never stops the process. A file that cannot be read or holds a token
-    /// too short keeps the old token, with a warning.
-    func reload(_ service: RunLoopService, logger: Logger) {
-        guard !tokenFile.isEmpty else {
-            logger.info("SIGHUP: nothing to reload (the token is not from --token-file)")
-            return
-        }
-        do {
-            guard let token = try resolvedToken() else { return }
-            if service.replaceToken(token) {
-                logger.notice("SIGHUP: token reloaded from --token-file", metadata: ["path": "\(tokenFile)"])
-            } else {
-                logger.info("SIGHUP: --token-file unchanged", metadata: ["path": "\(tokenFile)"])
+    /// SIGTERM's drain: `/readyz` answers 503 at once while every other
+    /// request is served as before, for `--drain-delay` seconds, so a load
+    /// balancer stops sending new requests before the listener closes. A
+    /// second SIGTERM or a SIGINT ends it early; a SIGHUP meanwhile is
+    /// handled as always. The main thread waits in `sigtimedwait` (no polling).
+    func drain(_ service: RunLoopService, signals: sigset_t, logger: Logger) {
+        service.beginDrain()
+        logger.info(
+            "drain started: /readyz answers 503, requests are still served",
+            metadata: ["drainDelaySeconds": .stringConvertible(drainDelay)])
+        let started = Monotonic.now()
+        let end = started + drainDelay
+        var set = signals
+        var why = "the drain delay passed"
+        while true {
+            let left = end - Monotonic.now()
+            guard left > 0 else { break }
+            var timeout = timespec(tv_sec: Int(left), tv_nsec: Int((left - left.rounded(.down)) * 1e9))
+            let received = sigtimedwait(&set, nil, &timeout)
+            if received == SIGHUP {
+                reload(service, logger: logger)
+                continue
             }
-        } catch {
-            logger.warning("SIGHUP: kept the old token: \(error)", metadata: ["path": "\(tokenFile)"])
+            if received == SIGTERM || received == SIGINT {
+                why = "a second \(received == SIGINT ? "SIGINT" : "SIGTERM") ended it early"
+                break
+            }
+            // EINTR: another signal woke it; the deadline is recomputed.
+            if received == -1 && errno == EINTR { continue }
+            break
         }
+        logger.info(
+            "drain ended: \(why); stopping",
+            metadata: ["seconds": .stringConvertible(((Monotonic.now() - started) * 1000).rounded() / 1000)])
     }
+
+    /// SIGHUP: rereads `--token-file` (a rotated secret) and `--log-level-file`
+    /// and says in one line what changed (never the token itself); never stops
+    /// the process. A file that cannot be read, a token too short or a level
+    /// file naming no level keeps what was there, with a warning.
+    func reload(_ service: RunLoopService, logger: Logger) {
+        var metadata: Logger.Metadata = [:]
+        if tokenFile.isEmpty {
+            metadata["token"] = "not from --token-file"
+        } else {
+            do {
+                guard let token = try resolvedToken() else { return }
+                warnIfReadableByOthers(tokenFile, logger: logger)
+                metadata["tokenRotated"] = .stringConvertible(service.replaceToken(token))
+            } catch {
+                logger.warning("SIGHUP: kept the old token: \(error.message)", metadata: ["path": "\(tokenFile)"])
+                metadata["tokenRotated"] = .stringConvertible(false)
+            }
+        }
+        var newLevel: Logger.Level?
+        if logLevelFile.isEmpty {
+            metadata["logLevel"] = "not from --log-level-file"
+        } else {
+            let current = LogLevelSwitch.shared.level
+            do {
+                let level = try fileLogLevel()
+                newLevel = level
+                metadata["logLevel"] = "\(level)"
+                metadata["logLevelBefore"] = "\(current)"
+                metadata["logLevelChanged"] = .stringConvertible(current != level)
+            } catch {
+                logger.warning("SIGHUP: kept the log level: \(error.message)", metadata: ["path": "\(logLevelFile)"])
+                metadata["logLevel"] = "\(current)"
+                metadata["logLevelChanged"] = .stringConvertible(false)
+            }
+        }
+        // At notice, under whichever of the two levels shows more: a level
+        // raised above notice is set after the line, a lower one before it.
+        if let newLevel, newLevel <= .notice { LogLevelSwitch.shared.set(newLevel) }
+        logger.notice("SIGHUP: reloaded", metadata: metadata)
+        if let newLevel, newLevel > .notice { LogLevelSwitch.shared.set(newLevel) }
+    }
+}
+
+/// Warns when the token file can be read by every user of the machine. A
+/// warning, not a refusal: Kubernetes mounts a Secret 0644 unless its
+/// `defaultMode` says otherwise and Docker secrets are 0444, inside a
+/// container where no other user runs; refusing would break those standard
+/// deployments, while on a shared host the line tells what to fix.
+func warnIfReadableByOthers(_ path: String, logger: Logger) {
+    var info = stat()
+    guard stat(path, &info) == 0, info.st_mode & S_IROTH != 0 else { return }
+    logger.warning(
+        "--token-file \(path) is readable by every user (mode \(String(info.st_mode & 0o777, radix: 8))): anyone on this machine can read the token; chmod 600 it (in Kubernetes, set the Secret volume's defaultMode: 0400)",
+        metadata: ["path": "\(path)", "mode": "\(String(info.st_mode & 0o777, radix: 8))"])
 }
 
 /// Each worker costs descriptors (its loop's eventfd, epoll and timerfds, a
@@ -553,7 +719,9 @@ func raiseDescriptorLimit(logger: Logger) {
     guard limit.rlim_cur < limit.rlim_max else { return }
     limit.rlim_cur = limit.rlim_max
     if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
-        logger.debug("raised RLIMIT_NOFILE", metadata: ["from": "\(before)", "to": "\(limit.rlim_cur)"])
+        logger.debug(
+            "raised RLIMIT_NOFILE",
+            metadata: ["from": .stringConvertible(UInt64(before)), "to": .stringConvertible(UInt64(limit.rlim_cur))])
     }
 }
 

@@ -1,3 +1,3 @@
 import RunLoopServer
 
-RunLoopdCommand.main()
+RunLoopdCommand.mainInChosenLogFormat()

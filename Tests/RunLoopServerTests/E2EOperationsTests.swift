@@ -23,7 +23,10 @@ struct E2EOperationsTests {
         // A rotated secret: the file changes, then SIGHUP.
         try Data("\(new)\n".utf8).write(to: file)
         server.send(signal: SIGHUP)
-        #expect(await server.logged(timeout: 10) { $0.contains("SIGHUP: token reloaded") }, "\(server.log)")
+        #expect(
+            await server.logged(timeout: 10) { $0.contains("SIGHUP: reloaded") && $0.contains("tokenRotated=true") },
+            "\(server.log)")
+        #expect(!server.log.contains(new) && !server.log.contains(old), "the token itself is never logged")
         #expect(try await status(new) == 200)
         #expect(try await status(old) == 401)
         // A file that now holds a token too short: the current one stays, with a warning.
@@ -31,9 +34,97 @@ struct E2EOperationsTests {
         server.send(signal: SIGHUP)
         #expect(await server.logged(timeout: 10) { $0.contains("SIGHUP: kept the old token") }, "\(server.log)")
         #expect(try await status(new) == 200)
+        // Written 0644 (the usual umask): readable by others, warned about at start and on reload.
+        #expect(server.log.components(separatedBy: "is readable by every user").count - 1 >= 2, "\(server.log)")
         // Still serving; SIGTERM still stops it cleanly.
         server.send(signal: SIGTERM)
         #expect(await server.exited(timeout: 10) == 0, "\(server.log)")
+    }
+
+    @Test("SIGHUP rereads --log-level-file: the new level takes effect, a bad file keeps it, the process lives")
+    func sighupReloadsTheLogLevel() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("level-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data("warning\n".utf8).write(to: file)
+        // --log-level says info, the file says warning: the file wins.
+        let server = try await RunLoopd.started([
+            "--log-level", "info", "--log-level-file", file.path, "--log-format", "json",
+        ])
+        defer { server.stop() }
+        let c = server.client
+        func lines() -> [Value] {
+            server.log.split(separator: "\n").compactMap { try? JSON.parse(Array($0.utf8)) }
+        }
+        // At warning, no access line: the marker request leaves no trace.
+        _ = try await c.send("GET", "/api/version", headers: [("X-Request-Id", "at-warning")])
+        try Data("debug\n".utf8).write(to: file)
+        server.send(signal: SIGHUP)
+        #expect(
+            await server.logged(timeout: 10) { $0.contains("SIGHUP: reloaded") }, "\(server.log)")
+        let reload = try #require(lines().first { $0["msg"] == "SIGHUP: reloaded" })
+        #expect(reload["logLevelBefore"] == "warning")
+        #expect(reload["logLevel"] == "debug")
+        #expect(reload["logLevelChanged"] == .bool(true))
+        #expect(reload["token"] == "not from --token-file")
+        // Now at debug: a probe's access line (debug) appears.
+        _ = try await c.send("GET", "/healthz", headers: [("X-Request-Id", "at-debug")])
+        #expect(await server.logged(timeout: 10) { $0.contains("at-debug") }, "\(server.log)")
+        let probe = lines().first { $0["requestId"] == "at-debug" }
+        #expect(probe?["level"] == "debug")
+        #expect(!server.log.contains("at-warning"), "no access line was written at warning")
+        // A file naming no level: the level stays, with a warning.
+        try Data("loud\n".utf8).write(to: file)
+        server.send(signal: SIGHUP)
+        #expect(await server.logged(timeout: 10) { $0.contains("SIGHUP: kept the log level") }, "\(server.log)")
+        _ = try await c.send("GET", "/healthz", headers: [("X-Request-Id", "still-debug")])
+        #expect(await server.logged(timeout: 10) { $0.contains("still-debug") }, "\(server.log)")
+        #expect(server.output.value.exitStatus == nil, "SIGHUP never stops the process")
+        server.send(signal: SIGTERM)
+        #expect(await server.exited(timeout: 10) == 0, "\(server.log)")
+    }
+
+    @Test("a --log-level-file that cannot be read refuses the start")
+    func unreadableLogLevelFile() async throws {
+        let (status, output) = try await RunLoopd.runToExit([
+            "serve", "--port", "0", "--no-store", "--log-level-file", "/nonexistent/level",
+        ])
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("cannot read --log-level-file"), "\(output)")
+    }
+
+    @Test("--log-format json: a bad flag is one JSON line at error, exit 64")
+    func argumentErrorsInJSON() async throws {
+        let (status, output) = try await RunLoopd.runToExit(["serve", "--log-format", "json", "--port", "seventy"])
+        #expect(status == 64, "\(output)")
+        let lines = output.split(separator: "\n")
+        #expect(lines.count == 1, "\(output)")
+        let line = (try? JSON.parse(Array((lines.first ?? "").utf8))) ?? .null
+        #expect(line["level"] == "error", "\(output)")
+        #expect(line["msg"].string?.contains("seventy") == true, "\(output)")
+        #expect(line["exitCode"] == .number(64))
+        // Text stays ArgumentParser's own.
+        let (textStatus, text) = try await RunLoopd.runToExit(["serve", "--port", "seventy"])
+        #expect(textStatus == 64)
+        #expect(text.contains("Usage:"), "\(text)")
+    }
+
+    @Test("a severe stall is logged at warning (each threshold crossed), its end at info")
+    func stallsAreLogged() async throws {
+        try await RunLoopd.with(["--log-format", "json", "--no-store"]) { server in
+            let c = server.client
+            let thread = try await c.createThread()
+            let answer = try await c.post(
+                "/api/threads/\(thread)/perform", ["selector": "sleep", "args": ["ms": 600], "waitUntilDone": true])
+            #expect(answer.status == 200)
+            #expect(await server.logged(timeout: 10) { $0.contains("stall ended") }, "\(server.log)")
+            let lines = server.log.split(separator: "\n").compactMap { try? JSON.parse(Array($0.utf8)) }
+            let stalls = lines.filter { $0["msg"].string?.hasPrefix("stall:") == true }
+            #expect(stalls.allSatisfy { $0["level"] == "warning" && $0["thread"] == .string(thread) })
+            #expect(stalls.map { $0["severity"] } == ["micro", "hang", "severe"], "\(server.log)")
+            #expect(stalls.last?["ms"].number.map { $0 >= 500 } == true)
+            let ended = lines.first { $0["msg"].string?.hasPrefix("stall ended") == true }
+            #expect(ended?["level"] == "info")
+        }
     }
 
     @Test("--token: /api needs the bearer token (401 + WWW-Authenticate); probes stay open")
@@ -78,15 +169,28 @@ struct E2EOperationsTests {
         }
     }
 
-    @Test("X-Request-Id is echoed, or one is made up")
+    @Test("X-Request-Id is echoed, or one is made up: a per-boot prefix and a counter, unlike another boot's")
     func requestIds() async throws {
-        try await RunLoopd.with { server in
-            let c = server.client
-            let given = try await c.send("GET", "/api/version", headers: [("X-Request-Id", "abc-123")])
-            #expect(given.header("X-Request-Id") == "abc-123")
-            let made = try await c.get("/healthz")
-            #expect(made.header("X-Request-Id")?.hasPrefix("r") == true)
+        func madeIds() async throws -> [String] {
+            try await RunLoopd.with(["--no-store"]) { server in
+                let c = server.client
+                let given = try await c.send("GET", "/api/version", headers: [("X-Request-Id", "abc-123")])
+                #expect(given.header("X-Request-Id") == "abc-123")
+                var ids: [String] = []
+                for _ in 0..<2 { ids.append(try await c.get("/healthz").header("X-Request-Id") ?? "") }
+                return ids
+            }
         }
+        let first = try await madeIds()
+        let second = try await madeIds()
+        for id in first + second {
+            let parts = id.split(separator: "-")
+            #expect(parts.count == 2 && parts[0].count == 8 && Int(parts[1]) != nil, "\(id)")
+        }
+        let prefixes = (first + second).map { $0.split(separator: "-").first.map(String.init) ?? "" }
+        #expect(prefixes[0] == prefixes[1], "one prefix per boot")
+        #expect(prefixes[0] != prefixes[2], "another boot, another prefix")
+        #expect(Set(first + second).count == 4)
     }
 
     @Test("--log-format json: every log line is one JSON object, access lines carry the request id")
@@ -106,7 +210,14 @@ struct E2EOperationsTests {
                 $0["requestId"] == "json-log-1"
             }
             #expect(access?["route"] == .string("/api/version"))
-            #expect(access?["status"] == .string("200"))
+            #expect(access?["status"] == .number(200))
+            #expect(access?["durationMs"].number != nil)
+            #expect(access?["level"] == "info")
+            // Numbers are numbers in every line: the listening line's port.
+            let listening = lines.compactMap { try? JSON.parse(Array($0.utf8)) }.first {
+                $0["msg"] == "runloopd listening"
+            }
+            #expect(listening?["port"] == .number(Double(server.port)))
         }
     }
 

@@ -308,7 +308,7 @@ def runloopd_on_ipv6():
         page = serve_page("127.0.0.1", 0, b"")
         port = page.server_address[1]
         proc = subprocess.Popen(
-            [binary, "--host", "::1", "--port", str(port), "--no-store", "--log-level", "warning", "--public-dir", public],
+            [binary, "--host", "::1", "--port", str(port), "--no-store", "--log-level", "warning", "--drain-delay", "0", "--public-dir", public],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -84,7 +84,9 @@ class Server:
         args = [BIN, "serve", "--host", host, "--port", "0", "--port-file", self.port_file,
                 "--log-level", log_level, "--public-dir", os.path.join(self.dir, "public"),
                 # Its history store (SQLite) in its own folder, not the user's state directory.
-                "--data-dir", os.path.join(self.dir, "data"), *flags]
+                "--data-dir", os.path.join(self.dir, "data"),
+                # SIGTERM stops at once (no drain): the 5 s stop expectation stands.
+                "--drain-delay", "0", *flags]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
                                      env=None if env is None else {**os.environ, **env})
         self.pid = self.proc.pid

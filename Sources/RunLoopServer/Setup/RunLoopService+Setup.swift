@@ -23,7 +23,8 @@ extension RunLoopService {
         logger.info(
             "setup applied",
             metadata: [
-                "file": "\(setup.file)", "threads": "\(ids.count)", "requests": "\(applier.requests)",
+                "file": "\(setup.file)", "threads": .stringConvertible(ids.count),
+                "requests": .stringConvertible(applier.requests),
                 "ids": "\(aliases.joined(separator: ","))",
             ])
     }
@@ -55,7 +56,7 @@ extension RunLoopService {
         }
         let json = (try? JSON.parse(response.body)) ?? .null
         logger.debug(
-            "setup request", metadata: ["request": "\(method) \(path)", "status": "\(response.status)"])
+            "setup request", metadata: ["request": "\(method) \(path)", "status": .stringConvertible(response.status)])
         return .success(SetupApplier.Answer(status: response.status, json: json))
     }
 }
