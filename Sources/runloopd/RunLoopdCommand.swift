@@ -450,6 +450,17 @@ struct Serve: ParsableCommand {
     }
 
     func run() throws {
+        // Block SIGINT, SIGTERM and SIGHUP before any thread starts (threads
+        // inherit the mask; the log writer starts with the first line), then
+        // wait for them on the main thread: no other thread ever takes one
+        // and dies of its default action.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGHUP)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
         let json = logFormat == "json"
         let format: LogFormat = json ? .json : .text
         var level = Logger.Level(rawValue: logLevel) ?? .info
@@ -498,16 +509,6 @@ struct Serve: ParsableCommand {
             )
         }
         raiseDescriptorLimit(logger: logger)
-
-        // Block SIGINT/SIGTERM before any thread starts (threads inherit the
-        // mask), then wait for them here, on the main thread.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGINT)
-        sigaddset(&signals, SIGTERM)
-        sigaddset(&signals, SIGHUP)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        signal(SIGPIPE, SIG_IGN)
 
         var config = ServiceConfiguration()
         config.http.host = host

@@ -7,8 +7,8 @@ import Foundation
     import Musl
 #endif
 
-/// The last guard of a stop: once SIGTERM or SIGINT has asked runloopd to
-/// stop, this thread waits for the stop's bound plus a grace (or for a second
+/// The last guard of a stop: once SIGTERM (after its drain) or SIGINT has
+/// asked runloopd to stop, this thread waits for the stop's bound plus a grace (or for a second
 /// signal). If the process is still there then, the graceful stop is stuck
 /// (a lock that is never released, a call that never returns): it writes
 /// what every thread is blocked in, read from `/proc/self/task`, straight to

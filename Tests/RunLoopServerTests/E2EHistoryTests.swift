@@ -150,6 +150,14 @@ struct E2EHistoryTests {
         let started = try await c.get("/api/history?type=instance&limit=1")["events"].items.first
         #expect(started?["data", "previousEnd"] == "lost")
         #expect(started?["data", "lostThreads"].items.contains(.string("\(loop) (boot 1)")) == true)
+        // The restart says so in the log too, at warning.
+        #expect(
+            await server.logged(timeout: 10) {
+                $0.split(separator: "\n").contains { line in
+                    line.contains(" warning ") && line.contains("lost by a previous boot")
+                        && line.contains("\(loop) (boot 1)")
+                }
+            }, "\(server.log)")
         // Ids of the new start are above everything the killed one sent.
         #expect((started?["id"].number ?? 0) > Double(lastSeq))
     }
