@@ -15,6 +15,13 @@ enum JSONLogLine {
         case string(String)
         /// A JSON literal written as it is: a number, `true`, `false`, an array or an object.
         case literal(String)
+
+        /// The value as the text format prints it.
+        var text: String {
+            switch self {
+            case .string(let text), .literal(let text): text
+            }
+        }
     }
 
     /// One JSON line: `ts`, `level`, `label`, `msg`, `source`, then the fields in order (all strings).

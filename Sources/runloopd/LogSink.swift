@@ -33,6 +33,7 @@ final class LogSink: AccessLogWriter {
         var dropped = 0
         var reportedDropped = 0
         var formatAccess: AccessFormat = { entry, out in out.append(contentsOf: "\(entry.message)\n".utf8) }
+        var formatNote: @Sendable (String) -> String = { "runloopd: \($0)\n" }
     }
 
     private let fd: Int32
@@ -57,6 +58,12 @@ final class LogSink: AccessLogWriter {
     /// How access entries become lines (the text or JSON handler's format).
     func formatAccessLines(_ format: @escaping AccessFormat) {
         state.withLock { $0.formatAccess = format }
+    }
+
+    /// How the writer's own notes (lines it dropped) become lines: a
+    /// warning in the log's format.
+    func formatNotes(_ format: @escaping @Sendable (String) -> String) {
+        state.withLock { $0.formatNote = format }
     }
 
     /// Queues an access-log entry, formatted later by the writer thread.
@@ -132,20 +139,21 @@ final class LogSink: AccessLogWriter {
     private func writerLoop() {
         var spare: [Item] = []
         while true {
-            let (items, format, droppedNote) = state.withLock(when: { !$0.pending.isEmpty }) {
-                s -> ([Item], AccessFormat, String?) in
+            let (items, format, dropped, formatNote) = state.withLock(when: { !$0.pending.isEmpty }) {
+                s -> ([Item], AccessFormat, Int, @Sendable (String) -> String) in
                 var items = spare
                 swap(&items, &s.pending)
                 s.pendingBytes = 0
                 s.writing = true
-                var note: String?
-                if s.dropped > s.reportedDropped {
-                    note =
-                        "runloopd: \(s.dropped - s.reportedDropped) log line(s) dropped: the log writer fell more than \(limit >> 20) MiB behind\n"
-                    s.reportedDropped = s.dropped
-                }
-                return (items, s.formatAccess, note)
+                let dropped = s.dropped - s.reportedDropped
+                s.reportedDropped = s.dropped
+                return (items, s.formatAccess, dropped, s.formatNote)
             }
+            // The note is formatted after the lock, as every line is.
+            let droppedNote =
+                dropped > 0
+                ? formatNote(
+                    "\(dropped) log line(s) dropped: the log writer fell more than \(limit >> 20) MiB behind") : nil
             // Formatting happens here, on the writer's thread.
             write(Self.render(items, format))
             if let droppedNote { write(Array(droppedNote.utf8)) }

@@ -475,6 +475,13 @@ struct Serve: ParsableCommand {
         LogLevelSwitch.shared.set(level)
         LoggingSystem.bootstrap { label in SinkLogHandler(label: label, format: format) }
         LogSink.standardError.formatAccessLines(SinkLogHandler.accessLines(format))
+        LogSink.standardError.formatNotes { message in
+            json
+                ? JSONLogLine.line(
+                    at: Date(), level: .warning, label: "runloopd", message: message, source: "runloopd", fields: [])
+                : TextLogLine.line(
+                    at: Date(), level: .warning, label: "runloopd", fields: [], source: "runloopd", message: message)
+        }
         // Lines still queued for the log writer are written on every way out.
         atexit { LogSink.standardError.flush() }
         defer { LogSink.standardError.flush() }

@@ -58,21 +58,24 @@ enum StopWatchdog {
     static func report(why: String, json: Bool) {
         let threads = threadStates()
         let now = Date()
-        func line(_ message: String, _ fields: [(String, String)]) -> String {
+        // Counts and thread ids are numbers (JSON numbers under --log-format json).
+        func line(_ message: String, _ fields: [(String, JSONLogLine.FieldValue)]) -> String {
             json
                 ? JSONLogLine.line(
-                    at: now, level: .critical, label: "runloopd", message: message, source: "runloopd", fields: fields)
+                    at: now, level: .critical, label: "runloopd", message: message, source: "runloopd", values: fields)
                 : TextLogLine.line(
-                    at: now, level: .critical, label: "runloopd", fields: fields, source: "runloopd", message: message)
+                    at: now, level: .critical, label: "runloopd", fields: fields.map { ($0, $1.text) },
+                    source: "runloopd", message: message)
         }
         var text = line(
-            "stop watchdog: \(why); ending the process (exit \(exitCode))", [("threads", "\(threads.count)")])
+            "stop watchdog: \(why); ending the process (exit \(exitCode))", [("threads", .literal("\(threads.count)"))])
         for thread in threads {
             text += line(
                 "stop watchdog: thread",
                 [
-                    ("tid", "\(thread.tid)"), ("name", thread.name), ("state", thread.state), ("wchan", thread.wchan),
-                    ("syscall", thread.syscall),
+                    ("tid", .literal("\(thread.tid)")), ("name", .string(thread.name)),
+                    ("state", .string(thread.state)),
+                    ("wchan", .string(thread.wchan)), ("syscall", .string(thread.syscall)),
                 ])
         }
         writeAll(text)
