@@ -6,7 +6,7 @@
 #   bash Tests/hardening/run.sh path/to/runloopd [pytest args...]
 # Installs pytest, requests and schemathesis (pip) only when missing. Each test
 # starts its own runloopd on a free 127.0.0.1 port (--port 0 --port-file) and
-# stops it with SIGTERM (it must exit 0 within 5 s). Every server is watched by
+# stops it with SIGTERM (--drain-delay 0: it must exit 0 within 5 s). Every server is watched by
 # a liveness prober from 127.0.0.3 (/healthz and /api/version every 100 ms): a
 # gap over HARDENING_LIVENESS_GAP_S between answers fails the test with gdb
 # backtraces of the server's threads. The fuzzer draws a fresh seed each run
