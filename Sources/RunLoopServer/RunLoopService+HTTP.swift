@@ -157,16 +157,23 @@ extension RunLoopService {
                         headers: [("Retry-After", "1")]))
             }
         case "/metrics":
-            let workers = registry.allWorkers
-            let body = metrics.exposition(
-                threads: workers.map(\.snapshot),
-                utilizations: workers.filter { !$0.hasExited }.compactMap { $0.load().utilization },
-                warningsActive: registry.diagnostics.warnings.activeCounts(),
-                queued: running.withLock { $0.control }?.commands.pendingCount ?? 0,
-                eventClients: hub.clientCount, store: self.history?.status)
-            answer(
-                HTTPResponse(
-                    status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], body: body))
+            let history = self.history
+            let scrape: @Sendable () -> Void = { [self] in
+                let workers = registry.allWorkers
+                let sample = ServiceMetrics.Sample(
+                    threads: workers.map(\.snapshot),
+                    utilizations: workers.filter { !$0.hasExited }.compactMap { $0.load().utilization },
+                    warningsActive: registry.diagnostics.warnings.activeCounts(),
+                    queued: running.withLock { $0.control }?.commands.pendingCount ?? 0,
+                    eventClients: hub.clientCount, version: Self.version, storeKind: history?.store.kind ?? "none",
+                    store: history?.status, fleet: history == nil ? nil : metrics.fleet.counts ?? [:])
+                answer(
+                    HTTPResponse(
+                        status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
+                        body: metrics.exposition(sample)))
+            }
+            // With a store, the fleet's health is read first (bounded wait).
+            if let history { metrics.fleet.refresh(history, done: scrape) } else { scrape() }
         default:
             if let response = staticFiles.response(for: request) {
                 answer(response)

@@ -178,8 +178,8 @@ struct E2EWarningTests {
             #expect((timerWakeups ?? 0) >= 3)
             #expect(text.contains("runloopd_turn_busy_seconds_bucket"))
             #expect(text.contains(#"runloopd_warnings_active{code="stall"} 0"#))
-            #expect(Self.sample(text, #"runloopd_loop_utilization{stat="mean"}"#) != nil)
-            #expect(Self.sample(text, #"runloopd_loop_utilization{stat="max"}"#) != nil)
+            #expect(Self.sample(text, #"runloopd_loop_utilization_ratio{stat="mean"}"#) != nil)
+            #expect(Self.sample(text, #"runloopd_loop_utilization_ratio{stat="max"}"#) != nil)
         }
     }
 

@@ -1,86 +1,53 @@
-import CoreMetrics
-import Metrics
 import Foundation
 import Primitives
-import Prometheus
 import RunLoopCore
 
-/// runloopd's Prometheus metrics, recorded through swift-metrics into a
-/// registry of this service's own (so several services in one process, as in
-/// tests, never share counts). Served as text at `/metrics`.
+/// runloopd's Prometheus metrics, one set per service (several services in
+/// one process, as in tests, never share counts). Served as text at
+/// `/metrics` by the conventions: every family with `# HELP` and `# TYPE`,
+/// in one fixed order; every counter with a known label set present from the
+/// start at 0; units in the names (`_seconds`, `_bytes`, `_ratio`, `_total`);
+/// one set of latency buckets for every histogram.
 ///
 /// Threads: recorded from any thread (workers' events, libmicrohttpd's
-/// threads, the control loop); swift-metrics handles are thread-safe and the
-/// per-route handle cache is one `Locked` (handles are made outside it).
+/// threads, the control loop): counters are atomics, each histogram and the
+/// per-route tables one `Locked`, held only to add a number.
 final class ServiceMetrics: Sendable {
-    let registry: PrometheusCollectorRegistry
-    private let factory: PrometheusMetricsFactory
-    private let timerFires: CoreMetrics.Counter
-    private let timerLateness: CoreMetrics.Timer
-    private let wakeupLatency: CoreMetrics.Timer
-    private let commandsQueued: CoreMetrics.Gauge
-    private let eventClients: CoreMetrics.Gauge
-    /// Handles for the bounded label sets the engine reports many times a
-    /// second (one per run exit, one per perform), made once.
-    private let runExits: [ExitReason: CoreMetrics.Counter]
-    private let performs: [String: CoreMetrics.Counter]
-    private static let performOutcomes = ["ok", "deadline", "thread_ended", "cancelled", "failed"]
-    /// One counter per wake-up cause (`WakeKind`), one histogram of turn busy time.
-    private let wakeups: [WakeKind: CoreMetrics.Counter]
-    private let turnBusy: CoreMetrics.Timer
-    private let stalls: [String: CoreMetrics.Counter]
+    /// The upper bounds (seconds) of every latency histogram: 10 µs to 10 s.
+    static let latencyBuckets: [Double] = [
+        0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+        0.5, 1, 2.5, 5, 10,
+    ]
+    static let performOutcomes = ["ok", "deadline", "thread_ended", "cancelled", "failed"]
+    /// The refusal reasons known in advance (each present from the start at 0):
+    /// the limits' 429 codes, then the 503s. Others are added when first seen.
+    static let refusalReasons = [
+        "too_many_threads", "too_many_timers", "too_many_sources", "too_many_observers", "too_many_clients",
+        "queue_full", "thread_create_failed", "no_descriptors", "overloaded", "not_ready", "shutting_down",
+        "store_unavailable",
+    ]
+    static let threadStates: [WorkerState] = [.running, .waiting, .idle, .exited]
 
-    init() {
-        registry = PrometheusCollectorRegistry()
-        var factory = PrometheusMetricsFactory(registry: registry)
-        let fine: [Duration] = [
-            .microseconds(10), .microseconds(25), .microseconds(50), .microseconds(100), .microseconds(250),
-            .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5), .milliseconds(10),
-            .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
-        ]
-        factory.durationHistogramBuckets = [
-            "runloopd_timer_lateness_seconds": fine,
-            "runloopd_wakeup_latency_seconds": fine,
-            "runloopd_turn_busy_seconds": fine + [.milliseconds(500), .seconds(2.5), .seconds(10)],
-            "runloopd_http_request_duration_seconds": fine + [.seconds(2.5), .seconds(5), .seconds(10), .seconds(30)],
-        ]
-        self.factory = factory
-        timerFires = CoreMetrics.Counter(label: "runloopd_timer_fires_total", factory: factory)
-        timerLateness = CoreMetrics.Timer(label: "runloopd_timer_lateness_seconds", factory: factory)
-        wakeupLatency = CoreMetrics.Timer(label: "runloopd_wakeup_latency_seconds", factory: factory)
-        commandsQueued = CoreMetrics.Gauge(label: "runloopd_commands_queued", factory: factory)
-        eventClients = CoreMetrics.Gauge(label: "runloopd_event_clients", factory: factory)
-        var runExits: [ExitReason: CoreMetrics.Counter] = [:]
-        for reason in ExitReason.allCases {
-            let counter = CoreMetrics.Counter(
-                label: "runloopd_run_exits_total", dimensions: [("reason", reason.name)], factory: factory)
-            counter.increment(by: 0)
-            runExits[reason] = counter
-        }
-        self.runExits = runExits
-        var performs: [String: CoreMetrics.Counter] = [:]
-        for outcome in Self.performOutcomes {
-            performs[outcome] = CoreMetrics.Counter(
-                label: "runloopd_performs_total", dimensions: [("outcome", outcome)], factory: factory)
-        }
-        self.performs = performs
-        var wakeups: [WakeKind: CoreMetrics.Counter] = [:]
-        for kind in WakeKind.allCases {
-            let counter = CoreMetrics.Counter(
-                label: "runloopd_wakeups_total", dimensions: [("cause", kind.rawValue)], factory: factory)
-            counter.increment(by: 0)
-            wakeups[kind] = counter
-        }
-        self.wakeups = wakeups
-        turnBusy = CoreMetrics.Timer(label: "runloopd_turn_busy_seconds", factory: factory)
-        var stalls: [String: CoreMetrics.Counter] = [:]
-        for severity in DiagnosticsOptions.severities {
-            let counter = CoreMetrics.Counter(
-                label: "runloopd_stalls_total", dimensions: [("severity", severity)], factory: factory)
-            counter.increment(by: 0)
-            stalls[severity] = counter
-        }
-        self.stalls = stalls
+    /// The fleet's health, read from the store when scraped.
+    let fleet = FleetHealth()
+    /// When this service was made (seconds since the epoch).
+    let startTime = Date().timeIntervalSince1970
+    private let timerFires = Counter()
+    private let timerLateness = Histogram(bounds: latencyBuckets)
+    private let wakeupLatency = Histogram(bounds: latencyBuckets)
+    private let turnBusy = Histogram(bounds: latencyBuckets)
+    private let runExits = Dictionary(uniqueKeysWithValues: ExitReason.allCases.map { ($0, Counter()) })
+    private let performs = Dictionary(uniqueKeysWithValues: performOutcomes.map { ($0, Counter()) })
+    private let wakeups = Dictionary(uniqueKeysWithValues: WakeKind.allCases.map { ($0, Counter()) })
+    private let stalls = Dictionary(uniqueKeysWithValues: DiagnosticsOptions.severities.map { ($0, Counter()) })
+    private let refusals = Locked(Dictionary(uniqueKeysWithValues: refusalReasons.map { ($0, Counter()) }))
+    private let requests = Locked<[RequestKey: Counter]>([:])
+    private let durations = Locked<[String: Histogram]>([:])
+
+    private struct RequestKey: Hashable, Comparable {
+        let route: String
+        let status: Int
+        static func < (a: Self, b: Self) -> Bool { (a.route, a.status) < (b.route, b.status) }
     }
 
     /// Records what the engine reports.
@@ -90,7 +57,7 @@ final class ServiceMetrics: Sendable {
             runExits[exit.reason]?.increment()
         case .timer(_, _, _, let latenessMs, _):
             timerFires.increment()
-            timerLateness.recordNanoseconds(Int64(latenessMs * 1_000_000))
+            timerLateness.observe(latenessMs / 1000)
         case .perform(_, let result):
             let outcome: String
             switch result.outcome {
@@ -106,7 +73,7 @@ final class ServiceMetrics: Sendable {
             performs[outcome]?.increment()
         case .turn(_, let turn):
             wakeups[turn.wokeBy.kind]?.increment()
-            turnBusy.recordNanoseconds(Int64(turn.busyMs * 1_000_000))
+            turnBusy.observe(turn.busyMs / 1000)
         case .stallEnded(let stall):
             // Counted once, by the severity it ended with.
             stalls[stall.severity]?.increment()
@@ -117,96 +84,166 @@ final class ServiceMetrics: Sendable {
 
     /// A control-loop command went from signal + wake-up to its perform routine.
     func recordWakeup(seconds: Double) {
-        wakeupLatency.recordNanoseconds(Int64(seconds * 1e9))
+        wakeupLatency.observe(seconds)
     }
 
-    /// One HTTP request answered. The handles per route (a bounded set of
-    /// templates) are made once and reused: this runs for every request.
+    /// One HTTP request answered (routes are a bounded set of templates).
     func recordRequest(route: String, status: Int, seconds: Double) {
-        let key = RequestKey(route: route, status: status)
-        let handles: (CoreMetrics.Counter, CoreMetrics.Timer)
-        if let found = requestHandles.withLock({ $0[key] }) {
-            handles = found
-        } else {
-            // Made after the lock: the factory takes the Prometheus registry's
-            // own lock. Two requests may both make them; the first kept wins
-            // (the registry hands both the same metric anyway).
-            let made = (
-                counter("runloopd_http_requests_total", [("route", route), ("status", String(status))]),
-                CoreMetrics.Timer(
-                    label: "runloopd_http_request_duration_seconds", dimensions: [("route", route)], factory: factory)
-            )
-            handles = requestHandles.withLock { cache in
-                if let found = cache[key] { return found }
-                cache[key] = made
-                return made
+        Self.handle(in: requests, RequestKey(route: route, status: status), make: Counter.init).increment()
+        Self.handle(in: durations, route) { Histogram(bounds: Self.latencyBuckets) }.observe(seconds)
+    }
+
+    /// A request refused by a limit (429) or an unavailable service (503).
+    func recordRefusal(_ reason: String) {
+        Self.handle(in: refusals, reason, make: Counter.init).increment()
+    }
+
+    /// The table's entry for `key`, made (outside the lock) and stored when
+    /// missing; when two threads make one at once, the first stored wins.
+    private static func handle<Key: Hashable, Handle: Sendable>(
+        in table: Locked<[Key: Handle]>, _ key: Key, make: () -> Handle
+    ) -> Handle {
+        if let found = table.withLock({ $0[key] }) { return found }
+        let made = make()
+        return table.withLock { entries in
+            if let found = entries[key] { return found }
+            entries[key] = made
+            return made
+        }
+    }
+
+    /// What a scrape samples at the moment it is answered.
+    struct Sample {
+        var threads: [WorkerSnapshot] = []
+        var utilizations: [Double] = []
+        var warningsActive: [String: Int] = [:]
+        var queued = 0
+        var eventClients = 0
+        /// The build: `version` and the store kind.
+        var version = ""
+        var storeKind = "none"
+        /// The history store's figures; nil without a store.
+        var store: HistoryRecorder.Status?
+        /// Instances of the fleet by health, as last read from the store; nil without a store.
+        var fleet: [String: Int]?
+    }
+
+    /// The text exposition: every family, in this order, each time.
+    func exposition(_ s: Sample) -> [UInt8] {
+        var out = Exposition()
+        out.family("runloopd_build_info", .gauge, "Always 1; the labels name the build and its history store.")
+        out.sample("runloopd_build_info", [("version", s.version), ("store", s.storeKind)], 1)
+        out.family("runloopd_start_time_seconds", .gauge, "When this runloopd started, in seconds since the epoch.")
+        out.sample("runloopd_start_time_seconds", [], startTime)
+
+        out.family(
+            "runloopd_http_requests_total", .counter, "HTTP requests answered, by route template and status.")
+        for (key, counter) in requests.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            out.sample(
+                "runloopd_http_requests_total", [("route", key.route), ("status", String(key.status))],
+                Double(counter.value))
+        }
+        out.family(
+            "runloopd_http_request_duration_seconds", .histogram,
+            "Time from a request's arrival to its answer, by route template.")
+        for (route, histogram) in durations.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            out.histogram("runloopd_http_request_duration_seconds", [("route", route)], histogram.snapshot)
+        }
+        out.family(
+            "runloopd_limit_refusals_total", .counter,
+            "Requests refused by a limit (429) or while unavailable (503), by error code.")
+        for (reason, counter) in refusals.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            out.sample("runloopd_limit_refusals_total", [("reason", reason)], Double(counter.value))
+        }
+        out.family(
+            "runloopd_commands_queued", .gauge,
+            "Commands waiting: requests queued for the control loop plus performs queued on threads.")
+        out.sample(
+            "runloopd_commands_queued", [], Double(s.queued + s.threads.reduce(0) { $0 + $1.pendingPerforms.count }))
+        out.family("runloopd_event_clients", .gauge, "Connected event-stream (/api/events) clients.")
+        out.sample("runloopd_event_clients", [], Double(s.eventClients))
+        out.family(
+            "runloopd_wakeup_latency_seconds", .histogram,
+            "From a control-loop command's signal to its perform routine running.")
+        out.histogram("runloopd_wakeup_latency_seconds", [], wakeupLatency.snapshot)
+
+        out.family("runloopd_threads", .gauge, "Worker threads by state.")
+        var byState: [WorkerState: Int] = [:]
+        for thread in s.threads { byState[thread.state, default: 0] += 1 }
+        for state in Self.threadStates {
+            out.sample("runloopd_threads", [("state", state.rawValue)], Double(byState[state] ?? 0))
+        }
+        out.family(
+            "runloopd_loop_utilization_ratio", .gauge,
+            "Busy share (0 to 1) of live run loops' recent turns: mean and max over threads.")
+        let mean = s.utilizations.isEmpty ? 0 : s.utilizations.reduce(0, +) / Double(s.utilizations.count)
+        out.sample("runloopd_loop_utilization_ratio", [("stat", "mean")], mean)
+        out.sample("runloopd_loop_utilization_ratio", [("stat", "max")], s.utilizations.max() ?? 0)
+        out.family("runloopd_run_exits_total", .counter, "Run-loop runs ended, by exit reason.")
+        for reason in ExitReason.allCases {
+            out.sample("runloopd_run_exits_total", [("reason", reason.name)], Double(runExits[reason]?.value ?? 0))
+        }
+        out.family("runloopd_wakeups_total", .counter, "Run-loop turns, by what woke the loop.")
+        for kind in WakeKind.allCases {
+            out.sample("runloopd_wakeups_total", [("cause", kind.rawValue)], Double(wakeups[kind]?.value ?? 0))
+        }
+        out.family("runloopd_turn_busy_seconds", .histogram, "Busy time of one run-loop turn (wake to sleep).")
+        out.histogram("runloopd_turn_busy_seconds", [], turnBusy.snapshot)
+        out.family("runloopd_timer_fires_total", .counter, "Timer callbacks run.")
+        out.sample("runloopd_timer_fires_total", [], Double(timerFires.value))
+        out.family(
+            "runloopd_timer_lateness_seconds", .histogram, "How late a timer fired after its scheduled fire date.")
+        out.histogram("runloopd_timer_lateness_seconds", [], timerLateness.snapshot)
+        out.family("runloopd_performs_total", .counter, "Performs answered, by outcome.")
+        for outcome in Self.performOutcomes {
+            out.sample("runloopd_performs_total", [("outcome", outcome)], Double(performs[outcome]?.value ?? 0))
+        }
+        out.family("runloopd_stalls_total", .counter, "Stalls (turns busy past a threshold) ended, by severity.")
+        for severity in DiagnosticsOptions.severities {
+            out.sample("runloopd_stalls_total", [("severity", severity)], Double(stalls[severity]?.value ?? 0))
+        }
+        out.family("runloopd_warnings_active", .gauge, "Diagnostic warnings active now, by code.")
+        for code in WarningTable.codes {
+            out.sample("runloopd_warnings_active", [("code", code)], Double(s.warningsActive[code] ?? 0))
+        }
+
+        if let store = s.store {
+            out.family("runloopd_store_up", .gauge, "1 while the history store answers, else 0.")
+            out.sample("runloopd_store_up", [], store.up ? 1 : 0)
+            out.family("runloopd_store_queue_depth", .gauge, "Events queued for the history store's writer.")
+            out.sample("runloopd_store_queue_depth", [], Double(store.queued))
+            out.family("runloopd_store_written_total", .counter, "Events written to the history store.")
+            out.sample("runloopd_store_written_total", [], Double(store.written))
+            out.family(
+                "runloopd_store_dropped_total", .counter, "Events dropped because the store's queue was full.")
+            out.sample("runloopd_store_dropped_total", [], Double(store.dropped))
+            out.family("runloopd_store_pruned_total", .counter, "Stored events removed by retention.")
+            out.sample("runloopd_store_pruned_total", [], Double(store.pruned))
+        }
+        if let fleet = s.fleet {
+            out.family(
+                "runloopd_fleet_instances", .gauge,
+                "Instances sharing this history store, by health (up, stopped, lost), as last read from the store.")
+            for state in FleetHealth.states {
+                out.sample("runloopd_fleet_instances", [("state", state)], Double(fleet[state] ?? 0))
             }
         }
-        handles.0.increment()
-        handles.1.recordNanoseconds(Int64(seconds * 1e9))
-    }
 
-    private struct RequestKey: Hashable {
-        let route: String
-        let status: Int
-    }
-
-    private let requestHandles = Locked<[RequestKey: (CoreMetrics.Counter, CoreMetrics.Timer)]>([:])
-
-    /// A limit refused work.
-    func recordRefusal(_ reason: String) {
-        counter("runloopd_limit_refusals_total", [("reason", reason)]).increment()
-    }
-
-    private func counter(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Counter {
-        CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
-    }
-
-    /// The text exposition, with gauges sampled now.
-    /// Utilisation is reported as the mean and the maximum over live threads
-    /// (`stat` label), never per thread: the label set stays bounded however
-    /// many threads come and go. Active warnings are labelled by code only.
-    /// The store's counters as last exported (counters only grow by the difference).
-    private let storeReported = Locked((dropped: 0, written: 0))
-
-    /// The history store's figures: `runloopd_store_dropped_total` (events a
-    /// full queue dropped), `runloopd_store_written_total`,
-    /// `runloopd_store_queue_depth`, `runloopd_store_up`.
-    private func recordStore(_ status: HistoryRecorder.Status) {
-        let (dropped, written) = storeReported.withLock { r in
-            defer { r = (status.dropped, status.written) }
-            return (max(0, status.dropped - r.dropped), max(0, status.written - r.written))
+        if let process = ProcessMetrics.read() {
+            out.family("process_cpu_seconds_total", .counter, "Total user and system CPU time spent in seconds.")
+            out.sample("process_cpu_seconds_total", [], process.cpuSeconds)
+            out.family("process_resident_memory_bytes", .gauge, "Resident memory size in bytes.")
+            out.sample("process_resident_memory_bytes", [], process.residentBytes)
+            out.family("process_virtual_memory_bytes", .gauge, "Virtual memory size in bytes.")
+            out.sample("process_virtual_memory_bytes", [], process.virtualBytes)
+            out.family("process_open_fds", .gauge, "Number of open file descriptors.")
+            out.sample("process_open_fds", [], process.openFDs)
+            out.family("process_max_fds", .gauge, "Maximum number of open file descriptors.")
+            out.sample("process_max_fds", [], process.maxFDs)
+            out.family(
+                "process_start_time_seconds", .gauge, "Start time of the process since unix epoch in seconds.")
+            out.sample("process_start_time_seconds", [], process.startTimeSeconds)
         }
-        CoreMetrics.Counter(label: "runloopd_store_dropped_total", factory: factory).increment(by: dropped)
-        CoreMetrics.Counter(label: "runloopd_store_written_total", factory: factory).increment(by: written)
-        CoreMetrics.Gauge(label: "runloopd_store_queue_depth", factory: factory).record(Double(status.queued))
-        CoreMetrics.Gauge(label: "runloopd_store_up", factory: factory).record(status.up ? 1 : 0)
-    }
-
-    func exposition(
-        threads: [WorkerSnapshot], utilizations: [Double], warningsActive: [String: Int], queued: Int,
-        eventClients clients: Int, store: HistoryRecorder.Status? = nil
-    ) -> [UInt8] {
-        if let store { recordStore(store) }
-        let mean = utilizations.isEmpty ? 0 : utilizations.reduce(0, +) / Double(utilizations.count)
-        for (stat, value) in [("mean", mean), ("max", utilizations.max() ?? 0)] {
-            CoreMetrics.Gauge(label: "runloopd_loop_utilization", dimensions: [("stat", stat)], factory: factory)
-                .record(value)
-        }
-        for code in WarningTable.codes {
-            CoreMetrics.Gauge(label: "runloopd_warnings_active", dimensions: [("code", code)], factory: factory)
-                .record(Double(warningsActive[code] ?? 0))
-        }
-        var byState: [WorkerState: Int] = [.running: 0, .waiting: 0, .idle: 0, .exited: 0]
-        for thread in threads { byState[thread.state, default: 0] += 1 }
-        for (state, count) in byState {
-            CoreMetrics.Gauge(label: "runloopd_threads", dimensions: [("state", state.rawValue)], factory: factory)
-                .record(Double(count))
-        }
-        commandsQueued.record(Double(queued + threads.reduce(0) { $0 + $1.pendingPerforms.count }))
-        eventClients.record(Double(clients))
-        var buffer: [UInt8] = []
-        registry.emit(into: &buffer)
-        return buffer
+        return out.bytes
     }
 }
