@@ -6,7 +6,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/runloopd
 BIN_RELEASE := .build/release/runloopd
 
-.PHONY: run deps build release test test-swift test-tsan test-browser test-container lint format clean bench
+.PHONY: run deps build release test test-swift test-tsan test-browser test-prometheus test-container lint format clean bench
 
 deps:
 	@bash scripts/install-deps.sh
@@ -23,7 +23,8 @@ run: release
 	$(BIN_RELEASE) --host $(HOST) --port $(PORT) --public-dir Public
 
 ## Every test: Swift unit + end-to-end tests (with a real PostgreSQL of their own,
-## scripts/with-postgres.sh), every experiment played, browser tests, format lint.
+## scripts/with-postgres.sh), every experiment played, browser tests, Debian's
+## Prometheus against two instances with the shipped alert rules and dashboard, format lint.
 test: deps
 	@bash scripts/install-deps.sh test
 	$(SWIFT) build --build-tests
@@ -31,6 +32,7 @@ test: deps
 	@mkdir -p .build/artifacts
 	$(BIN_DEBUG) play experiments/ --quiet --junit .build/artifacts/experiments-junit.xml
 	bash Tests/browser/run.sh $(BIN_DEBUG)
+	bash Tests/prometheus/run.sh $(BIN_DEBUG)
 	$(SWIFT) format lint --strict --recursive Sources Tests Plugins Package.swift
 
 test-swift: deps
@@ -45,6 +47,14 @@ test-tsan: deps
 test-browser: build
 	@bash scripts/install-deps.sh test
 	bash Tests/browser/run.sh $(BIN_DEBUG)
+
+## Debian's prometheus + promtool (Tests/prometheus): promtool checks and unit-tests
+## deploy/prometheus/runloopd-alerts.yml; a live Prometheus scrapes two runloopd on one
+## PostgreSQL, sees RunloopdStoreDown fire and resolve around a PostgreSQL stop, and
+## evaluates every query of deploy/grafana/runloopd-dashboard.json. About 30-50 s.
+test-prometheus: build
+	@bash scripts/install-deps.sh test
+	bash Tests/prometheus/run.sh $(BIN_DEBUG)
 
 ## Prove the Dockerfile's runtime stage without Docker: release build, a
 ## debootstrap'd bookworm root with only the runtime packages, the binary run
