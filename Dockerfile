@@ -1,9 +1,10 @@
 # runloopd container image.
-#   docker build -t runloopd .
-#   docker run --rm -p 8080:8080 -e RUNLOOPD_TOKEN="$(openssl rand -hex 32)" runloopd
+#   docker build -t runloopd:0.1.0 .     (tag it with what `runloopd --version` prints;
+#                                         deploy/*.yaml pin that tag)
+#   docker run --rm -p 8080:8080 -e RUNLOOPD_TOKEN="$(openssl rand -hex 32)" runloopd:0.1.0
 # or, with the token in a file (a Docker/Compose secret mounts at /run/secrets/<name>):
 #   docker run --rm -p 8080:8080 -v "$PWD/token:/run/secrets/runloopd_token:ro" \
-#     -e RUNLOOPD_TOKEN_FILE=/run/secrets/runloopd_token runloopd
+#     -e RUNLOOPD_TOKEN_FILE=/run/secrets/runloopd_token runloopd:0.1.0
 # It listens on 0.0.0.0, so without a token it refuses to start; RUNLOOPD_NO_AUTH=1
 # (or --no-auth) runs it open on purpose. Browse it as http://localhost:8080/ or by
 # IP; any other name the browser uses goes in RUNLOOPD_ALLOWED_HOST (comma-separated).
