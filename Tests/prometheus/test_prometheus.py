@@ -257,3 +257,14 @@ def test_store_down_alert_fires_and_resolves(fleet):
     resolved = time.monotonic() - started
     assert [r["value"][1] for r in prometheus.query("min(runloopd_store_up)")] == ["1"]
     print(f"\nstore alert: firing {fired:.1f} s after PostgreSQL stopped, resolved {resolved:.1f} s after it started")
+
+
+def test_exposition_passes_promtool_lint(fleet):
+    """promtool's own linter (HELP, counter names, units) finds nothing in either instance's /metrics."""
+    for server in fleet[:2]:
+        with urllib.request.urlopen(server.base + "/metrics", timeout=10) as response:
+            text = response.read()
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True)
+        assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), \
+            (lint.stdout + lint.stderr).decode()
+        assert b"# HELP runloopd_store_pruned_total " in text
