@@ -166,7 +166,7 @@ extension RunLoopService {
                     warningsActive: registry.diagnostics.warnings.activeCounts(),
                     queued: running.withLock { $0.control }?.commands.pendingCount ?? 0,
                     eventClients: hub.clientCount, version: Self.version, storeKind: history?.store.kind ?? "none",
-                    store: history?.status, fleet: history == nil ? nil : metrics.fleet.counts ?? [:])
+                    store: history?.status, fleet: history == nil ? nil : metrics.fleet.counts)
                 answer(
                     HTTPResponse(
                         status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],

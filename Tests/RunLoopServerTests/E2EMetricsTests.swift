@@ -97,7 +97,13 @@ struct E2EMetricsTests {
             let fds = try #require(first.samples["process_open_fds"])
             #expect(fds >= 3 && fds <= (first.samples["process_max_fds"] ?? 0))
             #expect(first.types["process_cpu_seconds_total"] == "counter")
-            #expect(first.samples["runloopd_fleet_instances{state=\"up\"}"] == 1)
+            #expect(first.types["runloopd_fleet_instances"] == "gauge")
+            // Read from the store when scraped (a first scrape may come before the answer).
+            let fleet = try await c.poll("/metrics") {
+                Scrape($0.text).samples["runloopd_fleet_instances{state=\"up\"}"] != nil
+            }
+            #expect(Scrape(fleet.text).samples["runloopd_fleet_instances{state=\"up\"}"] == 1)
+            #expect(Scrape(fleet.text).samples["runloopd_fleet_instances{state=\"lost\"}"] == 0)
 
             // Work that adds label sets (routes, a refusal, a histogram per route), then the same order.
             _ = try await c.createThread()

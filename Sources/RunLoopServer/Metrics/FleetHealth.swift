@@ -9,7 +9,7 @@ import RunLoopCore
 /// runloopd that nobody scrapes reads nothing); the scrape waits for the
 /// read at most `wait` seconds, else it shows the last counts read. A failed
 /// read keeps the last counts (the store's own `runloopd_store_up` says it
-/// is down).
+/// is down); before the first answer the family has no samples.
 final class FleetHealth: Sendable {
     static let states = ["up", "stopped", "lost"]
     /// How long a scrape waits for the store's answer.

@@ -124,7 +124,8 @@ final class ServiceMetrics: Sendable {
         var storeKind = "none"
         /// The history store's figures; nil without a store.
         var store: HistoryRecorder.Status?
-        /// Instances of the fleet by health, as last read from the store; nil without a store.
+        /// Instances of the fleet by health, as last read from the store; nil
+        /// without a store or before its first answer.
         var fleet: [String: Int]?
     }
 
@@ -220,12 +221,15 @@ final class ServiceMetrics: Sendable {
             out.family("runloopd_store_pruned_total", .counter, "Stored events removed by retention.")
             out.sample("runloopd_store_pruned_total", [], Double(store.pruned))
         }
-        if let fleet = s.fleet {
+        if s.store != nil {
             out.family(
                 "runloopd_fleet_instances", .gauge,
                 "Instances sharing this history store, by health (up, stopped, lost), as last read from the store.")
+            // No samples until the store has answered once: unknown is not 0.
             for state in FleetHealth.states {
-                out.sample("runloopd_fleet_instances", [("state", state)], Double(fleet[state] ?? 0))
+                if let count = s.fleet?[state] {
+                    out.sample("runloopd_fleet_instances", [("state", state)], Double(count))
+                }
             }
         }
 
