@@ -8,6 +8,10 @@
 #   RUNLOOPD_TEST_POSTGRES_CA   the self-signed certificate it also accepts TLS
 #                               with (when openssl is there): the TLS test
 #                               connects with sslmode=verify-full against it
+#   RUNLOOPD_TEST_POSTGRES_PASSWORD_URL, RUNLOOPD_TEST_POSTGRES_PASSWORD
+#                               a role (and its database) that must give a
+#                               password (scram-sha-256), the URL without it:
+#                               the password-file test's
 # (the history-store tests stop and start it under load), runs the command,
 # then stops the server and removes the folder whatever happened. A second
 # cluster (RUNLOOPD_TEST_POSTGRES_OUTAGE_URL, RUNLOOPD_TEST_POSTGRES_OUTAGE_PG_CTL)
@@ -66,9 +70,18 @@ start_cluster() {
   pgctl=("${as[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 30
     -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200$tls")
   "${as[@]}" "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >/dev/null
+  # One role must give its password (the first matching line of pg_hba.conf wins).
+  local hba="$dir/data/pg_hba.conf"
+  "${as[@]}" sh -c "{ echo 'host all runloopd_pw 127.0.0.1/32 scram-sha-256'; cat '$hba'; } > '$hba.new' && mv '$hba.new' '$hba'"
   "${pgctl[@]}" start >/dev/null
   "${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres -qc "CREATE ROLE runloopd LOGIN CREATEDB" >/dev/null
   "${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres -qc "CREATE DATABASE runloopd OWNER runloopd" >/dev/null
+  local password
+  password="pw-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+  "${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres \
+    -qc "CREATE ROLE runloopd_pw LOGIN PASSWORD '$password'" -qc "CREATE DATABASE runloopd_pw OWNER runloopd_pw" >/dev/null
+  export "$1_PASSWORD_URL=postgres://runloopd_pw@127.0.0.1:$port/runloopd_pw$query"
+  export "$1_PASSWORD=$password"
   export "$1_URL=postgres://runloopd@127.0.0.1:$port/runloopd$query"
   printf -v ctl '%q ' "${pgctl[@]}"
   export "$1_PG_CTL=$ctl"

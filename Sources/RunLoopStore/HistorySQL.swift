@@ -168,14 +168,34 @@ struct HistorySQL {
 
     var instances: String { "SELECT \(Self.instanceColumns) FROM instances ORDER BY started_at DESC" }
 
-    /// Retention by age: events, then threads that ended before the cutoff.
-    var pruneByAge: [String] {
-        ["DELETE FROM events WHERE at < \(marks(1))", "DELETE FROM threads WHERE ended_at < \(marks(1))"]
+    /// Retention by age: events, then threads that ended before the cutoff
+    /// (`$1`); with `instance`, only that instance's (`$2`).
+    func pruneByAge(instance: Bool) -> [String] {
+        let mine = instance ? " AND instance = \(marks(1, from: 2))" : ""
+        return [
+            "DELETE FROM events WHERE at < \(marks(1))\(mine)", "DELETE FROM threads WHERE ended_at < \(marks(1))\(mine)",
+        ]
     }
 
-    /// The oldest `n` events.
-    var pruneOldest: String {
-        "DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id ASC LIMIT \(marks(1)))"
+    /// The oldest `$1` events; with `instance`, that instance's (`$2`, by its
+    /// event ids: the index on (instance, seq) finds them).
+    func pruneOldest(instance: Bool) -> String {
+        let oldest =
+            instance
+            ? "SELECT id FROM events WHERE instance = \(marks(1, from: 2)) ORDER BY seq ASC LIMIT \(marks(1))"
+            : "SELECT id FROM events ORDER BY id ASC LIMIT \(marks(1))"
+        return "DELETE FROM events WHERE id IN (\(oldest))"
+    }
+
+    /// How many events (`$1`: that instance's).
+    func count(instance: Bool) -> String {
+        "SELECT COUNT(*) FROM events" + (instance ? " WHERE instance = \(marks(1))" : "")
+    }
+
+    /// Deletes an instance's row unless it runs: stopped cleanly, or its
+    /// heartbeat older than `$2`. Returns the id when it went.
+    var forgetInstance: String {
+        "DELETE FROM instances WHERE id = \(marks(1)) AND (stopped_at IS NOT NULL OR heartbeat_at < \(marks(1, from: 2))) RETURNING id"
     }
 }
 
@@ -316,17 +336,26 @@ struct HistoryLogic {
         try run(sql.instances, []).map(InstanceRecord.init(row:))
     }
 
-    func pruneByAge(_ maxAge: Double, now: Double) throws -> Int {
-        let before = try count()
-        for statement in sql.pruneByAge { _ = try run(statement, [.double(now - maxAge)]) }
-        return before - (try count())
+    func pruneByAge(_ maxAge: Double, now: Double, instance: String?) throws -> Int {
+        let before = try count(instance: instance)
+        let mine = instance.map { [SQLValue.text($0)] } ?? []
+        for statement in sql.pruneByAge(instance: instance != nil) {
+            _ = try run(statement, [.double(now - maxAge)] + mine)
+        }
+        return before - (try count(instance: instance))
     }
 
-    func deleteOldest(_ n: Int) throws {
-        _ = try run(sql.pruneOldest, [.int(Int64(n))])
+    /// Deletes the oldest `n` events (of `instance`, or of all).
+    func deleteOldest(_ n: Int, instance: String?) throws {
+        _ = try run(sql.pruneOldest(instance: instance != nil), [.int(Int64(n))] + (instance.map { [.text($0)] } ?? []))
     }
 
-    func count() throws -> Int {
-        Int(try run("SELECT COUNT(*) FROM events", []).first?.first?.int ?? 0)
+    func count(instance: String? = nil) throws -> Int {
+        Int(try run(sql.count(instance: instance != nil), instance.map { [.text($0)] } ?? []).first?.first?.int ?? 0)
+    }
+
+    func forget(instance: String, silentSince: Double) throws -> ForgetResult {
+        if try !run(sql.forgetInstance, [.text(instance), .double(silentSince)]).isEmpty { return .forgotten }
+        return try run(sql.selectInstance, [.text(instance)]).isEmpty ? .unknown : .running
     }
 }

@@ -19,6 +19,12 @@ public final class PostgresStore: HistoryStore {
     private let logger: Logger
     private let connectTimeout: Double
     private let queryTimeout: Double
+    /// `--store-password-file`: read at every connection (a rotated password
+    /// is used from the next connection on).
+    private let passwordFile: String?
+    /// `application_name`, unless the URL gives one: `runloopd` until
+    /// `identify`, then `runloopd/<instance id>`.
+    private let applicationName = Locked<String?>("runloopd")
 
     /// The `sslmode` values libpq knows (its default is `prefer`).
     public static let sslModes = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
@@ -27,9 +33,12 @@ public final class PostgresStore: HistoryStore {
     /// (libpq's URI form: several `host:port`s, `sslmode`, `sslrootcert`, …);
     /// the user is `postgres` unless given. `connectTimeout` bounds a
     /// connection attempt, `queryTimeout` one statement (a connection that
-    /// passes it is dropped).
+    /// passes it is dropped). `passwordFile`: a file holding the password
+    /// (its first line), read at each connection; without it libpq takes the
+    /// URL's password, else `PGPASSWORD`, else its password file
+    /// (`passfile=`, `PGPASSFILE` or `~/.pgpass`).
     public init(
-        url: String, connectTimeout: Double = 2, queryTimeout: Double = 10,
+        url: String, connectTimeout: Double = 2, queryTimeout: Double = 10, passwordFile: String? = nil,
         logger: Logger = Logger(label: "runloopd.store")
     ) throws {
         guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") else {
@@ -52,7 +61,11 @@ public final class PostgresStore: HistoryStore {
             throw StoreError("--store: sslmode=\(mode) is not one of \(Self.sslModes.joined(separator: ", "))")
         }
         if !parsed.contains(where: { $0.0 == "user" }) { parsed.append(("user", "postgres")) }
-        if !parsed.contains(where: { $0.0 == "application_name" }) { parsed.append(("application_name", "runloopd")) }
+        if parsed.contains(where: { $0.0 == "application_name" }) { applicationName.withLock { $0 = nil } }
+        if passwordFile != nil, parsed.contains(where: { $0.0 == "password" }) {
+            throw StoreError("--store-password-file: the URL gives a password too; give it in one place")
+        }
+        self.passwordFile = passwordFile
         self.parameters = parsed
         self.location = Self.redact(url)
         self.logger = logger
@@ -61,6 +74,42 @@ public final class PostgresStore: HistoryStore {
     }
 
     deinit { close() }
+
+    /// Names the connections `runloopd/<instance>` in `pg_stat_activity`
+    /// (unless the URL gives `application_name`); connections made from now on.
+    public func identify(instance: String) {
+        applicationName.withLock { name in
+            if name != nil { name = "runloopd/\(instance)" }
+        }
+    }
+
+    /// The URL's parameters, the application name and the password file's password.
+    private func connectionParameters() throws -> [(String, String)] {
+        var all = parameters
+        if let name = applicationName.withLock({ $0 }) { all.append(("application_name", name)) }
+        if let passwordFile {
+            let text: String
+            do {
+                text = try String(contentsOfFile: passwordFile, encoding: .utf8)
+            } catch {
+                throw StoreError("cannot read --store-password-file \(passwordFile): \(Self.reason(error))")
+            }
+            let password = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first
+                .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) } ?? ""
+            all.append(("password", password))
+        }
+        return all
+    }
+
+    /// The system's sentence for a file that cannot be read.
+    private static func reason(_ error: any Error) -> String {
+        if let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError,
+            underlying.domain == NSPOSIXErrorDomain
+        {
+            return String(cString: strerror(Int32(underlying.code)))
+        }
+        return "\(error)"
+    }
 
     /// The URL with its password (in the user part or a `password=` parameter) replaced by `***`.
     public static func redact(_ url: String) -> String {
@@ -90,7 +139,9 @@ public final class PostgresStore: HistoryStore {
             connection = lent
         } else {
             do {
-                connection = try PQConnection(parameters: parameters, timeout: connectTimeout)
+                connection = try PQConnection(parameters: try connectionParameters(), timeout: connectTimeout)
+            } catch let error as StoreError {
+                throw error
             } catch {
                 throw StoreError("cannot connect to \(location): \(error)")
             }
@@ -166,25 +217,35 @@ public final class PostgresStore: HistoryStore {
     /// space back to its own free-space map, not to the file system, so the
     /// files' size would never fall below the limit).
     static let sizeQuery = "SELECT COALESCE(SUM(octet_length(data)), 0) + 64 * COUNT(*) FROM events"
+    /// The same for one instance's events (`--retention-scope instance`).
+    static let instanceSizeQuery = sizeQuery + " WHERE instance = $1"
 
     public func size() throws -> Int64 {
         try using(reader, transaction: false) { try $0.run(Self.sizeQuery, []).first?.first?.int ?? 0 }
     }
 
+    public func forget(instance: String, silentSince: Double) throws -> ForgetResult {
+        try using(reader, transaction: false) { try $0.forget(instance: instance, silentSince: silentSince) }
+    }
+
     /// Runs on the writer's connection (the writer thread calls it), never the readers'.
     public func prune(_ retention: Retention, now: Double) throws -> Int {
         var removed = 0
+        let instance = retention.instance
         if let maxAge = retention.maxAge {
-            removed += try using(writer, transaction: true) { try $0.pruneByAge(maxAge, now: now) }
+            removed += try using(writer, transaction: true) { try $0.pruneByAge(maxAge, now: now, instance: instance) }
         }
         if let maxBytes = retention.maxBytes {
+            // With `--retention-scope instance` the limit bounds this instance's share.
+            let (query, values) =
+                instance.map { (Self.instanceSizeQuery, [SQLValue.text($0)]) } ?? (Self.sizeQuery, [])
             removed += try using(writer, transaction: false) { logic in
                 var removed = 0
-                while (try logic.run(Self.sizeQuery, []).first?.first?.int ?? 0) > maxBytes {
-                    let count = try logic.count()
+                while (try logic.run(query, values).first?.first?.int ?? 0) > maxBytes {
+                    let count = try logic.count(instance: instance)
                     if count == 0 { break }
                     let n = max(100, count / 10)
-                    try logic.deleteOldest(n)
+                    try logic.deleteOldest(n, instance: instance)
                     removed += min(n, count)
                 }
                 return removed

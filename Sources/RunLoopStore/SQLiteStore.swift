@@ -10,11 +10,30 @@ public final class SQLiteStore: HistoryStore {
     public let location: String
     private let pool = Locked<DatabasePool?>(nil)
     private let logic = HistorySQL(dialect: .sqlite)
+    /// Most WAL pages between checkpoints, and what the WAL file is cut back
+    /// to after one (bytes): a tenth of the size limit, so the file and its
+    /// WAL together stay near the limit (SQLite's defaults, 1000 pages and no
+    /// cut, let a 1 MB store carry a 4 MB WAL).
+    private let walBytes: Int64
 
     /// `path`: the database file (its folder is created if missing).
-    public init(path: String) {
+    /// `sizeLimit`: `--retention-size`, which the WAL's bound follows.
+    public init(path: String, sizeLimit: Int64? = nil) {
         self.location = path
+        self.walBytes = min(Self.defaultWALBytes, max(64 * 1024, (sizeLimit ?? .max) / 10))
     }
+
+    /// SQLite's own autocheckpoint (1000 pages of 4 KiB).
+    static let defaultWALBytes: Int64 = 4_096_000
+
+    /// The size bound's trigger and target: past `triggerShare` of the limit
+    /// (the file and its WAL, by `stat`, after every commit) the oldest events
+    /// go until the data is under `targetShare` of it.
+    static let triggerShare = 0.9
+    static let targetShare = 0.6
+    /// Most events one pruning transaction deletes (small steps: each step's
+    /// pages go to the WAL, which is checkpointed between steps).
+    static let pruneStep = 500
 
     public func open() throws {
         if pool.withLock({ $0 }) != nil { return }
@@ -26,22 +45,40 @@ public final class SQLiteStore: HistoryStore {
                 throw StoreError("cannot create \(folder): \(Self.reason(error))")
             }
         }
+        do {
+            try Self.restrict(location)
+        } catch {
+            throw StoreError("cannot create \(location): \(Self.reason(error))")
+        }
         var configuration = Configuration()
         configuration.label = "runloopd-history"
         // A busy reader never makes the writer fail at once (and the reverse).
         configuration.busyMode = .timeout(5)
+        let walPages = max(16, walBytes / 4096)
+        let walBytes = walBytes
         configuration.prepareDatabase { db in
+            // Before anything else touches a new file (GRDB turns WAL on next):
+            // a new database is created in incremental auto-vacuum, so that
+            // retention can give pages back to the file system.
+            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
             // WAL with synchronous=NORMAL: a committed batch survives the
             // process being killed (it is in the WAL); a power cut may lose the
             // last batches but never corrupts the file.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(walPages)")
+            try db.execute(sql: "PRAGMA journal_size_limit = \(walBytes)")
         }
         do {
             let opened = try DatabasePool(path: location, configuration: configuration)
             try opened.writeWithoutTransaction { db in
-                // Must precede the first table: lets retention give pages back.
-                try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                // A file made before (or by another program) without it: VACUUM
+                // rebuilds it once in incremental mode.
+                if try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 {
+                    try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                    try db.execute(sql: "VACUUM")
+                }
             }
+            try Self.restrict(location)
             var migrator = DatabaseMigrator()
             let statements = logic.schema
             migrator.registerMigration("v1") { db in
@@ -58,6 +95,35 @@ public final class SQLiteStore: HistoryStore {
         } catch {
             throw StoreError("cannot open \(location): \(Self.reason(error))")
         }
+    }
+
+    /// The history holds request bodies: the file, its WAL and its shared
+    /// memory are the owner's only (0600). A missing file is created so
+    /// (SQLite gives the WAL and the shared-memory file the database file's
+    /// mode); an existing one is narrowed to it.
+    static func restrict(_ path: String) throws {
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        Glibc.close(fd)
+        for file in [path, path + "-wal", path + "-shm"] {
+            var info = stat()
+            if stat(file, &info) == 0, info.st_mode & 0o077 != 0 { _ = chmod(file, info.st_mode & 0o700) }
+        }
+    }
+
+    /// The file and its WAL on disk (bytes).
+    public func fileBytes() -> Int64 {
+        var total: Int64 = 0
+        for file in [location, location + "-wal"] {
+            var info = stat()
+            if stat(file, &info) == 0 { total += Int64(info.st_size) }
+        }
+        return total
+    }
+
+    public func overLimit(_ retention: Retention) -> Bool {
+        guard let maxBytes = retention.maxBytes else { return false }
+        return Double(fileBytes()) > Double(maxBytes) * Self.triggerShare
     }
 
     private func database() throws -> DatabasePool {
@@ -133,33 +199,52 @@ public final class SQLiteStore: HistoryStore {
         }
     }
 
+    public func forget(instance: String, silentSince: Double) throws -> ForgetResult {
+        try writing { try $0.forget(instance: instance, silentSince: silentSince) }
+    }
+
+    /// By age, then by size: when the file and its WAL pass `triggerShare`
+    /// of the limit (or the data alone passes the limit), the oldest events
+    /// go, `pruneStep` at a time, each step followed by an incremental vacuum
+    /// and a checkpoint, until the data is under `targetShare` of it. The
+    /// file shrinks as it goes.
     public func prune(_ retention: Retention, now: Double) throws -> Int {
         var removed = 0
+        let instance = retention.instance
         if let maxAge = retention.maxAge {
-            removed += try writing { try $0.pruneByAge(maxAge, now: now) }
+            removed += try writing { try $0.pruneByAge(maxAge, now: now, instance: instance) }
+            if removed > 0 { try compact() }
         }
-        if let maxBytes = retention.maxBytes {
-            // The oldest tenth at a time until the data fits.
-            while try size() > maxBytes {
-                let count = try reading { try $0.count() }
+        if let maxBytes = retention.maxBytes, try overLimit(retention) || size() > maxBytes {
+            let target = Int64(Double(maxBytes) * Self.targetShare)
+            var data = try size()
+            while data > target {
+                let (count, all) = try reading { (try $0.count(instance: instance), try $0.count()) }
                 if count == 0 { break }
-                let n = max(100, count / 10)
-                try writing { try $0.deleteOldest(n) }
-                removed += min(n, count)
-            }
-        }
-        if removed > 0 {
-            do {
-                let db = try database()
-                try db.writeWithoutTransaction { db in
-                    try db.execute(sql: "PRAGMA incremental_vacuum")
-                    try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-                }
-            } catch {
-                throw StoreError("\(location): \(Self.reason(error))")
+                // As many of the oldest as the excess holds at the average event's size.
+                let perEvent = max(1, data / Int64(max(1, all)))
+                let n = min(Self.pruneStep, max(1, Int((data - target) / perEvent) + 1), count)
+                try writing { try $0.deleteOldest(n, instance: instance) }
+                removed += n
+                try compact()
+                data = try size()
             }
         }
         return removed
+    }
+
+    /// Gives the free pages back to the file system: the incremental vacuum
+    /// moves them to the end, the checkpoint copies the WAL in, cuts the file
+    /// and empties the WAL.
+    private func compact() throws {
+        do {
+            try database().writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA incremental_vacuum")
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+        } catch {
+            throw StoreError("\(location): \(Self.reason(error))")
+        }
     }
 
     public func close() {

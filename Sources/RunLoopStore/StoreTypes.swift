@@ -186,10 +186,14 @@ public struct Retention: Sendable, Equatable {
     public var maxAge: Double?
     /// The oldest events go while the store is larger (bytes; nil: no limit).
     public var maxBytes: Int64?
+    /// Whose events go: this instance's only (`--retention-scope instance`,
+    /// the default), or every instance's when nil (`--retention-scope fleet`).
+    public var instance: String?
 
-    public init(maxAge: Double?, maxBytes: Int64?) {
+    public init(maxAge: Double?, maxBytes: Int64?, instance: String? = nil) {
         self.maxAge = maxAge
         self.maxBytes = maxBytes
+        self.instance = instance
     }
 }
 
@@ -224,10 +228,36 @@ public protocol HistoryStore: AnyObject, Sendable {
     func instances() throws -> [InstanceRecord]
     /// Applies the retention; returns how many events went.
     func prune(_ retention: Retention, now: Double) throws -> Int
+    /// Whether the store is past `retention`'s size bound now, by a check
+    /// cheap enough for every commit (SQLite: the file and its WAL); false
+    /// when it cannot tell without a query (PostgreSQL: the periodic prune measures).
+    func overLimit(_ retention: Retention) -> Bool
     /// The space the store uses (bytes).
     func size() throws -> Int64
+    /// Forgets an instance that is not running (`DELETE /api/fleet/{id}`): its
+    /// row goes if it stopped cleanly or its heartbeat is older than
+    /// `silentSince`; its events and threads stay (retention takes them).
+    /// The check and the delete are one statement, so an instance that beats
+    /// meanwhile stays.
+    func forget(instance: String, silentSince: Double) throws -> ForgetResult
+    /// Names the connections after this instance (PostgreSQL's `application_name`).
+    func identify(instance: String)
     /// Closes connections (the store may be opened again).
     func close()
+}
+
+extension HistoryStore {
+    public func overLimit(_ retention: Retention) -> Bool { false }
+    public func identify(instance: String) {}
+}
+
+/// What `forget` did.
+public enum ForgetResult: Sendable, Equatable {
+    case forgotten
+    /// No instance has that id.
+    case unknown
+    /// It is running (a fresh heartbeat, no clean stop).
+    case running
 }
 
 /// Parses `7d`, `12h`, `30m`, `45s` or plain seconds.

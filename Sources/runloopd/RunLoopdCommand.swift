@@ -240,6 +240,18 @@ struct Serve: ParsableCommand {
     var retentionSize: String = Env.string("RETENTION_SIZE") ?? "256MB"
 
     @Option(
+        help: ArgumentHelp(
+            "Whose history the retention prunes: instance (this instance's only) or fleet (every instance's; for one designated instance of a fleet).",
+            valueName: "instance|fleet"))
+    var retentionScope: String = Env.string("RETENTION_SCOPE") ?? RetentionScope.instance.rawValue
+
+    @Option(
+        help: ArgumentHelp(
+            "A file holding the PostgreSQL password (its first line; read at each connection), instead of a password in --store.",
+            valueName: "path"))
+    var storePasswordFile: String = Env.string("STORE_PASSWORD_FILE") ?? ""
+
+    @Option(
         help: "Events waiting for the store's writer; a full queue drops the oldest (runloopd_store_dropped_total).")
     var storeQueue: Int = Env.integer("STORE_QUEUE") ?? StoreOptions().queueCapacity
 
@@ -364,6 +376,11 @@ struct Serve: ParsableCommand {
             throw ValidationError("--retention-size takes a size such as 256MB or 1GB (0: no size limit)")
         }
         options.retention = Retention(maxAge: age > 0 ? age : nil, maxBytes: size > 0 ? size : nil)
+        guard let scope = RetentionScope(rawValue: retentionScope) else {
+            throw ValidationError("--retention-scope must be instance or fleet")
+        }
+        options.retentionScope = scope
+        options.passwordFile = storePasswordFile.isEmpty ? nil : storePasswordFile
         guard (1...10_000_000).contains(storeQueue), (1...1_000_000).contains(replayLimit) else {
             throw ValidationError("--store-queue must be 1...10000000 and --replay-limit 1...1000000")
         }

@@ -44,9 +44,10 @@ extension API {
                 let threads = try store.threads(instance: instanceId, boot: bootFilter, limit: limit)
                 // Another instance that stopped answering: its unended threads are lost too.
                 let now = Date().timeIntervalSince1970
+                let outage = history.status.outage
                 let gone = Set(
                     try store.instances().filter {
-                        $0.id != current.0 && $0.stoppedAt == nil && now - $0.heartbeatAt > beat * 3
+                        Rep.health($0, selfId: current.0, now: now, beat: beat, outage: outage) == "lost"
                     }.map(\.id))
                 return [
                     "threads": .array(
@@ -75,10 +76,55 @@ extension API {
             read(ctx, history) { store in
                 let now = Date().timeIntervalSince1970
                 let instances = try store.instances()
+                let outage = history.status.outage
                 return [
                     "self": .string(me?.id ?? ""), "store": .string(store.kind),
-                    "instances": .array(instances.map { Rep.instance($0, selfId: me?.id ?? "", now: now, beat: beat) }),
+                    "instances": .array(
+                        instances.map { Rep.instance($0, selfId: me?.id ?? "", now: now, beat: beat, outage: outage) }),
                 ]
+            }
+            return .deferred
+        }
+        r.add("DELETE", "/api/fleet/{id}") { ctx throws(RunLoopError) in
+            let history = try requireStore()
+            let id = ctx.param("id")
+            let me = history.instance.id
+            let beat = history.options.heartbeatInterval
+            if id == me {
+                throw .conflict("instance_running", "\(id) is this instance; an instance that runs cannot be forgotten")
+            }
+            history.readers.async {
+                do {
+                    // Judged as GET /api/fleet judges it.
+                    let now = Date().timeIntervalSince1970
+                    guard let record = try history.store.instances().first(where: { $0.id == id }) else {
+                        return ctx.fail(.notFound("instance", id))
+                    }
+                    let health = Rep.health(record, selfId: me, now: now, beat: beat, outage: history.status.outage)
+                    guard health != "up" else {
+                        return ctx.fail(
+                            .conflict(
+                                "instance_running",
+                                "\(id) is up (its heartbeat is fresh); only a stopped or lost instance can be forgotten"))
+                    }
+                    // Only if no heartbeat came after the one judged: one that beats meanwhile stays.
+                    switch try history.store.forget(instance: id, silentSince: record.heartbeatAt + 1e-6) {
+                    case .forgotten:
+                        ctx.reply(200, ["forgotten": .string(id), "health": .string(health)])
+                    case .unknown:
+                        ctx.fail(.notFound("instance", id))
+                    case .running:
+                        ctx.fail(
+                            .conflict(
+                                "instance_running",
+                                "\(id) sent a heartbeat meanwhile; only a stopped or lost instance can be forgotten"))
+                    }
+                } catch {
+                    ctx.respond(
+                        APIResponses.error(
+                            status: 503, code: "store_unavailable",
+                            message: "the history store does not answer: \(error)", headers: [("Retry-After", "1")]))
+                }
             }
             return .deferred
         }
@@ -104,6 +150,7 @@ extension API {
                     "retention": [
                         "maxAgeSeconds": options.retention.maxAge.map { .number($0) } ?? .null,
                         "maxBytes": options.retention.maxBytes.map { .number(Double($0)) } ?? .null,
+                        "scope": .string(options.retentionScope.rawValue),
                     ],
                 ])
         }
@@ -229,11 +276,33 @@ extension Rep {
         ]
     }
 
-    /// An instance of the fleet: `up` while its heartbeat is fresh (3
-    /// intervals), `stopped` after a clean stop, else `lost`.
-    static func instance(_ i: InstanceRecord, selfId: String, now: Double, beat: Double) -> Value {
-        let health =
-            i.id == selfId ? "up" : i.stoppedAt != nil ? "stopped" : now - i.heartbeatAt <= beat * 3 ? "up" : "lost"
+    /// An instance's health as this process judges it: `up` (this process,
+    /// or one silent for at most 3 heartbeat intervals while the store
+    /// answered this process), `stopped` (a clean stop), else `lost`. The
+    /// time since its last heartbeat counts only while the store answered
+    /// this process: the span of this process's latest outage (`outage`,
+    /// from its first failure to its recovery, or to now while it lasts) is
+    /// taken out, so an instance still backing off after the store came back
+    /// is not `lost` before it had 3 intervals to beat again, and one that was
+    /// already silent before the outage stays `lost` through it.
+    static func health(
+        _ i: InstanceRecord, selfId: String, now: Double, beat: Double, outage: (from: Double, to: Double?)?
+    ) -> String {
+        if i.id == selfId { return "up" }
+        if i.stoppedAt != nil { return "stopped" }
+        var silent = now - i.heartbeatAt
+        if let outage {
+            let overlap = min(now, outage.to ?? now) - max(i.heartbeatAt, outage.from)
+            if overlap > 0 { silent -= overlap }
+        }
+        return silent <= beat * 3 ? "up" : "lost"
+    }
+
+    /// An instance of the fleet, with its `health`.
+    static func instance(
+        _ i: InstanceRecord, selfId: String, now: Double, beat: Double, outage: (from: Double, to: Double?)? = nil
+    ) -> Value {
+        let health = health(i, selfId: selfId, now: now, beat: beat, outage: outage)
         return [
             "id": .string(i.id), "url": .string(i.url), "dashboard": .string(i.url), "version": .string(i.version),
             "host": .string(i.host), "pid": .number(Double(i.pid)), "boot": .number(Double(i.boot)),

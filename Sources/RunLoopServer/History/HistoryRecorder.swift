@@ -42,6 +42,12 @@ public struct StoreOptions: Sendable {
     public var dataDirectory = StoreOptions.defaultDataDirectory()
     /// What is kept.
     public var retention = Retention(maxAge: 7 * 86_400, maxBytes: 256_000_000)
+    /// Whose history the retention prunes: this instance's only (the
+    /// default), or every instance's (`--retention-scope fleet`, for one
+    /// designated instance of a fleet).
+    public var retentionScope = RetentionScope.instance
+    /// A file holding the PostgreSQL password (`--store-password-file`).
+    public var passwordFile: String?
     /// Events waiting for the writer; a full queue drops the oldest.
     public var queueCapacity = 65_536
     /// The writer commits at most this often (seconds).
@@ -99,13 +105,25 @@ public struct StoreOptions: Sendable {
 
     /// The store these options name.
     public func makeStore(logger: Logger) throws -> any HistoryStore {
-        if let path = sqlitePath { return SQLiteStore(path: path) }
+        if let path = sqlitePath {
+            if passwordFile != nil { throw StoreError("--store-password-file is for a PostgreSQL store") }
+            return SQLiteStore(path: path, sizeLimit: retention.maxBytes)
+        }
         if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
             return try PostgresStore(
-                url: url, connectTimeout: connectTimeout, queryTimeout: queryTimeout, logger: logger)
+                url: url, connectTimeout: connectTimeout, queryTimeout: queryTimeout, passwordFile: passwordFile,
+                logger: logger)
         }
         throw StoreError("--store must be sqlite, sqlite:PATH or postgres://user:password@host:port/database")
     }
+}
+
+/// Whose history one instance's retention prunes.
+public enum RetentionScope: String, Sendable, CaseIterable {
+    /// This instance's events and threads only.
+    case instance
+    /// Every instance's (one designated instance of a fleet).
+    case fleet
 }
 
 /// Keeps events in the store without making anyone wait: `record` appends to
@@ -141,8 +159,15 @@ final class HistoryRecorder: Sendable {
         var lastCommitAt: Double?
         var lastCommitSeconds = 0.0
         var pruned = 0
+        /// Prunes that deleted something.
+        var prunes = 0
         var boot: Int64 = 0
         var registered = false
+        /// This process's latest outage of the store (seconds since 1970):
+        /// when it began failing, and when it answered again (nil while it
+        /// fails). Nil when it never failed. Fleet health does not count the
+        /// other instances' silence during it.
+        var outage: (from: Double, to: Double?)?
     }
 
     private struct State {
@@ -219,6 +244,7 @@ final class HistoryRecorder: Sendable {
             $0.instance = instance
             $0.writing = true
         }
+        store.identify(instance: instance.id)
         register(atStart: true)
         let thread = Thread { [self] in
             // Below the loops and the HTTP thread: when the CPUs are saturated,
@@ -299,6 +325,7 @@ final class HistoryRecorder: Sendable {
             details: ["store": .string(store.kind), "location": .string(store.location), "error": .string(message)],
             counts: first)
         state.withLock { s in
+            if s.status.up || s.status.lastError == nil { s.status.outage = (Date().timeIntervalSince1970, nil) }
             s.status.up = false
             s.status.lastError = message
         }
@@ -311,6 +338,9 @@ final class HistoryRecorder: Sendable {
             warnings.resolve("store_unavailable", thread: "")
         }
         state.withLock { s in
+            if s.status.lastError != nil, let from = s.status.outage?.from {
+                s.status.outage = (from, Date().timeIntervalSince1970)
+            }
             s.status.up = true
             s.status.lastError = nil
         }
@@ -377,7 +407,11 @@ final class HistoryRecorder: Sendable {
             }
             backoff = 0
             if !items.isEmpty { lastCommit = Monotonic.now() }
-            if Monotonic.now() - lastPrune >= options.retentionInterval {
+            // By the clock, and (SQLite) whenever the file and its WAL pass
+            // the size bound's trigger: a stat after each commit.
+            if Monotonic.now() - lastPrune >= options.retentionInterval
+                || (!items.isEmpty && store.overLimit(options.retention))
+            {
                 lastPrune = Monotonic.now()
                 prune()
             }
@@ -419,15 +453,35 @@ final class HistoryRecorder: Sendable {
         }
     }
 
-    /// Applies the retention now (the writer's thread).
+    /// The retention as this instance applies it (its scope filled in).
+    var retention: Retention {
+        var retention = options.retention
+        retention.instance = options.retentionScope == .instance ? instance.id : nil
+        return retention
+    }
+
+    /// Applies the retention now (the writer's thread); a prune that deleted
+    /// something is logged at warning (history is gone) and counted.
     private func prune() {
+        let retention = self.retention
         do {
-            let removed = try store.prune(options.retention, now: Date().timeIntervalSince1970)
+            let started = Monotonic.now()
+            let removed = try store.prune(retention, now: Date().timeIntervalSince1970)
             if removed > 0 {
-                state.withLock { $0.status.pruned += removed }
-                logger.warning(
-                    "history pruned: \(removed) events past the retention removed",
-                    metadata: ["events": .stringConvertible(removed)])
+                let total = state.withLock { s in
+                    s.status.pruned += removed
+                    s.status.prunes += 1
+                    return s.status.pruned
+                }
+                var metadata: Logger.Metadata = [
+                    "events": .stringConvertible(removed), "prunedTotal": .stringConvertible(total),
+                    "scope": "\(options.retentionScope.rawValue)", "store": "\(store.kind)",
+                    "seconds": .stringConvertible(Rep.rounded3(Monotonic.now() - started)),
+                ]
+                if let maxAge = retention.maxAge { metadata["retentionSeconds"] = .stringConvertible(Rep.rounded3(maxAge)) }
+                if let maxBytes = retention.maxBytes { metadata["retentionBytes"] = .stringConvertible(maxBytes) }
+                if let sqlite = store as? SQLiteStore { metadata["fileBytes"] = .stringConvertible(sqlite.fileBytes()) }
+                logger.warning("history pruned", metadata: metadata)
             }
         } catch {
             failed(error)
