@@ -177,12 +177,13 @@ struct HistorySQL {
         ]
     }
 
-    /// The oldest `$1` events; with `instance`, that instance's (`$2`, by its
-    /// event ids: the index on (instance, seq) finds them).
+    /// The oldest `$1` events; with `instance`, that instance's (`$1` the
+    /// instance, `$2` how many, by its event ids: the index on (instance,
+    /// seq) finds them). SQLite's `?` bind in the order of the text.
     func pruneOldest(instance: Bool) -> String {
         let oldest =
             instance
-            ? "SELECT id FROM events WHERE instance = \(marks(1, from: 2)) ORDER BY seq ASC LIMIT \(marks(1))"
+            ? "SELECT id FROM events WHERE instance = \(marks(1)) ORDER BY seq ASC LIMIT \(marks(1, from: 2))"
             : "SELECT id FROM events ORDER BY id ASC LIMIT \(marks(1))"
         return "DELETE FROM events WHERE id IN (\(oldest))"
     }
@@ -347,7 +348,7 @@ struct HistoryLogic {
 
     /// Deletes the oldest `n` events (of `instance`, or of all).
     func deleteOldest(_ n: Int, instance: String?) throws {
-        _ = try run(sql.pruneOldest(instance: instance != nil), [.int(Int64(n))] + (instance.map { [.text($0)] } ?? []))
+        _ = try run(sql.pruneOldest(instance: instance != nil), (instance.map { [.text($0)] } ?? []) + [.int(Int64(n))])
     }
 
     func count(instance: String? = nil) throws -> Int {

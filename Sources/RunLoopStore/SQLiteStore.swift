@@ -59,8 +59,9 @@ public final class SQLiteStore: HistoryStore {
         configuration.prepareDatabase { db in
             // Before anything else touches a new file (GRDB turns WAL on next):
             // a new database is created in incremental auto-vacuum, so that
-            // retention can give pages back to the file system.
-            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+            // retention can give pages back to the file system (the pool's
+            // read-only reader connections leave it alone).
+            if !db.configuration.readonly { try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL") }
             // WAL with synchronous=NORMAL: a committed batch survives the
             // process being killed (it is in the WAL); a power cut may lose the
             // last batches but never corrupts the file.
@@ -78,7 +79,7 @@ public final class SQLiteStore: HistoryStore {
                     try db.execute(sql: "VACUUM")
                 }
             }
-            try Self.restrict(location)
+            Self.narrow(location)
             var migrator = DatabaseMigrator()
             let statements = logic.schema
             migrator.registerMigration("v1") { db in
@@ -100,11 +101,18 @@ public final class SQLiteStore: HistoryStore {
     /// The history holds request bodies: the file, its WAL and its shared
     /// memory are the owner's only (0600). A missing file is created so
     /// (SQLite gives the WAL and the shared-memory file the database file's
-    /// mode); an existing one is narrowed to it.
+    /// mode); an existing one is narrowed to it. Only before SQLite opens the
+    /// file: closing any descriptor of it would drop SQLite's POSIX locks.
     static func restrict(_ path: String) throws {
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         Glibc.close(fd)
+        narrow(path)
+    }
+
+    /// Takes the group's and others' bits off the file, its WAL and its
+    /// shared memory (by name: no descriptor opened).
+    static func narrow(_ path: String) {
         for file in [path, path + "-wal", path + "-shm"] {
             var info = stat()
             if stat(file, &info) == 0, info.st_mode & 0o077 != 0 { _ = chmod(file, info.st_mode & 0o700) }
