@@ -159,8 +159,6 @@ final class HistoryRecorder: Sendable {
         var lastCommitAt: Double?
         var lastCommitSeconds = 0.0
         var pruned = 0
-        /// Prunes that deleted something.
-        var prunes = 0
         var boot: Int64 = 0
         var registered = false
         /// This process's latest outage of the store (seconds since 1970):
@@ -460,28 +458,52 @@ final class HistoryRecorder: Sendable {
         return retention
     }
 
-    /// Applies the retention now (the writer's thread); a prune that deleted
-    /// something is logged at warning (history is gone) and counted.
+    /// What the prunes since the last warning line deleted (the writer's thread only).
+    private let unlogged = Locked((prunes: 0, events: 0, lastLine: -Double.infinity))
+
+    /// Applies the retention now (the writer's thread). A prune that deleted
+    /// something is counted, and logged at warning (history is gone): at
+    /// once, unless a warning line was written within `retentionInterval`
+    /// (SQLite prunes after any commit past the limit's trigger, several
+    /// times a second under load); then at debug, and the next warning line
+    /// carries the prunes and events since the previous one.
     private func prune() {
         let retention = self.retention
         do {
             let started = Monotonic.now()
             let removed = try store.prune(retention, now: Date().timeIntervalSince1970)
-            if removed > 0 {
-                let total = state.withLock { s in
-                    s.status.pruned += removed
-                    s.status.prunes += 1
-                    return s.status.pruned
+            guard removed > 0 else { return }
+            let seconds = Monotonic.now() - started
+            let total = state.withLock { s in
+                s.status.pruned += removed
+                return s.status.pruned
+            }
+            let interval = options.retentionInterval
+            let (line, prunes, events) = unlogged.withLock { u in
+                u.prunes += 1
+                u.events += removed
+                let due = Monotonic.now() - u.lastLine >= interval
+                defer {
+                    if due {
+                        u = (0, 0, Monotonic.now())
+                    }
                 }
-                var metadata: Logger.Metadata = [
-                    "events": .stringConvertible(removed), "prunedTotal": .stringConvertible(total),
-                    "scope": "\(options.retentionScope.rawValue)", "store": "\(store.kind)",
-                    "seconds": .stringConvertible(Rep.rounded3(Monotonic.now() - started)),
-                ]
-                if let maxAge = retention.maxAge { metadata["retentionSeconds"] = .stringConvertible(Rep.rounded3(maxAge)) }
-                if let maxBytes = retention.maxBytes { metadata["retentionBytes"] = .stringConvertible(maxBytes) }
-                if let sqlite = store as? SQLiteStore { metadata["fileBytes"] = .stringConvertible(sqlite.fileBytes()) }
+                return (due, u.prunes, u.events)
+            }
+            var metadata: Logger.Metadata = [
+                "events": .stringConvertible(removed), "prunedTotal": .stringConvertible(total),
+                "scope": "\(options.retentionScope.rawValue)",
+                "store": "\(store.kind)", "seconds": .stringConvertible(Rep.rounded3(seconds)),
+            ]
+            if let maxAge = retention.maxAge { metadata["retentionSeconds"] = .stringConvertible(Rep.rounded3(maxAge)) }
+            if let maxBytes = retention.maxBytes { metadata["retentionBytes"] = .stringConvertible(maxBytes) }
+            if let sqlite = store as? SQLiteStore { metadata["fileBytes"] = .stringConvertible(sqlite.fileBytes()) }
+            if line {
+                metadata["prunesSinceLastLine"] = .stringConvertible(prunes)
+                metadata["eventsSinceLastLine"] = .stringConvertible(events)
                 logger.warning("history pruned", metadata: metadata)
+            } else {
+                logger.debug("history pruned", metadata: metadata)
             }
         } catch {
             failed(error)
