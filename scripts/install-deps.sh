@@ -3,11 +3,12 @@
 #   scripts/install-deps.sh          build + run needs (libmicrohttpd, SQLite for GRDB, libpq for the
 #                                    PostgreSQL store, pkg-config, curl)
 #   scripts/install-deps.sh test     plus what the tests use (python3 + pip, chromium, chromium-driver,
-#                                    postgresql for scripts/with-postgres.sh, prometheus for
-#                                    Tests/prometheus: /usr/bin/prometheus and promtool)
+#                                    postgresql for scripts/with-postgres.sh, openssl for its TLS
+#                                    certificates, prometheus for Tests/prometheus: /usr/bin/prometheus
+#                                    and promtool)
 set -euo pipefail
 want=(libmicrohttpd-dev libsqlite3-dev libpq-dev pkg-config curl ca-certificates)
-if [ "${1:-}" = "test" ]; then want+=(chromium chromium-driver python3 python3-pip postgresql prometheus); fi
+if [ "${1:-}" = "test" ]; then want+=(chromium chromium-driver python3 python3-pip postgresql openssl prometheus); fi
 missing=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -173,7 +173,8 @@ struct HistorySQL {
     func pruneByAge(instance: Bool) -> [String] {
         let mine = instance ? " AND instance = \(marks(1, from: 2))" : ""
         return [
-            "DELETE FROM events WHERE at < \(marks(1))\(mine)", "DELETE FROM threads WHERE ended_at < \(marks(1))\(mine)",
+            "DELETE FROM events WHERE at < \(marks(1))\(mine)",
+            "DELETE FROM threads WHERE ended_at < \(marks(1))\(mine)",
         ]
     }
 

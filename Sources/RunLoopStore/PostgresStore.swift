@@ -94,8 +94,8 @@ public final class PostgresStore: HistoryStore {
             } catch {
                 throw StoreError("cannot read --store-password-file \(passwordFile): \(Self.reason(error))")
             }
-            let password = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first
-                .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) } ?? ""
+            // The first line, without its end (\n or \r\n).
+            let password = text.components(separatedBy: .newlines).first ?? ""
             all.append(("password", password))
         }
         return all

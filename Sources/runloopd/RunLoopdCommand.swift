@@ -381,6 +381,9 @@ struct Serve: ParsableCommand {
         }
         options.retentionScope = scope
         options.passwordFile = storePasswordFile.isEmpty ? nil : storePasswordFile
+        if let file = options.passwordFile, !FileManager.default.isReadableFile(atPath: file) {
+            throw ValidationError("--store-password-file: cannot read \(file)")
+        }
         guard (1...10_000_000).contains(storeQueue), (1...1_000_000).contains(replayLimit) else {
             throw ValidationError("--store-queue must be 1...10000000 and --replay-limit 1...1000000")
         }

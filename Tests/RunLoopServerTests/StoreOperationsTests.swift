@@ -39,7 +39,9 @@ struct StoreOperationsTests {
             try store.write(
                 StoreBatch(
                     events: (1...300).map { Self.event(id, Int64($0)) },
-                    threads: [StoredThread(instance: id, boot: 1, thread: "t1", createdAt: 1, endedAt: 2, endedHow: "x")]
+                    threads: [
+                        StoredThread(instance: id, boot: 1, thread: "t1", createdAt: 1, endedAt: 2, endedHow: "x")
+                    ]
                 ))
         }
         let b = try Self.seqs(store, "b")
@@ -69,7 +71,9 @@ struct StoreOperationsTests {
         #expect(try store.threads(instance: "b", boot: nil, limit: 10).isEmpty)
     }
 
-    @Test("forget: a stopped or silent instance goes, a fresh one stays, an unknown one is said to be", arguments: HistoryStoreTests.kinds)
+    @Test(
+        "forget: a stopped or silent instance goes, a fresh one stays, an unknown one is said to be",
+        arguments: HistoryStoreTests.kinds)
     func forget(kind: String) throws {
         let (store, drop) = try HistoryStoreTests.fresh(kind)
         defer {
@@ -141,7 +145,9 @@ struct StoreOperationsTests {
     /// Writes `events` of ~1 KB in batches of 50 as the writer does (a commit,
     /// then a prune when the file passes the trigger); the largest the file
     /// and its WAL were after any commit or prune, and the size at the end.
-    static func load(_ store: SQLiteStore, limit: Int64, from first: Int64, events: Int) throws -> (peak: Int64, level: Int64) {
+    static func load(_ store: SQLiteStore, limit: Int64, from first: Int64, events: Int) throws -> (
+        peak: Int64, level: Int64
+    ) {
         let retention = Retention(maxAge: nil, maxBytes: limit, instance: "i1")
         var peak: Int64 = 0
         var seq = first
@@ -250,14 +256,15 @@ struct PostgresOperationsTests {
         #expect(wrong.contains("password authentication failed"), "\(wrong)")
         #expect(!wrong.contains("wrong"))
         // Rotated: the next connection reads it again.
-        try Data("\(password)\n".utf8).write(to: URL(fileURLWithPath: file))
+        try Data("\(password)\r\n".utf8).write(to: URL(fileURLWithPath: file))
         #expect(failure(store) == "")
         // A file that cannot be read says so.
         let missing = try PostgresStore(url: url, passwordFile: dir.appendingPathComponent("none").path)
         #expect(failure(missing).contains("cannot read --store-password-file"))
         // Not in two places.
         #expect(throws: StoreError.self) {
-            try PostgresStore(url: url.replacingOccurrences(of: "runloopd_pw@", with: "runloopd_pw:x@"), passwordFile: file)
+            try PostgresStore(
+                url: url.replacingOccurrences(of: "runloopd_pw@", with: "runloopd_pw:x@"), passwordFile: file)
         }
         // libpq's own password file (PGPASSFILE's format), named in the URL.
         let pgpass = dir.appendingPathComponent("pgpass").path
@@ -290,7 +297,8 @@ struct PostgresOperationsTests {
         try #require(openssl.terminationStatus == 0)
         for mode in ["verify-ca", "verify-full"] {
             let url = database.url.replacingOccurrences(
-                of: "sslmode=disable", with: "sslmode=\(mode)&sslrootcert=\(dir.appendingPathComponent("root.crt").path)")
+                of: "sslmode=disable",
+                with: "sslmode=\(mode)&sslrootcert=\(dir.appendingPathComponent("root.crt").path)")
             let store = try PostgresStore(url: url)
             var message = ""
             do { try store.open() } catch { message = "\(error)" }
@@ -351,5 +359,22 @@ struct E2EStoreOperationsTests {
         #expect(unknown["error", "code"] == "not_found")
         let after = try await c.get("/api/fleet")
         #expect(Set(after["instances"].items.compactMap { $0["id"].string }) == ["me", "alive"])
+    }
+}
+
+extension E2EStoreOperationsTests {
+    @Test("the new store flags are checked at start: an unknown scope, an unreadable or doubled password (exit 64)")
+    func flags() async throws {
+        let pg = "postgres://u@127.0.0.1:1/db"
+        for (arguments, says) in [
+            (["--retention-scope", "everyone"], "--retention-scope must be instance or fleet"),
+            (["--store", pg, "--store-password-file", "/nonexistent/pw"], "cannot read /nonexistent/pw"),
+            (["--store-password-file", "/etc/hostname"], "for a PostgreSQL store"),
+            (["--store", "postgres://u:x@127.0.0.1:1/db", "--store-password-file", "/etc/hostname"], "one place"),
+        ] {
+            let (status, output) = try await RunLoopd.runToExit(["--port", "0"] + arguments)
+            #expect(status == 64, "\(arguments): \(output)")
+            #expect(output.contains(says), "\(arguments): \(output)")
+        }
     }
 }

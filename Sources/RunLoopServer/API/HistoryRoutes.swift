@@ -105,7 +105,8 @@ extension API {
                         return ctx.fail(
                             .conflict(
                                 "instance_running",
-                                "\(id) is up (its heartbeat is fresh); only a stopped or lost instance can be forgotten"))
+                                "\(id) is up (its heartbeat is fresh); only a stopped or lost instance can be forgotten"
+                            ))
                     }
                     // Only if no heartbeat came after the one judged: one that beats meanwhile stays.
                     switch try history.store.forget(instance: id, silentSince: record.heartbeatAt + 1e-6) {
