@@ -30,8 +30,14 @@ struct FleetHealthTests {
         // still backing off one second after the store came back.
         let b = Self.other(beat: 98)
         #expect(Self.health(b, now: 161, outage: (100, 160)) == "up")
-        // It had 3 intervals after the outage to beat again and did not: lost.
-        #expect(Self.health(b, now: 173.5, outage: (100, 160)) == "lost")
+        // With a short interval it still has the writer's longest back-off (5 s) on top.
+        let quick = Self.other(beat: 99.9)
+        #expect(Rep.health(quick, selfId: "a", now: 165, beat: 0.5, outage: (from: 100, to: 160)) == "up")
+        #expect(Rep.health(quick, selfId: "a", now: 166.6, beat: 0.5, outage: (from: 100, to: 160)) == "lost")
+        // It had 3 intervals after the outage (and the back-off) to beat again and did not: lost.
+        // (2 s before the outage, 12.5 s after it and the back-off.)
+        #expect(Self.health(b, now: 177.5, outage: (100, 160)) == "up")
+        #expect(Self.health(b, now: 178.5, outage: (100, 160)) == "lost")
         // One that was already silent long before the outage stays lost through it.
         #expect(Self.health(Self.other(beat: 50), now: 161, outage: (100, 160)) == "lost")
         // While the outage lasts nothing more is counted against it.

@@ -282,10 +282,11 @@ extension Rep {
     /// answered this process), `stopped` (a clean stop), else `lost`. The
     /// time since its last heartbeat counts only while the store answered
     /// this process: the span of this process's latest outage (`outage`,
-    /// from its first failure to its recovery, or to now while it lasts) is
-    /// taken out, so an instance still backing off after the store came back
-    /// is not `lost` before it had 3 intervals to beat again, and one that was
-    /// already silent before the outage stays `lost` through it.
+    /// from its first failure to its recovery plus the writer's longest
+    /// back-off, or to now while it lasts) is taken out, so an instance still
+    /// backing off after the store came back is not `lost` before it had 3
+    /// intervals to beat again, and one that was already silent before the
+    /// outage stays `lost` through it.
     static func health(
         _ i: InstanceRecord, selfId: String, now: Double, beat: Double, outage: (from: Double, to: Double?)?
     ) -> String {
@@ -293,7 +294,8 @@ extension Rep {
         if i.stoppedAt != nil { return "stopped" }
         var silent = now - i.heartbeatAt
         if let outage {
-            let overlap = min(now, outage.to ?? now) - max(i.heartbeatAt, outage.from)
+            let end = outage.to.map { $0 + HistoryRecorder.longestBackoff } ?? now
+            let overlap = min(now, end) - max(i.heartbeatAt, outage.from)
             if overlap > 0 { silent -= overlap }
         }
         return silent <= beat * 3 ? "up" : "lost"

@@ -400,7 +400,7 @@ final class HistoryRecorder: Sendable {
             if !ok {
                 requeue(items)
                 if stopping { break }
-                backoff = min(max(backoff * 2, 0.25), 5)
+                backoff = min(max(backoff * 2, 0.25), Self.longestBackoff)
                 continue
             }
             backoff = 0
@@ -432,6 +432,11 @@ final class HistoryRecorder: Sendable {
         state.withLock { $0.closed = true }
         state.notifyAll()
     }
+
+    /// The writer's longest wait between two tries of a failing store (seconds):
+    /// another instance may take this long to write again after the store
+    /// comes back (fleet health allows for it).
+    static let longestBackoff = 5.0
 
     /// The writer thread's nice value (higher: less CPU when the CPUs are busy).
     static let writerNice: Int32 = 5
