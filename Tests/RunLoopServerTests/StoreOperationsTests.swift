@@ -2,6 +2,7 @@ import CLibPQ
 import Foundation
 import GRDB
 import RunLoopStore
+import RunLoopTestSupport
 import Testing
 
 /// The store as operators run it (issue 28): retention scoped to one
@@ -376,5 +377,57 @@ extension E2EStoreOperationsTests {
             #expect(status == 64, "\(arguments): \(output)")
             #expect(output.contains(says), "\(arguments): \(output)")
         }
+    }
+}
+
+extension E2EStoreOperationsTests {
+    /// Events of another instance id in the file (synchronous GRDB).
+    static func insertEvents(_ path: String, instance: String, count: Int) throws {
+        let db = try DatabaseQueue(path: path)
+        defer { try? db.close() }
+        try db.write { db in
+            for seq in 1...count {
+                try db.execute(
+                    sql:
+                        "INSERT INTO events (instance, boot, seq, at, type, thread, data) VALUES (?, 1, ?, ?, 'perform', NULL, ?)",
+                    arguments: [instance, seq, Date().timeIntervalSince1970, StoreOperationsTests.padding])
+            }
+        }
+    }
+
+    @Test("the binary's retention (scope instance) prunes its own events only, logs the prune at warning")
+    func retentionThroughTheBinary() async throws {
+        let dir = try E2EHistoryTests.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let server = try await RunLoopd.started(
+            ["--data-dir", dir.path, "--instance-id", "me", "--retention-size", "300KB"])
+        defer { server.stop() }
+        let c = server.client
+        let path = dir.appendingPathComponent("history.sqlite").path
+        try Self.insertEvents(path, instance: "other", count: 50)
+        let thread = try await c.createThread(["run": ["style": "loop"]])
+        let pad = String(repeating: "y", count: 2_000)
+        var pruned = 0.0
+        let deadline = Date().addingTimeInterval(30)
+        while pruned == 0, Date() < deadline {
+            for _ in 0..<20 {
+                _ = try await c.post(
+                    "/api/threads/\(thread)/perform",
+                    ["selector": "echo", "args": ["pad": .string(pad)], "waitUntilDone": true])
+            }
+            pruned = try await c.get("/api/store")["pruned"].number ?? 0
+        }
+        #expect(pruned > 0)
+        #expect(
+            try E2EHistoryTests.sqlite(path, "SELECT COUNT(*) FROM events WHERE instance = 'other'", as: Int.self) == 50
+        )
+        let written = try await c.get("/api/store")["written"].number ?? 0
+        let mine = try E2EHistoryTests.sqlite(path, "SELECT COUNT(*) FROM events WHERE instance = 'me'", as: Int.self)
+        #expect(Double(mine ?? 0) < written)
+        // The line follows the count (written after the status changed).
+        _ = await offThePool { server.output.wait(timeout: 10) { $0.log.contains("history pruned") } }
+        let line = server.log.split(separator: "\n").first { $0.contains("history pruned") }
+        #expect(line?.contains("warning") == true, "\(line ?? "no prune line")")
+        #expect(line?.contains("scope=instance") == true)
     }
 }
