@@ -244,7 +244,9 @@ public final class SQLiteStore: HistoryStore {
                 data = try size()
             }
         }
-        if removed > 0 { try compact() }
+        // Also when nothing went but the file is past the trigger: free pages
+        // or a WAL a large batch grew (the checkpoint empties it).
+        if removed > 0 || overLimit(retention) { try compact() }
         return removed
     }
 
