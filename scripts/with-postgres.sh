@@ -15,7 +15,9 @@
 # (the history-store tests stop and start it under load), runs the command,
 # then stops the server and removes the folder whatever happened. A second
 # cluster (RUNLOOPD_TEST_POSTGRES_OUTAGE_URL, RUNLOOPD_TEST_POSTGRES_OUTAGE_PG_CTL)
-# is the outage test's own, so stopping it disturbs no other test.
+# is the outage test's own, so stopping it disturbs no other test; a third
+# (RUNLOOPD_TEST_POSTGRES_FLEET_URL, RUNLOOPD_TEST_POSTGRES_FLEET_PG_CTL) the
+# fleet-health outage test's.
 #   bash scripts/with-postgres.sh swift test --skip-build
 set -euo pipefail
 
@@ -87,12 +89,13 @@ start_cluster() {
   export "$1_PG_CTL=$ctl"
 }
 
-# One shared by the tests; one the outage test stops and starts on its own.
+# One shared by the tests; two that an outage test each stops and starts on its own.
 start_cluster RUNLOOPD_TEST_POSTGRES tls
 start_cluster RUNLOOPD_TEST_POSTGRES_OUTAGE
+start_cluster RUNLOOPD_TEST_POSTGRES_FLEET
 export RUNLOOPD_TEST_PG_CTL="$RUNLOOPD_TEST_POSTGRES_PG_CTL"
 port="${RUNLOOPD_TEST_POSTGRES_URL##*:}"; port="${port%%/*}"
-echo "with-postgres.sh: PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port and a second one for the outage test" >&2
+echo "with-postgres.sh: PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port and two for the outage tests" >&2
 status=0
 "$@" || status=$?
 exit $status

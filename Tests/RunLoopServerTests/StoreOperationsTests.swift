@@ -431,3 +431,61 @@ extension E2EStoreOperationsTests {
         #expect(line?.contains("scope=instance") == true)
     }
 }
+
+extension E2EStoreOperationsTests {
+    /// Seconds since 1970 of an API timestamp (`2026-11-26T04:36:01.493Z`).
+    static func seconds(_ text: String) -> Double? {
+        let format = ISO8601DateFormatter()
+        format.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return format.date(from: text)?.timeIntervalSince1970
+    }
+
+    @Test(
+        "fleet health through a PostgreSQL outage: the other instance is never lost while it backs off; killed, it is",
+        .enabled(
+            if: ProcessInfo.processInfo.environment["RUNLOOPD_TEST_POSTGRES_FLEET_URL"] != nil,
+            "needs the fleet cluster of scripts/with-postgres.sh"))
+    func noFlapAfterOutage() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let url = try #require(environment["RUNLOOPD_TEST_POSTGRES_FLEET_URL"])
+        let control = try #require(environment["RUNLOOPD_TEST_POSTGRES_FLEET_PG_CTL"])
+        func pgctl(_ verb: String) async throws {
+            let status = await E2EHistoryTests.run("\(control) \(verb) >/dev/null")
+            try #require(status == 0, "pg_ctl \(verb) exited with \(status)")
+        }
+        let beat = ["--heartbeat-interval", "0.5", "--log-level", "warning"]
+        let a = try await RunLoopd.started(["--store", url, "--instance-id", "fa"] + beat)
+        defer { a.stop() }
+        let b = try await RunLoopd.started(["--store", url, "--instance-id", "fb"] + beat)
+        defer { b.stop() }
+        func health(_ r: E2EResponse) -> String? {
+            r["instances"].items.first { $0["id"] == "fb" }?["health"].string
+        }
+        _ = try await a.client.poll("/api/fleet") { health($0) == "up" }
+
+        try await pgctl("stop -m fast")
+        // Both writers see it fail, then the outage lasts 4 s (their back-off grows to 2-4 s).
+        _ = try await a.client.poll("/api/store") { $0["up"] == false }
+        _ = try await b.client.poll("/api/store") { $0["up"] == false }
+        let outageEnds = Date().addingTimeInterval(4)
+        _ = try await a.client.poll("/api/store", timeout: 10) { _ in Date() >= outageEnds }
+        try await pgctl("start")
+        let restarted = Date().timeIntervalSince1970
+
+        // Until b has beaten again, a's every answer shows b up (or fails: a's own store not back yet).
+        var seen: [String] = []
+        _ = try await a.client.poll("/api/fleet", timeout: 30) { r in
+            guard r.status == 200, let h = health(r) else { return false }
+            seen.append(h)
+            let beatAt = r["instances"].items.first { $0["id"] == "fb" }?["heartbeatAt"].string ?? ""
+            return (Self.seconds(beatAt) ?? 0) > restarted
+        }
+        #expect(!seen.isEmpty)
+        let lost = seen.filter { $0 == "lost" }.count
+        #expect(lost == 0, "\(lost) of \(seen.count) answers say lost")
+
+        // Killed, it is lost after three intervals.
+        b.send(signal: SIGKILL)
+        _ = try await a.client.poll("/api/fleet", timeout: 15) { health($0) == "lost" }
+    }
+}
