@@ -4,9 +4,10 @@ import RunLoopCore
 
 /// The fleet's health for `runloopd_fleet_instances`: how many instances
 /// sharing the history store are `up`, `stopped` or `lost`, judged as
-/// `/api/fleet` judges them (`Rep.instance`). Read from the store on the
-/// recorder's reader queue when a scrape asks (never on a timer: an idle
-/// runloopd that nobody scrapes reads nothing); the scrape waits for the
+/// `/api/fleet` judges them (`Rep.health`, which leaves out this process's
+/// store outage). Read from the store on the recorder's reader queue when a
+/// scrape asks (never on a timer: an idle runloopd that nobody scrapes reads
+/// nothing); the scrape waits for the
 /// read at most `wait` seconds, else it shows the last counts read. A failed
 /// read keeps the last counts (the store's own `runloopd_store_up` says it
 /// is down); before the first answer the family has no samples.
@@ -44,10 +45,11 @@ final class FleetHealth: Sendable {
             var counts: [String: Int]?
             if let instances = try? history.store.instances() {
                 let now = Date().timeIntervalSince1970
+                let outage = history.status.outage
                 var byHealth = Dictionary(uniqueKeysWithValues: Self.states.map { ($0, 0) })
                 for instance in instances {
-                    let health = Rep.instance(instance, selfId: selfId, now: now, beat: beat).object?["health"]
-                    byHealth[health?.string ?? "lost", default: 0] += 1
+                    let health = Rep.health(instance, selfId: selfId, now: now, beat: beat, outage: outage)
+                    byHealth[health, default: 0] += 1
                 }
                 counts = byHealth
             }
