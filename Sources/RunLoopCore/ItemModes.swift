@@ -65,14 +65,18 @@ extension Worker {
         let added = record.modeSet.add(mode.name)
         if added, let loop { add(loop) }
         touch()
+        noteMode(mode)
+        unwarn("empty_mode_asleep")
         return added
     }
 
     /// Takes `record` out of one mode (it stays valid in its others): the
     /// removal is recorded for the mode's exit causes, `remove` makes the CF
-    /// call, and the loop is woken to notice an emptied mode.
+    /// call; the loop is woken (to notice an emptied mode) only when asked,
+    /// since `CFRunLoopRemoveSource` / `CFRunLoopRemoveTimer` never wake it.
     func removeFromMode(
-        _ record: some ModeScheduled, kind: String, itemId: String, mode: RunLoopMode, remove: (CFRunLoop) -> Void
+        _ record: some ModeScheduled, kind: String, itemId: String, mode: RunLoopMode, wakeUp: Bool,
+        remove: (CFRunLoop) -> Void
     ) throws(RunLoopError) {
         guard record.isValid else { throw .conflict("\(kind)_invalid", "\(kind) \(itemId) was invalidated") }
         let modes = record.modes
@@ -88,6 +92,6 @@ extension Worker {
         }
         if let loop { remove(loop) }
         _ = record.modeSet.remove(mode.name)
-        wakeAfterRemoval()
+        afterRemoval(from: [mode.name], wakeUp: wakeUp)
     }
 }

@@ -208,6 +208,16 @@ extension Worker {
         }
     }
 
+    /// A mode named close to one of CF's (`NSDefaultRunloopMode`, `defualt`):
+    /// `mode_misnamed`, once per mode, so the hint is seen wherever the name
+    /// was used (an item added, a perform queued, a run).
+    func noteMode(_ mode: RunLoopMode) {
+        guard let suggestion = mode.suggestion, let hint = mode.hint else { return }
+        warn(
+            "mode_misnamed", severity: "warning", subjects: [mode.name], message: hint,
+            details: ["mode": .string(mode.name), "didYouMean": .string(suggestion)])
+    }
+
     /// Schedules the `mode_never_runs` check for an item added to `modes`.
     func watchModes(_ modes: [String], item: String, kind: String, stillWaiting: @escaping @Sendable (Worker) -> Bool) {
         let after = diagnostics.options.modeNeverRunsAfter
@@ -319,9 +329,14 @@ extension WorkerBook {
         case .finished:
             let filled =
                 everFilled.contains(frame.mode) || (everFilled.contains("common") && commonModes.contains(frame.mode))
-            guard filled else { return .modeMissing(frame.mode) }
-            let removal = lastRemoval[frame.mode].flatMap { $0.mono >= since ? $0 : nil }
-            return .modeEmpty(frame.mode, emptiedBy: removal)
+            let cause: ExitCause
+            if filled {
+                let removal = lastRemoval[frame.mode].flatMap { $0.mono >= since ? $0 : nil }
+                cause = .modeEmpty(frame.mode, emptiedBy: removal)
+            } else {
+                cause = .modeMissing(frame.mode)
+            }
+            return cause.hinting(frame.mode)
         }
     }
 
@@ -347,6 +362,15 @@ struct LoopContents {
     /// Whether the keep-alive port is in `mode`.
     func holdsKeepAlivePort(in mode: String) -> Bool {
         sources.contains { $0.spec.role == .keepAlive && $0.isValid && $0.isIn(mode, common: commonModes) }
+    }
+
+    /// Whether `mode` holds nothing that keeps a run in it from finishing
+    /// (no valid source, keep-alive included, no valid timer, no perform).
+    func isEmpty(_ mode: String) -> Bool {
+        let inMode: (String) -> Bool = { $0 == mode || ($0 == "common" && commonModes.contains(mode)) }
+        if timers.contains(where: { $0.isValid && $0.isIn(mode, common: commonModes) }) { return false }
+        if sources.contains(where: { $0.isValid && $0.isIn(mode, common: commonModes) }) { return false }
+        return !performs.contains { $0.modes.contains { inMode($0.name) } }
     }
 
     /// Whether `mode` holds a timer, a user source or a perform (the things
@@ -445,9 +469,16 @@ extension Worker {
             let modeObservers = observers.filter { $0.isValid && inMode($0.spec.mode.name, name) }.count
             let running = snap.currentMode == name && (snap.state == .running || snap.state == .waiting)
             let filled = everFilled.contains(name) || (everFilled.contains("common") && common.contains(name))
-            let verdict = Self.verdict(
+            var verdict = Self.verdict(
                 mode: name, timers: modeTimers, sources: modeSources, ports: modePorts, performs: modePerforms,
                 everFilled: filled)
+            let empty = modeTimers.isEmpty && modeSources.isEmpty && modePorts.isEmpty && modePerforms.isEmpty
+            if running && snap.state == .waiting && empty {
+                verdict =
+                    "the loop sleeps in \(name), which is now empty: CF looks at the mode only when it wakes, and nothing left in it can wake it; "
+                    + "a wake-up (POST /api/threads/\(id)/wakeup) makes this run return finished, a stop stopped, its timeout timedOut"
+            }
+            if let hint = (try? RunLoopMode(name))?.hint { verdict += " (\(hint))" }
             result.append(
                 .init(
                     mode: name, running: running, sources: modeSources, ports: modePorts, timers: modeTimers,

@@ -25,6 +25,7 @@ extension Worker {
         }
         _ = pruned  // released after the lock
         if let loop { CFRunLoopAddObserver(loop, record.observer, spec.mode.cfMode) }
+        noteMode(spec.mode)
         return record.snapshot
     }
 

@@ -113,6 +113,8 @@ extension Worker {
             if !toSignal.isEmpty { CFRunLoopWakeUp(loop) }
         }
         if let change { applyCarrierChanges(from: change, on: loop, loopThread: false) }
+        for mode in modes { noteMode(mode) }
+        unwarn("empty_mode_asleep")
         if placement != .runningInMode { watchPerform(request, idle: placement == .idle) }
         if let deadline, completion != nil {
             let emit = self.emit

@@ -101,6 +101,7 @@ extension Worker {
             for observer in observers { CFRunLoopAddObserver(loop, observer, mode.cfMode) }
         }
         runBegins(seq: seq, mode: mode.name, depth: depth, at: started, cannotWake: cannotWake)
+        noteMode(mode)
 
         let raw = CFRunLoopRunInMode(mode.cfMode, seconds, returnAfterSourceHandled)
         let ended = Monotonic.now()
@@ -128,6 +129,7 @@ extension Worker {
         book.notifyAll()
         if let turn = summary.turn { publish(turn, at: ended) }
         if cannotWake { unwarn("loop_cannot_wake", subject: mode.name) }
+        unwarn("empty_mode_asleep", subject: mode.name)
         for reply in waiting { reply(.success(exit)) }
         emit(.runExit(thread: id, exit: exit))
         if stopOuter, let loop = CFRunLoopGetCurrent() { CFRunLoopStop(loop) }
@@ -150,8 +152,16 @@ extension Worker {
     /// `CFRunLoopStop`: `reply` gets the exit of the run it ended, when that run
     /// returns. With no run under way CF keeps no flag and the stop would do
     /// nothing, so the reply is a `not_running` conflict at once.
+    ///
+    /// A run runloopd has decided to start but CF has not yet entered (its
+    /// `entry` observer has not fired) has no stop flag either: CF's
+    /// `CFRunLoopRunSpecific` gives every run a fresh per-run record, so a
+    /// stop that came before is dropped and the run goes on. That is the
+    /// default (`stop_dropped`, a conflict at once); `atEntry` keeps the
+    /// stop and applies it when CF enters the run (runloopd's kindness).
     public func stop(
-        origin: StopOrigin? = nil, reply: @escaping @Sendable (Result<RunExit, RunLoopError>) -> Void
+        origin: StopOrigin? = nil, atEntry: Bool = false,
+        reply: @escaping @Sendable (Result<RunExit, RunLoopError>) -> Void
     ) {
         enum Step {
             case refuse(RunLoopError)
@@ -165,6 +175,13 @@ extension Worker {
                     .conflict(
                         "not_running",
                         "thread \(id) is not inside a run; CFRunLoopStop would do nothing (CF keeps no stop flag)"))
+            }
+            guard innermost.entered || atEntry else {
+                return .refuse(
+                    .conflict(
+                        "stop_dropped",
+                        "thread \(id) is about to start run \(innermost.seq) but CF has not entered it yet: CF gives each run a fresh stop flag, so CFRunLoopStop now would be dropped and the run would go on; stop again once it runs, or ask with atEntry: true to have runloopd apply the stop at entry"
+                    ))
             }
             b.stopWaiters.append((innermost.seq, reply))
             if b.runStack[b.runStack.count - 1].stopOrigin == nil {

@@ -20,7 +20,9 @@ extension Worker {
         _ = pruned  // released after the lock
         if let loop { CFRunLoopAddSource(loop, record.source, checked.mode.cfMode) }
         touch()
+        noteMode(checked.mode)
         unwarn("loop_cannot_wake")
+        unwarn("empty_mode_asleep")
         watchModes([checked.mode.name], item: record.id, kind: "source") { worker in
             (try? worker.userSource(record.id))?.isValid ?? false
         }
@@ -105,8 +107,9 @@ extension Worker {
     }
 
     /// `CFRunLoopSourceInvalidate` (the cancel routine runs; a port's eventfd is
-    /// closed after the source is gone).
-    public func invalidateSource(_ sourceId: String) throws(RunLoopError) -> SourceSnapshot {
+    /// closed after the source is gone). Like CF, it does not wake the loop:
+    /// `wakeUp` adds a `CFRunLoopWakeUp` after it.
+    public func invalidateSource(_ sourceId: String, wakeUp: Bool = false) throws(RunLoopError) -> SourceSnapshot {
         let record = try userSource(sourceId)
         // Recorded before CF removes it, so a run that finds the mode empty
         // at that moment already knows what emptied it; once only.
@@ -118,9 +121,10 @@ extension Worker {
                 for mode in modes { b.removed("source", sourceId, how: how, from: mode) }
             }
         }
+        let modes = record.modes
         record.invalidate()
         unwarn("lost_wakeup", subject: sourceId)
-        wakeAfterRemoval()
+        afterRemoval(from: modes, wakeUp: wakeUp)
         return record.snapshot
     }
 
@@ -136,19 +140,61 @@ extension Worker {
 
     /// `CFRunLoopRemoveSource` from one mode (its cancel routine runs for that
     /// mode); the source stays valid in its other modes.
-    public func removeSourceMode(_ sourceId: String, mode: RunLoopMode) throws(RunLoopError) -> SourceSnapshot {
+    public func removeSourceMode(_ sourceId: String, mode: RunLoopMode, wakeUp: Bool = false) throws(RunLoopError)
+        -> SourceSnapshot
+    {
         let record = try userSource(sourceId)
-        try removeFromMode(record, kind: "source", itemId: sourceId, mode: mode) {
+        try removeFromMode(record, kind: "source", itemId: sourceId, mode: mode, wakeUp: wakeUp) {
             CFRunLoopRemoveSource($0, record.source, mode.cfMode)
         }
         return record.snapshot
     }
 
-    /// After something left the loop: CF notices an emptied mode only when the
-    /// loop next turns, so runloopd wakes it and a run whose mode is now empty
-    /// returns `finished` at once (documented in docs/api.md).
-    func wakeAfterRemoval() {
-        if let loop = book.withLock({ $0.exited ? nil : $0.loop }) { CFRunLoopWakeUp(loop) }
+    /// After something left `modes`: CF notices an emptied mode only when the
+    /// loop next turns, and `CFRunLoopRemoveSource`, `CFRunLoopSourceInvalidate`
+    /// and `CFRunLoopTimerInvalidate` never wake it. So, as in CF, a loop asleep
+    /// in a mode this emptied sleeps on (`empty_mode_asleep` says so) unless
+    /// the request asked for a wake-up (`wakeUp`): then the run returns
+    /// `finished` at once (documented in docs/api.md).
+    func afterRemoval(from modes: [String], wakeUp: Bool) {
+        guard
+            let (loop, seq, mode) = book.withLock({ b -> (CFRunLoop, Int, String?)? in
+                guard !b.exited, let loop = b.loop else { return nil }
+                return (loop, b.runStack.last?.seq ?? 0, b.runStack.last?.mode)
+            })
+        else { return }
+        if wakeUp {
+            CFRunLoopWakeUp(loop)
+            return
+        }
+        guard let mode, book.withLock({ $0.expand(modes) }).contains(mode) else { return }
+        // Asleep now, or about to be: CF may have checked the mode just before
+        // the removal and be on its way to sleep; look again a moment later.
+        if !checkEmptyModeAsleep(run: seq, mode: mode) {
+            later(diagnostics.options.lostWakeupAfter) { _ = $0.checkEmptyModeAsleep(run: seq, mode: mode) }
+        }
+    }
+
+    /// Raises `empty_mode_asleep` when run `run` still sleeps in `mode` and the
+    /// mode holds nothing (no source, timer or perform). Returns whether it did.
+    @discardableResult
+    func checkEmptyModeAsleep(run: Int, mode: String) -> Bool {
+        guard
+            let (loop, contents, seconds) = book.withLock({ b -> (CFRunLoop, LoopContents, Double)? in
+                guard !b.exited, let loop = b.loop, let frame = b.runStack.last, frame.seq == run, frame.mode == mode
+                else { return nil }
+                return (loop, b.contents, frame.seconds)
+            })
+        else { return false }
+        guard CFRunLoopIsWaiting(loop), contents.isEmpty(mode) else { return false }
+        warn(
+            "empty_mode_asleep", severity: "warning", subjects: [mode],
+            message:
+                "\(id) sleeps in \(mode), which is now empty, and nothing left in it can wake the loop: CF checks for an empty mode only after a wake-up, and removing a source or timer does not wake it; "
+                + "wake it (POST /api/threads/\(id)/wakeup, or ?wakeup=true on the DELETE) and the run returns finished"
+                + (seconds < 1e9 ? ", or it times out after \(ExitCause.seconds(seconds))" : ""),
+            details: ["mode": .string(mode), "run": .number(Double(run)), "seconds": .number(seconds)])
+        return true
     }
 
     /// A source signalled without a wake-up on a sleeping loop: if it is

@@ -40,7 +40,9 @@ extension Worker {
         _ = pruned  // released after the lock
         if let loop { CFRunLoopAddTimer(loop, record.timer, checked.mode.cfMode) }
         touch()
+        noteMode(checked.mode)
         unwarn("loop_cannot_wake")
+        unwarn("empty_mode_asleep")
         watchModes([checked.mode.name], item: timerId, kind: "timer") { worker in
             (try? worker.timerRecord(timerId))?.isValid ?? false
         }
@@ -107,21 +109,25 @@ extension Worker {
     }
 
     /// `CFRunLoopRemoveTimer` from one mode; the timer stays valid in its others.
-    public func removeTimerMode(_ timerId: String, mode: RunLoopMode) throws(RunLoopError) -> TimerSnapshot {
+    public func removeTimerMode(_ timerId: String, mode: RunLoopMode, wakeUp: Bool = false) throws(RunLoopError)
+        -> TimerSnapshot
+    {
         let record = try timerRecord(timerId)
-        try removeFromMode(record, kind: "timer", itemId: timerId, mode: mode) {
+        try removeFromMode(record, kind: "timer", itemId: timerId, mode: mode, wakeUp: wakeUp) {
             CFRunLoopRemoveTimer($0, record.timer, mode.cfMode)
         }
         emit(.itemMode(thread: id, kind: "timer", item: timerId, mode: mode.name, change: "cancelled"))
         return record.snapshot
     }
 
-    /// `CFRunLoopTimerInvalidate` on one timer.
-    public func invalidateTimer(_ timerId: String) throws(RunLoopError) -> TimerSnapshot {
+    /// `CFRunLoopTimerInvalidate` on one timer. Like CF, it does not wake the
+    /// loop: `wakeUp` adds a `CFRunLoopWakeUp` after it.
+    public func invalidateTimer(_ timerId: String, wakeUp: Bool = false) throws(RunLoopError) -> TimerSnapshot {
         let record = try timerRecord(timerId)
+        let modes = record.modes
         record.invalidate(
             how: record.spec.role == .keepAlive ? "(the keep-alive timer) was invalidated" : "was invalidated")
-        wakeAfterRemoval()
+        afterRemoval(from: modes, wakeUp: wakeUp)
         return record.snapshot
     }
 

@@ -118,9 +118,9 @@ struct WorkerBook {
 typealias RunReply = @Sendable (Result<RunExit, RunLoopError>) -> Void
 
 /// One run under way. `entered` turns true when CF notifies `entry`, i.e. once
-/// the run's own stop flag exists: a stop asked before that is kept in
-/// `stopRequested` and applied at entry, so it is never lost in the gap
-/// between deciding to run and CF starting the run.
+/// the run's own stop flag exists: a stop asked before that is dropped, as
+/// CF drops it, unless it asked to be kept (`atEntry`): then it waits in
+/// `stopRequested` and is applied at entry.
 struct RunFrame {
     var seq: Int
     var mode: String

@@ -106,6 +106,13 @@ public final class WorkerRegistry: Sendable {
         return worker
     }
 
+    /// The thread that owns source (`kind` "source") or timer (`kind` "timer")
+    /// `itemId`, when one does: ids are unique across threads, so a request
+    /// that names another thread's item can say whose it is.
+    public func owner(of kind: String, _ itemId: String) -> String? {
+        allWorkers.first { $0.holds(kind, itemId) }?.id
+    }
+
     /// Every worker known, in creation order (exited ones are kept for a while).
     public var allWorkers: [Worker] {
         table.withLock { t in t.order.compactMap { t.workers[$0] } }
@@ -130,5 +137,12 @@ public final class WorkerRegistry: Sendable {
         _ = group.wait(timeout: .now() + timeout)
         let done = results.withLock { $0 }
         return list.map { ($0.id, done[$0.id]) }
+    }
+}
+
+extension Worker {
+    /// Whether this thread holds source (`kind` "source") or timer `itemId`.
+    public func holds(_ kind: String, _ itemId: String) -> Bool {
+        book.withLock { b in kind == "timer" ? b.timers[itemId] != nil : b.sources[itemId] != nil }
     }
 }

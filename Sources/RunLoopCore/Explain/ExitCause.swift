@@ -14,7 +14,8 @@ public struct ExitCause: Sendable, Hashable {
     /// One sentence.
     public var message: String
     /// The objects involved (`source`, `perform`, `seconds`, `timerFires`,
-    /// `by`, `requestId`, `mode`, `emptiedBy`, `atEntry`).
+    /// `by`, `requestId`, `mode`, `emptiedBy`, `atEntry`, `handled`,
+    /// `didYouMean`).
     public var details: [String: Value]
 
     /// Creates a cause.
@@ -130,6 +131,17 @@ extension ExitCause {
             message:
                 "nothing (no source, timer or perform) was ever added to mode \(mode), so CF returned at once: observers alone never keep a mode alive",
             details: ["mode": .string(mode)])
+    }
+
+    /// A `finished` cause in a mode named close to a known one gets the hint
+    /// ("did you mean default?") and `details.didYouMean`.
+    func hinting(_ modeName: String) -> ExitCause {
+        guard let mode = try? RunLoopMode(modeName), let suggestion = mode.suggestion else { return self }
+        var cause = self
+        cause.message +=
+            "; did you mean \(suggestion)? (\(modeName) is a custom mode of its own, not CF's \(suggestion))"
+        cause.details["didYouMean"] = .string(suggestion)
+        return cause
     }
 
     static func seconds(_ value: Double) -> String {

@@ -5,7 +5,8 @@ import Primitives
 /// wake-up, work waiting in a mode that never runs, …) or a stall.
 public struct LoopWarning: Sendable, Hashable {
     /// `lost_wakeup`, `mode_never_runs`, `perform_on_idle_loop`,
-    /// `loop_cannot_wake`, `timer_behind`, `stall`, `busy_loop`.
+    /// `loop_cannot_wake`, `timer_behind`, `stall`, `busy_loop`,
+    /// `mode_misnamed`, `empty_mode_asleep`.
     public var code: String
     /// `info`, `warning`, or for a stall its severity (`micro`, `hang`, `severe`).
     public var severity: String
@@ -155,6 +156,6 @@ public final class WarningTable: Sendable {
     /// Every warning code runloopd raises.
     public static let codes = [
         "lost_wakeup", "mode_never_runs", "perform_on_idle_loop", "loop_cannot_wake", "timer_behind", "stall",
-        "busy_loop", "store_unavailable",
+        "busy_loop", "store_unavailable", "mode_misnamed", "empty_mode_asleep",
     ]
 }

@@ -41,6 +41,13 @@ extension API {
         }
     }
 
+    /// A boolean query parameter (`true` or `false`), or nil when absent.
+    static func queryBool(_ ctx: RouteContext, _ name: String) throws(RunLoopError) -> Bool? {
+        guard let text = ctx.request.query[name] else { return nil }
+        guard text == "true" || text == "false" else { throw .badValue(name, "\(name) must be true or false") }
+        return text == "true"
+    }
+
     /// An integer query parameter within `min...max`, or nil when absent
     /// (present but empty is not a number: 400).
     static func queryInteger(_ ctx: RouteContext, _ name: String, min: Int, max: Int) throws(RunLoopError) -> Int? {

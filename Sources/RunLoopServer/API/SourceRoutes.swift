@@ -23,26 +23,30 @@ extension API {
             .json(200, ["sources": .array(try worker(ctx).sourceSnapshots().map(Rep.source))])
         }
         r.add("GET", "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
-            .json(200, Rep.source(try worker(ctx).sourceSnapshot(ctx.param("sid"))))
+            .json(200, Rep.source(try worker(ctx).sourceSnapshot(try owned(ctx, "source", "sid"))))
         }
         r.add("DELETE", "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
-            .json(200, Rep.source(try worker(ctx).invalidateSource(ctx.param("sid"))))
+            let wake = try Self.queryBool(ctx, "wakeup") ?? false
+            return .json(
+                200, Rep.source(try worker(ctx).invalidateSource(try owned(ctx, "source", "sid"), wakeUp: wake)))
         }
         r.add("POST", "/api/threads/{id}/sources/{sid}/modes") { ctx throws(RunLoopError) in
             let body = try ctx.body(["mode"])
             guard let mode = try body.mode("mode") else { throw .badValue("mode", "mode is required") }
-            return .json(200, Rep.source(try worker(ctx).addSourceMode(ctx.param("sid"), mode: mode)))
+            return .json(200, Rep.source(try worker(ctx).addSourceMode(try owned(ctx, "source", "sid"), mode: mode)))
         }
         r.add("DELETE", "/api/threads/{id}/sources/{sid}/modes/{mode}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let mode = try API.pathMode(ctx)
-            return .json(200, Rep.source(try target.removeSourceMode(ctx.param("sid"), mode: mode)))
+            let wake = try Self.queryBool(ctx, "wakeup") ?? false
+            return .json(
+                200, Rep.source(try target.removeSourceMode(try owned(ctx, "source", "sid"), mode: mode, wakeUp: wake)))
         }
         r.add("POST", "/api/threads/{id}/sources/{sid}/signal") { ctx throws(RunLoopError) in
             let body = try ctx.body(["wakeup"])
             let target = try worker(ctx)
             let wake = try body.bool("wakeup") ?? true
-            let source = try target.signalSource(ctx.param("sid"), wakeUp: wake)
+            let source = try target.signalSource(try owned(ctx, "source", "sid"), wakeUp: wake)
             var object = Rep.source(source).object ?? [:]
             object["wakeup"] = .bool(wake)
             return .json(200, .object(object))
@@ -52,8 +56,23 @@ extension API {
             let target = try worker(ctx)
             let msgid = try body.integer("msgid", min: 0, max: 2_147_483_647) ?? 0
             let data = try body.string("data", maxLength: registry.limits.maxMessageBytes) ?? ""
-            let source = try target.sendMessage(toSource: ctx.param("sid"), msgid: msgid, data: data)
+            let source = try target.sendMessage(toSource: try owned(ctx, "source", "sid"), msgid: msgid, data: data)
             return .json(202, Rep.source(source))
         }
+    }
+
+    /// The item id in path parameter `param`, checked against the thread in
+    /// the path: an id that belongs to another thread answers 404 naming that
+    /// thread ("source s5 belongs to thread t2"), not a bare "no source s5".
+    func owned(_ ctx: RouteContext, _ kind: String, _ param: String) throws(RunLoopError) -> String {
+        let itemId = ctx.param(param)
+        let thread = ctx.param("id")
+        if let target = try? registry.worker(thread), target.holds(kind, itemId) { return itemId }
+        guard let owner = registry.owner(of: kind, itemId), owner != thread else { return itemId }
+        throw RunLoopError(
+            kind: .notFound, code: "not_found",
+            message:
+                "\(kind) \(itemId) belongs to thread \(owner), not \(thread): use /api/threads/\(owner)/\(kind)s/\(itemId)",
+            field: param)
     }
 }

@@ -78,11 +78,13 @@ extension API {
             return .deferred
         }
         r.add("POST", "/api/threads/{id}/stop") { ctx throws(RunLoopError) in
-            _ = try ctx.body([])
+            let body = try ctx.body(["atEntry"])
+            let atEntry = try body.bool("atEntry") ?? false
             let target = try worker(ctx)
             let once = ReplyOnce(ctx.respond)
             let by = "POST /api/threads/\(target.id)/stop"
-            target.stop(origin: .request(by: by, requestId: RunLoopService.requestId(for: ctx.request))) {
+            let origin = StopOrigin.request(by: by, requestId: RunLoopService.requestId(for: ctx.request))
+            target.stop(origin: origin, atEntry: atEntry) {
                 once.answer(exit: $0)
             }
             once.expire(after: limits.stopWaitSeconds) {

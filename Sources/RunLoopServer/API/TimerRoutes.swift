@@ -28,20 +28,23 @@ extension API {
             .json(200, ["timers": .array(try worker(ctx).timerSnapshots().map(Rep.timer))])
         }
         r.add("GET", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
-            .json(200, Rep.timer(try worker(ctx).timerSnapshot(ctx.param("tid"))))
+            .json(200, Rep.timer(try worker(ctx).timerSnapshot(try owned(ctx, "timer", "tid"))))
         }
         r.add("POST", "/api/threads/{id}/timers/{tid}/modes") { ctx throws(RunLoopError) in
             let body = try ctx.body(["mode"])
             guard let mode = try body.mode("mode") else { throw .badValue("mode", "mode is required") }
-            return .json(200, Rep.timer(try worker(ctx).addTimerMode(ctx.param("tid"), mode: mode)))
+            return .json(200, Rep.timer(try worker(ctx).addTimerMode(try owned(ctx, "timer", "tid"), mode: mode)))
         }
         r.add("DELETE", "/api/threads/{id}/timers/{tid}/modes/{mode}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let mode = try API.pathMode(ctx)
-            return .json(200, Rep.timer(try target.removeTimerMode(ctx.param("tid"), mode: mode)))
+            let wake = try Self.queryBool(ctx, "wakeup") ?? false
+            return .json(
+                200, Rep.timer(try target.removeTimerMode(try owned(ctx, "timer", "tid"), mode: mode, wakeUp: wake)))
         }
         r.add("DELETE", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
-            .json(200, Rep.timer(try worker(ctx).invalidateTimer(ctx.param("tid"))))
+            let wake = try Self.queryBool(ctx, "wakeup") ?? false
+            return .json(200, Rep.timer(try worker(ctx).invalidateTimer(try owned(ctx, "timer", "tid"), wakeUp: wake)))
         }
     }
 }
