@@ -8,11 +8,16 @@ import Primitives
 struct Ring<Element> {
     private(set) var elements = Deque<Element>()
     let capacity: Int
+    /// Elements forgotten to make room, since the ring began.
+    private(set) var dropped = 0
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
 
     mutating func append(_ item: Element) {
-        if elements.count >= capacity { elements.removeFirst() }
+        if elements.count >= capacity {
+            elements.removeFirst()
+            dropped += 1
+        }
         elements.append(item)
     }
 

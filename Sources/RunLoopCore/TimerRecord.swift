@@ -109,19 +109,19 @@ final class TimerRecord: @unchecked Sendable, ModeScheduled {
     private let live = Atomic<Bool>(true)
     /// The modes it is in.
     let modeSet: ItemModes
-    private let onFire: @Sendable (TimerRecord, Int, Double, Double) -> Void
+    private let onFire: @Sendable (TimerRecord, Int, Double) -> Void
     private let onInvalid: @Sendable (String) -> Void
 
     /// Creates the CF timer (not yet added to a loop). `onFire` runs on the loop's
-    /// thread after the statistics are updated, with the fire count, the
-    /// lateness on the timer's grid (s) and how far behind the fire date CF
-    /// had set it is (s; past one interval, fires were skipped).
+    /// thread after the statistics are updated, with the fire count and the
+    /// fire's lateness: how far behind the fire date CF had set it fired (s;
+    /// past one interval, fires were skipped).
     /// `onInvalid` runs once, when the timer can no longer fire (one-shot fired,
     /// `maxFires` reached, or invalidated), with how it ended, so the owner can
     /// count live timers without scanning them.
     init(
         id: String, spec: TimerSpec, window: Int,
-        onFire: @escaping @Sendable (TimerRecord, Int, Double, Double) -> Void,
+        onFire: @escaping @Sendable (TimerRecord, Int, Double) -> Void,
         onInvalid: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.id = id
@@ -140,19 +140,14 @@ final class TimerRecord: @unchecked Sendable, ModeScheduled {
         CFRunLoopTimerSetTolerance(timer, spec.tolerance)
     }
 
-    /// The scheduled date of the fire happening now: repeating timers stay on
-    /// their grid (first + k·interval), so the latest grid point not after `now`.
-    private func scheduledDate(now: CFAbsoluteTime) -> CFAbsoluteTime {
-        guard spec.repeats, now > firstFire, spec.interval > 0 else { return firstFire }
-        let steps = ((now - firstFire) / spec.interval).rounded(.down)
-        return firstFire + steps * spec.interval
-    }
-
     private func fired() {
-        // Inside the callout CF still holds the fire date it is firing.
+        // Inside the callout CF still holds the fire date it is firing: a
+        // point of the timer's grid (first + k·interval), the first one
+        // missed when fires were skipped. Lateness, `timer_behind` and the
+        // load's timer lag are all measured from it (docs/explain.md).
         let due = CFRunLoopTimerGetNextFireDate(timer)
         let now = CFAbsoluteTimeGetCurrent()
-        let lateness = max(0, now - scheduledDate(now: now))
+        let lateness = max(0, now - due)
         let count = stats.withLock { s in
             s.fires += 1
             s.window.add(lateness * 1000)
@@ -165,7 +160,7 @@ final class TimerRecord: @unchecked Sendable, ModeScheduled {
             // CF invalidates a one-shot timer after this callout.
             markInvalid(how: "fired once (CF invalidates a one-shot timer after its fire)")
         }
-        onFire(self, count, lateness, max(0, now - due))
+        onFire(self, count, lateness)
     }
 
     /// Records the failure of the timer's action.

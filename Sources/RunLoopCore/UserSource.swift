@@ -169,10 +169,12 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
 
     deinit { closeDescriptor() }
 
-    /// Queues a message and rings the eventfd (port sources).
-    func post(msgid: Int, data: String) throws(RunLoopError) {
+    /// Queues a message and rings the eventfd (port sources). Returns whether
+    /// the queue was empty before (the source now has work waiting).
+    @discardableResult
+    func post(msgid: Int, data: String) throws(RunLoopError) -> Bool {
         let valid = CFRunLoopSourceIsValid(source)
-        try state.withLock { s throws(RunLoopError) in
+        return try state.withLock { s throws(RunLoopError) in
             guard !s.closed, valid else { throw .conflict("source_invalid", "source \(id) was invalidated") }
             guard s.queue.count < queueLimit else {
                 throw .limit("queue_full", "source \(id) already holds \(queueLimit) unhandled messages")
@@ -180,14 +182,28 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
             s.queue.append(PortMessage(msgid: msgid, data: data, sentAt: Date(), receivedAt: nil))
             var one: UInt64 = 1
             _ = write(fd, &one, 8)
+            return s.queue.count == 1
         }
     }
 
-    /// Signals (and optionally wakes) a custom source.
-    func signal(on loop: CFRunLoop, wakeUp: Bool) {
-        state.withLock { $0.signalled = true }
+    /// Signals (and optionally wakes) a custom source. Returns whether it was
+    /// not signalled before (the source now has work waiting).
+    @discardableResult
+    func signal(on loop: CFRunLoop, wakeUp: Bool) -> Bool {
+        let fresh = state.withLock { s in
+            defer { s.signalled = true }
+            return !s.signalled
+        }
         CFRunLoopSourceSignal(source)
         if wakeUp { CFRunLoopWakeUp(loop) }
+        return fresh
+    }
+
+    /// Whether work waits for the source: signalled (custom) or messages
+    /// queued (port), and not yet performed.
+    var hasWorkWaiting: Bool {
+        guard isLive else { return false }
+        return state.withLock { s in s.signalled || !s.queue.isEmpty }
     }
 
     /// Invalidates the source (cancel routine runs), then closes its descriptor.

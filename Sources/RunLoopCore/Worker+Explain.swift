@@ -218,8 +218,13 @@ extension Worker {
             details: ["mode": .string(mode.name), "didYouMean": .string(suggestion)])
     }
 
-    /// Schedules the `mode_never_runs` check for an item added to `modes`.
-    func watchModes(_ modes: [String], item: String, kind: String, stillWaiting: @escaping @Sendable (Worker) -> Bool) {
+    /// Schedules the `mode_never_runs` check for work waiting in `modes` (a
+    /// signalled source, a queued perform, a timer due in `dueIn` seconds):
+    /// `stillWaiting` tells, at the check, whether the work still waits.
+    func watchModes(
+        _ modes: [String], item: String, kind: String, dueIn: Double = 0,
+        stillWaiting: @escaping @Sendable (Worker) -> Bool
+    ) {
         let after = diagnostics.options.modeNeverRunsAfter
         let added = Monotonic.now()
         let running = book.withLock { b -> Bool in
@@ -227,7 +232,8 @@ extension Worker {
             return b.expand(modes).contains(current)
         }
         guard !running else { return }
-        later(after) { worker in
+        let waited = max(0, dueIn) + after
+        later(waited) { worker in
             guard stillWaiting(worker) else { return }
             let (expanded, ran) = worker.book.withLock { b -> ([String], Bool) in
                 let expanded = b.expand(modes)
@@ -238,7 +244,7 @@ extension Worker {
             worker.warn(
                 "mode_never_runs", severity: "warning", subjects: [item],
                 message:
-                    "\(kind) \(item) waits in \(expanded.joined(separator: ", ")), which \(worker.id) has not run for \(ExitCause.seconds(after)); it runs only when the loop runs in one of those modes",
+                    "\(kind) \(item) waits in \(expanded.joined(separator: ", ")), which \(worker.id) has not run for \(ExitCause.seconds(waited)); it runs only when the loop runs in one of those modes",
                 details: ["mode": .string(mode), "modes": .array(expanded.map(Value.string))])
         }
     }
@@ -247,11 +253,24 @@ extension Worker {
 
     /// Turns with a number above `since`, oldest first, at most `limit`.
     public func turns(since: Int = 0, limit: Int = .max) -> (turns: [TurnRecord], last: Int, capacity: Int) {
-        book.withLock { b in
-            let all = b.turns.elements
-            let newer = all.filter { $0.turn > since }
-            return (Array(newer.prefix(max(0, limit))), all.last?.turn ?? 0, b.turns.capacity)
+        let page = turns(matching: TurnFilter(), since: since, limit: limit)
+        return (page.turns, page.last, page.capacity)
+    }
+
+    /// The turns in the ring that match `filter`, with a number above
+    /// `since`, oldest first, at most `limit`; with the ring's size, the last
+    /// turn number and how many turns the ring has forgotten.
+    public func turns(matching filter: TurnFilter, since: Int = 0, limit: Int = .max) -> TurnPage {
+        // The Deque is copied on write: taking it under the lock is O(1).
+        let (all, capacity, dropped) = book.withLock { b in
+            (b.turns.count == 0 ? nil : b.turns.elements, b.turns.capacity, b.turns.dropped)
         }
+        var kept: [TurnRecord] = []
+        for turn in all ?? [] where turn.turn > since && filter.matches(turn) {
+            guard kept.count < limit else { break }
+            kept.append(turn)
+        }
+        return TurnPage(turns: kept, last: all?.last?.turn ?? 0, capacity: capacity, dropped: dropped)
     }
 
     /// Load now: sums, the recent utilisation (the turn or sleep under way
@@ -320,7 +339,8 @@ extension WorkerBook {
     ) -> ExitCause {
         switch reason {
         case .handledSource:
-            return .sourceHandled(summary.lastSource)
+            return .sourceHandled(
+                summary.lastSource, pass: summary.passSources, more: summary.passSourcesDropped)
         case .timedOut:
             return .deadline(seconds: frame.seconds, timerFires: summary.timerFires)
         case .stopped:
@@ -549,4 +569,66 @@ extension Worker {
         }
         return "a run in \(mode) sleeps until " + wakes.joined(separator: "; or ")
     }
+}
+
+/// Which turns to read: every condition given must hold.
+public struct TurnFilter: Sendable, Hashable {
+    /// What woke the turn.
+    public var wokeBy: WakeKind?
+    /// A callout of this kind ran in the turn.
+    public var calloutKind: CalloutKind?
+    /// A callout of this object (`tm1`, `s2`, `p7`, …) ran in the turn.
+    public var calloutId: String?
+    /// The turn belongs to this run (`RunExit.run`).
+    public var run: Int?
+    /// The turn began at or after this date (compared to the millisecond, as shown).
+    public var from: Date?
+    /// The turn began at or before this date (compared to the millisecond, as shown).
+    public var to: Date?
+
+    /// A filter (every condition optional).
+    public init(
+        wokeBy: WakeKind? = nil, calloutKind: CalloutKind? = nil, calloutId: String? = nil, run: Int? = nil,
+        from: Date? = nil, to: Date? = nil
+    ) {
+        self.wokeBy = wokeBy
+        self.calloutKind = calloutKind
+        self.calloutId = calloutId
+        self.run = run
+        self.from = from
+        self.to = to
+    }
+
+    /// Whether `turn` matches. Only the callouts the turn kept are looked at
+    /// (`droppedCallouts` are counted, not kept).
+    public func matches(_ turn: TurnRecord) -> Bool {
+        if let wokeBy, turn.wokeBy.kind != wokeBy { return false }
+        if let run, turn.run != run { return false }
+        if calloutKind != nil || calloutId != nil {
+            let hit = turn.callouts.contains { c in
+                (calloutKind.map { c.ref.kind == $0 } ?? true) && (calloutId.map { c.ref.id == $0 } ?? true)
+            }
+            if !hit { return false }
+        }
+        let ms = Self.millis(turn.startedAt)
+        if let from, ms < Self.millis(from) { return false }
+        if let to, ms > Self.millis(to) { return false }
+        return true
+    }
+
+    private static func millis(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+}
+
+/// One read of a worker's turns.
+public struct TurnPage: Sendable {
+    /// The matching turns, oldest first.
+    public var turns: [TurnRecord]
+    /// The number of the last turn recorded (0 before any).
+    public var last: Int
+    /// How many turns the ring keeps.
+    public var capacity: Int
+    /// Turns the ring has forgotten to make room, since the thread began.
+    public var dropped: Int
 }

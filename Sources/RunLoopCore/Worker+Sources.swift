@@ -23,9 +23,8 @@ extension Worker {
         noteMode(checked.mode)
         unwarn("loop_cannot_wake")
         unwarn("empty_mode_asleep")
-        watchModes([checked.mode.name], item: record.id, kind: "source") { worker in
-            (try? worker.userSource(record.id))?.isValid ?? false
-        }
+        // No `mode_never_runs` watch here: an unsignalled source waits for
+        // nothing. Signals and messages start the watch.
         return record.snapshot
     }
 
@@ -85,8 +84,9 @@ extension Worker {
         }
         guard record.isValid else { throw .conflict("source_invalid", "source \(sourceId) was invalidated") }
         guard let loop = runLoop else { throw Worker.exitedError(id) }
-        record.signal(on: loop, wakeUp: wakeUp)
+        let fresh = record.signal(on: loop, wakeUp: wakeUp)
         if !wakeUp && CFRunLoopIsWaiting(loop) { watchLostWakeup(record) }
+        if fresh { watchWaitingSource(record) }
         return record.snapshot
     }
 
@@ -102,7 +102,7 @@ extension Worker {
         guard data.utf8.count <= limits.maxMessageBytes else {
             throw .badValue("data", "data must be at most \(limits.maxMessageBytes) bytes")
         }
-        try record.post(msgid: msgid, data: data)
+        if try record.post(msgid: msgid, data: data) { watchWaitingSource(record) }
         return record.snapshot
     }
 
@@ -195,6 +195,14 @@ extension Worker {
                 + (seconds < 1e9 ? ", or it times out after \(ExitCause.seconds(seconds))" : ""),
             details: ["mode": .string(mode), "run": .number(Double(run)), "seconds": .number(seconds)])
         return true
+    }
+
+    /// A source with work waiting (signalled, or a message queued): if its
+    /// modes do not run, `mode_never_runs` says so.
+    private func watchWaitingSource(_ record: UserSource) {
+        watchModes(record.modes, item: record.id, kind: record.spec.kind == .port ? "port" : "source") { _ in
+            record.hasWorkWaiting
+        }
     }
 
     /// A source signalled without a wake-up on a sleeping loop: if it is

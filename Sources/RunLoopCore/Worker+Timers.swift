@@ -15,9 +15,7 @@ extension Worker {
         let timerId = ids.next("tm")
         let record = TimerRecord(
             id: timerId, spec: checked, window: limits.latenessWindow,
-            onFire: { [weak self] record, fires, late, behind in
-                self?.timerFired(record, fires: fires, lateness: late, behind: behind)
-            },
+            onFire: { [weak self] record, fires, late in self?.timerFired(record, fires: fires, lateness: late) },
             onInvalid: { [weak self, timerId] how in
                 guard let self, let record = try? self.timerRecord(timerId) else { return }
                 let modes = record.modes
@@ -43,13 +41,19 @@ extension Worker {
         noteMode(checked.mode)
         unwarn("loop_cannot_wake")
         unwarn("empty_mode_asleep")
-        watchModes([checked.mode.name], item: timerId, kind: "timer") { worker in
-            (try? worker.timerRecord(timerId))?.isValid ?? false
+        // A timer waits for something only once it is due: the check comes
+        // that long after its first fire date.
+        watchModes([checked.mode.name], item: timerId, kind: "timer", dueIn: checked.delay ?? checked.interval) {
+            worker in
+            guard let timer = try? worker.timerRecord(timerId), timer.isValid else { return false }
+            return CFRunLoopTimerGetNextFireDate(timer.timer) <= CFAbsoluteTimeGetCurrent()
         }
         return record.snapshot
     }
 
-    private func timerFired(_ record: TimerRecord, fires: Int, lateness: Double, behind: Double) {
+    /// A fire: `lateness` is measured from the fire date CF had set, like the
+    /// load's timer lag and `timer_behind`.
+    private func timerFired(_ record: TimerRecord, fires: Int, lateness behind: Double) {
         callout(CalloutRef(kind: .timer, id: record.id, selector: record.spec.action?.selector)) {
             tracer.pending.timerLag.add(behind * 1000)
             if let action = record.spec.action {
@@ -59,16 +63,17 @@ extension Worker {
                 }
             }
         }
-        emit(.timer(thread: id, timer: record.id, fires: fires, latenessMs: lateness * 1000, valid: record.isValid))
+        emit(.timer(thread: id, timer: record.id, fires: fires, latenessMs: behind * 1000, valid: record.isValid))
         let interval = record.spec.interval
         if record.spec.repeats && behind > interval {
             let skipped = Int((behind / interval).rounded(.down))
             warn(
                 "timer_behind", severity: "warning", subjects: [record.id],
                 message:
-                    "timer \(record.id) fired \(Int((behind * 1000).rounded())) ms after its fire date, more than its \(ExitCause.seconds(interval)) interval: \(skipped) fire\(skipped == 1 ? " was" : "s were") skipped (CF never fires a repeating timer twice to catch up)",
+                    "timer \(record.id) fired \(Int((behind * 1000).rounded())) ms after the fire date CF had set (its lateness, as lateness.lastMs shows it), more than its \(ExitCause.seconds(interval)) interval: \(skipped) fire\(skipped == 1 ? " was" : "s were") skipped (CF never fires a repeating timer twice to catch up)",
                 details: [
-                    "behindMs": .number((behind * 1000).rounded()), "interval": .number(interval),
+                    "behindMs": .number((behind * 1000).rounded()), "latenessMs": .number(behind * 1000),
+                    "interval": .number(interval),
                     "skipped": .number(Double(skipped)),
                 ])
         } else {

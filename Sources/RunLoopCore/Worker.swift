@@ -84,7 +84,8 @@ public final class Worker: Sendable {
         let diagnostics = shared ?? LoopDiagnostics(events: events)
         self.diagnostics = diagnostics
         self.ownsDiagnostics = shared == nil
-        self.book = Locked(WorkerBook(limits: limits, diagnostics: diagnostics.options))
+        self.book = Locked(
+            WorkerBook(limits: limits, diagnostics: diagnostics.options, turnRingSize: options.turnRingSize))
         self.tracer = LoopTracer(maxCallouts: diagnostics.options.maxCalloutsPerTurn)
         self.watchSlot = diagnostics.options.tracing ? diagnostics.watchdog.register(thread: id) : nil
         try start()
@@ -191,7 +192,7 @@ public final class Worker: Sendable {
             spec.role = .keepAlive
             let timerId = ids.next("tm")
             let record = TimerRecord(
-                id: timerId, spec: spec, window: 16, onFire: { _, _, _, _ in },
+                id: timerId, spec: spec, window: 16, onFire: { _, _, _ in },
                 onInvalid: { [weak self] how in
                     self?.book.withLock { b in
                         b.removed("timer", timerId, how: "(the keep-alive timer) \(how)", from: mode.name)

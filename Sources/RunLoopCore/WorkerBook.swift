@@ -88,8 +88,8 @@ struct WorkerBook {
     /// A stop of the worker's end (thread ending or service stopping).
     var endOrigin: StopOrigin?
 
-    init(limits: Limits, diagnostics: DiagnosticsOptions) {
-        turns = Ring(capacity: diagnostics.turnRingSize)
+    init(limits: Limits, diagnostics: DiagnosticsOptions, turnRingSize: Int? = nil) {
+        turns = Ring(capacity: turnRingSize ?? diagnostics.turnRingSize)
         utilization = UtilizationWindow(window: diagnostics.busyWindow)
         // Liveness by the records' own atomic flags: these run under the lock.
         timers = RecordTable(limit: limits.maxTimersPerWorker, counts: { $0.spec.role == .user }) { $0.isLive }

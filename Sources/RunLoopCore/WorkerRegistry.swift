@@ -49,6 +49,11 @@ public final class WorkerRegistry: Sendable {
     /// Validates options and starts a worker.
     public func createWorker(_ options: WorkerOptions = WorkerOptions()) throws(RunLoopError) -> Worker {
         try Self.validate(options, limits: limits)
+        if let size = options.turnRingSize, !(1...diagnostics.options.maxTurnRingSize).contains(size) {
+            throw .badValue(
+                "turnRingSize",
+                "turnRingSize must be 1...\(diagnostics.options.maxTurnRingSize) (the server's bound, --max-turn-ring-size)")
+        }
         // Count live workers without holding the table's lock while asking them.
         let known = allWorkers
         let exited = known.filter(\.hasExited).map(\.id)

@@ -95,12 +95,18 @@ public struct WorkerOptions: Sendable, Hashable {
     public var keepAlive: KeepAlive
     /// How it runs.
     public var policy: RunPolicy
+    /// Turns its ring keeps (nil: the registry's `turnRingSize`; at most
+    /// its `maxTurnRingSize`).
+    public var turnRingSize: Int?
 
     /// Creates options (defaults: port keep-alive, loop style).
-    public init(name: String? = nil, keepAlive: KeepAlive = .port, policy: RunPolicy = RunPolicy()) {
+    public init(
+        name: String? = nil, keepAlive: KeepAlive = .port, policy: RunPolicy = RunPolicy(), turnRingSize: Int? = nil
+    ) {
         self.name = name
         self.keepAlive = keepAlive
         self.policy = policy
+        self.turnRingSize = turnRingSize
     }
 }
 

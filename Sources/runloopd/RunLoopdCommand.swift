@@ -191,6 +191,9 @@ struct Serve: ParsableCommand {
     @Option(help: "Turns kept per thread (GET /api/threads/{id}/turns).")
     var turnRingSize: Int = Env.integer("TURN_RING_SIZE") ?? 256
 
+    @Option(help: "The most turns one thread may ask to keep (turnRingSize in POST /api/threads).")
+    var maxTurnRingSize: Int = Env.integer("MAX_TURN_RING_SIZE") ?? 16_384
+
     @Option(help: "Callouts kept per turn (more are counted, not kept).")
     var maxCalloutsPerTurn: Int = Env.integer("MAX_CALLOUTS_PER_TURN") ?? 16
 
@@ -334,11 +337,12 @@ struct Serve: ParsableCommand {
         if !token.isEmpty, token.count < Self.minimumTokenLength {
             throw ValidationError(Self.shortToken("--token (RUNLOOPD_TOKEN)"))
         }
-        guard (1...100_000).contains(turnRingSize), (0...1024).contains(maxCalloutsPerTurn),
+        guard (1...100_000).contains(turnRingSize), (turnRingSize...100_000).contains(maxTurnRingSize),
+            (0...1024).contains(maxCalloutsPerTurn),
             (1...1_000_000).contains(maxWarnings)
         else {
             throw ValidationError(
-                "--turn-ring-size must be 1...100000, --max-callouts-per-turn 0...1024, --max-warnings 1...1000000")
+                "--turn-ring-size must be 1...100000, --max-turn-ring-size turn-ring-size...100000, --max-callouts-per-turn 0...1024, --max-warnings 1...1000000")
         }
         _ = try parsedStallThresholds()
         for (name, value) in [
@@ -570,6 +574,7 @@ struct Serve: ParsableCommand {
         config.allowedOrigins = allowedOrigin
         config.diagnostics.tracing = trace
         config.diagnostics.turnRingSize = turnRingSize
+        config.diagnostics.maxTurnRingSize = maxTurnRingSize
         config.diagnostics.maxCalloutsPerTurn = maxCalloutsPerTurn
         config.diagnostics.stallThresholds = (try? parsedStallThresholds()) ?? [0.1, 0.25, 0.5]
         config.diagnostics.lostWakeupAfter = lostWakeupAfter

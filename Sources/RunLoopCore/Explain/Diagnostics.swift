@@ -6,8 +6,10 @@ import Primitives
 public struct DiagnosticsOptions: Sendable, Hashable {
     /// Record turns, causes' details, utilisation and stalls (on by default).
     public var tracing = true
-    /// Turns kept per worker.
+    /// Turns kept per worker (unless its creation asks for another size).
     public var turnRingSize = 256
+    /// The most turns a worker may ask to keep (`turnRingSize` at creation).
+    public var maxTurnRingSize = 16_384
     /// Callouts kept per turn (more are counted, not kept).
     public var maxCalloutsPerTurn = 16
     /// Stall thresholds in seconds: micro-hang, hang, severe (Matrix, Sentry

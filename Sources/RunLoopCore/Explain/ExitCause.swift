@@ -54,6 +54,29 @@ struct Removal: Sendable, Hashable {
 }
 
 extension ExitCause {
+    /// `source_handled`: `callout` is the last source handled (the single
+    /// fields, kept for compatibility); `pass` every source and perform
+    /// handled in the pass that ended the run, in order (`handled`), `more`
+    /// those beyond the list's bound.
+    static func sourceHandled(_ callout: CalloutRef?, pass: [CalloutRef] = [], more: Int = 0) -> ExitCause {
+        var cause = sourceHandled(callout)
+        guard !pass.isEmpty else { return cause }
+        cause.details["handled"] = .array(
+            pass.map { ref in
+                var item: [String: Value] = ["kind": .string(ref.kind.rawValue), "id": .string(ref.id)]
+                if let selector = ref.selector { item["selector"] = .string(selector) }
+                return .object(item)
+            })
+        if more > 0 { cause.details["handledMore"] = .number(Double(more)) }
+        let total = pass.count + more
+        guard total > 1 else { return cause }
+        let names = pass.map { "\($0.kind.rawValue) \($0.id)" }.joined(separator: ", ") + (more > 0 ? " and \(more) more" : "")
+        cause.message =
+            "\(total) sources were handled in the pass that ended the run (\(names)): CF runs every signalled custom source in one pass, "
+            + "then returns because the run was asked to return after a handled source"
+        return cause
+    }
+
     static func sourceHandled(_ callout: CalloutRef?) -> ExitCause {
         guard let callout else {
             return ExitCause(

@@ -113,6 +113,10 @@ final class LoopTracer: @unchecked Sendable {
         var depth: Int
         var timerFires = 0
         var lastSource: CalloutRef?
+        /// Sources and performs handled since the loop last woke (or the run
+        /// began): with `returnAfterSourceHandled`, the pass that ends the run.
+        var passSources: [CalloutRef] = []
+        var passSourcesDropped = 0
         var stopBy: StopOrigin?
         var turn: OpenTurn?
     }
@@ -121,6 +125,8 @@ final class LoopTracer: @unchecked Sendable {
     struct RunSummary {
         var timerFires: Int
         var lastSource: CalloutRef?
+        var passSources: [CalloutRef] = []
+        var passSourcesDropped = 0
         var stopBy: StopOrigin?
         var turn: TurnRecord?
     }
@@ -134,6 +140,9 @@ final class LoopTracer: @unchecked Sendable {
     var pending = LoadStats()
 
     init(maxCallouts: Int) { self.maxCallouts = max(0, maxCallouts) }
+
+    /// Handled sources a run's cause lists (more are counted).
+    static let maxPassSources = 64
 
     /// The callout under way, if any.
     var currentCallout: CalloutRef? { callouts.last?.ref }
@@ -154,7 +163,9 @@ final class LoopTracer: @unchecked Sendable {
             closed = close(turn, of: run, end: .exit, at: now)
             run.turn = nil
         }
-        return RunSummary(timerFires: run.timerFires, lastSource: run.lastSource, stopBy: run.stopBy, turn: closed)
+        return RunSummary(
+            timerFires: run.timerFires, lastSource: run.lastSource, passSources: run.passSources,
+            passSourcesDropped: run.passSourcesDropped, stopBy: run.stopBy, turn: closed)
     }
 
     /// `afterWaiting`: a new turn begins.
@@ -163,6 +174,8 @@ final class LoopTracer: @unchecked Sendable {
         let slept = sleepStart.map { max(0, now - $0) * 1000 } ?? 0
         sleepStart = nil
         runs[runs.count - 1].turn = openTurn(at: now, sleptMs: slept, afterWake: true)
+        runs[runs.count - 1].passSources.removeAll(keepingCapacity: true)
+        runs[runs.count - 1].passSourcesDropped = 0
     }
 
     /// `beforeWaiting`: the turn under way ends; returns it.
@@ -200,7 +213,14 @@ final class LoopTracer: @unchecked Sendable {
         guard !runs.isEmpty else { return ms }
         let index = runs.count - 1
         if ref.kind == .timer || ref.throughTimer { runs[index].timerFires += 1 }
-        if ref.countsAsSource { runs[index].lastSource = ref }
+        if ref.countsAsSource {
+            runs[index].lastSource = ref
+            if runs[index].passSources.count < Self.maxPassSources {
+                runs[index].passSources.append(ref)
+            } else {
+                runs[index].passSourcesDropped += 1
+            }
+        }
         if runs[index].turn != nil {
             if runs[index].turn!.callouts.count < maxCallouts {
                 runs[index].turn!.callouts.append(Callout(ref: ref, ms: ms))

@@ -7,16 +7,16 @@ extension API {
         r.add("GET", "/api/threads/{id}/turns") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let since = try Self.queryInteger(ctx, "since", min: 0, max: 9_007_199_254_740_991) ?? 0
-            // Past the ring's size a limit asks for nothing more than the whole ring.
-            let capacity = registry.diagnostics.options.turnRingSize
+            // Past the largest ring a limit asks for nothing more than a whole ring.
             let asked = try Self.queryInteger(ctx, "limit", min: 1, max: 1_000_000) ?? 100
-            let limit = min(asked, capacity)
-            let (turns, last, size) = target.turns(since: since, limit: limit)
+            let limit = min(asked, registry.diagnostics.options.maxTurnRingSize)
+            let page = target.turns(matching: try Self.turnFilter(ctx), since: since, limit: limit)
             return .json(
                 200,
                 [
-                    "thread": .string(target.id), "turns": .array(turns.map(Rep.turn)),
-                    "last": .number(Double(last)), "capacity": .number(Double(size)),
+                    "thread": .string(target.id), "turns": .array(page.turns.map(Rep.turn)),
+                    "last": .number(Double(page.last)), "capacity": .number(Double(page.capacity)),
+                    "dropped": .number(Double(page.dropped)),
                 ])
         }
         r.add("GET", "/api/threads/{id}/why") { ctx throws(RunLoopError) in
@@ -39,6 +39,55 @@ extension API {
             let list = registry.diagnostics.warnings.list(thread: thread, code: code, active: active)
             return .json(200, ["warnings": .array(list.map(Rep.warning))])
         }
+    }
+
+    /// The `/turns` filters: `wokeBy` (a wake kind), `callout` (a callout
+    /// kind), `calloutId`, `run`, `from` and `to` (ISO 8601 timestamps, as
+    /// turns show them).
+    static func turnFilter(_ ctx: RouteContext) throws(RunLoopError) -> TurnFilter {
+        let query = ctx.request.query
+        var filter = TurnFilter()
+        if let text = query["wokeBy"] {
+            guard let kind = WakeKind(rawValue: text) else {
+                throw .badValue(
+                    "wokeBy", "wokeBy must be one of \(WakeKind.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            filter.wokeBy = kind
+        }
+        if let text = query["callout"] {
+            guard let kind = CalloutKind(rawValue: text) else {
+                throw .badValue(
+                    "callout",
+                    "callout must be one of \(CalloutKind.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            filter.calloutKind = kind
+        }
+        if let text = query["calloutId"] {
+            guard !text.isEmpty, text.utf8.count <= 128 else {
+                throw .badValue("calloutId", "calloutId must be 1-128 bytes (an id such as tm1, s2, p7)")
+            }
+            filter.calloutId = text
+        }
+        filter.run = try queryInteger(ctx, "run", min: 1, max: 9_007_199_254_740_991)
+        filter.from = try queryDate(ctx, "from")
+        filter.to = try queryDate(ctx, "to")
+        if let from = filter.from, let to = filter.to, from > to {
+            throw .badValue("to", "to must not be before from")
+        }
+        return filter
+    }
+
+    /// An ISO 8601 timestamp query parameter (`2026-11-25T13:12:49.806Z`,
+    /// fractional seconds optional), or nil when absent.
+    static func queryDate(_ ctx: RouteContext, _ name: String) throws(RunLoopError) -> Date? {
+        guard let text = ctx.request.query[name] else { return nil }
+        let precise = ISO8601DateFormatter()
+        precise.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let plain = ISO8601DateFormatter()
+        guard text.utf8.count <= 64, let date = precise.date(from: text) ?? plain.date(from: text) else {
+            throw .badValue(name, "\(name) must be an ISO 8601 timestamp such as 2026-11-25T13:12:49.806Z")
+        }
+        return date
     }
 
     /// A boolean query parameter (`true` or `false`), or nil when absent.

@@ -6,7 +6,7 @@ import RunLoopCore
 extension API {
     func addThreads(_ r: inout Router) {
         r.add("POST", "/api/threads") { ctx throws(RunLoopError) in
-            let body = try ctx.body(["name", "keepAlive", "run"])
+            let body = try ctx.body(["name", "keepAlive", "run", "turnRingSize"])
             var options = WorkerOptions()
             options.name = try body.string("name", maxLength: registry.limits.maxNameLength)
             if let text = try body.string("keepAlive") {
@@ -15,6 +15,8 @@ extension API {
                 }
                 options.keepAlive = keepAlive
             }
+            let maxRing = registry.diagnostics.options.maxTurnRingSize
+            options.turnRingSize = try body.integer("turnRingSize", min: 1, max: maxRing)
             if let run = try body.object("run") {
                 let policy = try Body(
                     object: run, prefix: "run.", allowed: ["style", "mode", "seconds", "returnAfterSourceHandled"])
