@@ -84,20 +84,45 @@ import Testing
 
     /// Rule: -[NSRunLoop run] repeats runMode:beforeDate:distantFuture; a
     /// CFRunLoopStop ends only the current pass; it returns (and the thread
-    /// ends) once a pass finds the mode empty.
+    /// ends) once a pass finds the mode empty. Removing the port does not wake
+    /// the loop (CFRunLoopRemoveSource never does): it sleeps in the emptied
+    /// mode until a wake-up ends the pass.
     @Test func runStyleSurvivesStopAndEndsWhenThePortIsRemoved() throws {
         let (registry, probe) = makeRegistry()
         defer { registry.endAll() }
         let worker = try registry.createWorker(options(.run))
-        #expect(probe.waitUntil { worker.snapshot.depth == 1 })
+        // Asleep in the run, so CF has entered it and the stop lands.
+        #expect(probe.waitUntil { worker.snapshot.state == .waiting })
         #expect(try worker.stopAndWait().get().reason == .stopped)
         #expect(probe.waitUntil { worker.snapshot.depth == 1 && worker.snapshot.runs == 1 })
         #expect(!worker.hasExited)
         let port = try #require(worker.sourceSnapshots().first { $0.role == .keepAlive })
         #expect(worker.snapshot.keepAliveItem == port.id)
         _ = try worker.invalidateSource(port.id)
+        #expect(
+            probe.waitUntil {
+                worker.warnings().contains { $0.code == "empty_mode_asleep" && $0.active }
+            })
+        #expect(!worker.hasExited, "the removal alone did not wake the loop")
+        #expect(worker.snapshot.state == .waiting)
+        #expect(worker.snapshot.runs == 1)
+        try worker.wakeUp()
         #expect(probe.waitUntil { worker.hasExited })
         #expect(worker.snapshot.lastExit?.reason == .finished)
+        #expect(worker.snapshot.lastExit?.cause?.code == "mode_empty")
+    }
+
+    /// The removal asked to wake the loop (`?wakeup=true`): the pass ends at once.
+    @Test func aRemovalThatAsksForTheWakeUpEndsThePass() throws {
+        let (registry, probe) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.run))
+        #expect(probe.waitUntil { worker.snapshot.state == .waiting })
+        let port = try #require(worker.sourceSnapshots().first { $0.role == .keepAlive })
+        _ = try worker.invalidateSource(port.id, wakeUp: true)
+        #expect(probe.waitUntil { worker.hasExited })
+        #expect(worker.snapshot.lastExit?.reason == .finished)
+        #expect(!worker.warnings().contains { $0.code == "empty_mode_asleep" })
     }
 
     /// Rule: runUntilDate: runs passes until the date, then returns.

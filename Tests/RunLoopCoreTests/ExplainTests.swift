@@ -101,4 +101,49 @@ import Testing
         #expect(modes["default"]?.verdict.contains("keep-alive port") == true)
         #expect(why.verdict.contains("manual"))
     }
+
+    /// Names close to CF's or Cocoa's get a suggestion; others, and the real
+    /// names, none.
+    @Test func modeNamesCloseToKnownOnesGetASuggestion() throws {
+        let close = [
+            "NSDefaultRunloopMode": "default", "kCFRunLoopDefault": "default", "defualt": "default",
+            "Default": "default", "DEFAULT": "default", "kCFRunLoopDefaultMod": "default",
+            "NSRunLoopCommonMode": "common", "kCFRunLoopCommonMode": "common", "comon": "common",
+            "Common": "common",
+        ]
+        for (name, meant) in close {
+            let mode = try RunLoopMode(name)
+            #expect(mode.suggestion == meant, "\(name)")
+            #expect(mode.hint?.contains("did you mean \(meant)") == true, "\(name)")
+        }
+        for name in ["tracking", "UITrackingRunLoopMode", "comment", "delete", "modal", "x"] {
+            #expect(try RunLoopMode(name).suggestion == nil, "\(name)")
+        }
+        for name in ["default", "common", "NSDefaultRunLoopMode", "kCFRunLoopCommonModes"] {
+            #expect(try RunLoopMode(name).hint == nil, "\(name) is a known mode")
+        }
+        #expect(RunLoopMode.editDistance("defualt", "default", limit: 2) == 1)
+        #expect(RunLoopMode.editDistance("abc", "xyz", limit: 2) == 3)
+    }
+
+    /// A late repeating timer: its lateness and its `timer_behind` warning are
+    /// one number, measured from the fire date CF had set (not from the
+    /// latest grid point, which hid the skipped fires).
+    @Test func latenessAndTimerBehindAreMeasuredFromTheSamePoint() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.manual))
+        let timer = try worker.addTimer(TimerSpec(interval: 0.05, repeats: true, maxFires: 1))
+        // Another mode with something in it, so the run there lasts.
+        _ = try worker.addSource(SourceSpec(kind: .custom, mode: try RunLoopMode("elsewhere")))
+        #expect(try worker.runAndWait(try RunLoopMode("elsewhere"), seconds: 0.3).reason == .timedOut)
+        #expect(try worker.runAndWait(seconds: 0.12).reason == .timedOut)
+        let snapshot = try worker.timerSnapshot(timer.id)
+        let maxMs = try #require(snapshot.lateness.maxMs)
+        // Due 0.05 s after creation, it could fire only once the default run began, 0.3 s later.
+        #expect(maxMs >= 240, "lateness counts from the missed fire date: \(maxMs) ms")
+        let warning = try #require(worker.warnings().first { $0.code == "timer_behind" })
+        #expect(warning.details["latenessMs"]?.number == maxMs)
+        #expect(warning.details["behindMs"]?.number == maxMs.rounded())
+    }
 }

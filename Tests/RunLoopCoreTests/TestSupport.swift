@@ -102,9 +102,9 @@ extension Worker {
     }
 
     /// `stop`, waiting for the reply.
-    func stopAndWait() throws -> Result<RunExit, RunLoopError> {
+    func stopAndWait(atEntry: Bool = false) throws -> Result<RunExit, RunLoopError> {
         let pending = Pending<Result<RunExit, RunLoopError>>()
-        stop { pending.put($0) }
+        stop(atEntry: atEntry) { pending.put($0) }
         return try #require(pending.wait(), "stop never replied")
     }
 

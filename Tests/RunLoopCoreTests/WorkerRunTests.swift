@@ -75,11 +75,11 @@ import Testing
     }
 
     /// A stop sent the moment a run is recorded may land before CF has entered
-    /// the run (when CF would drop it): it is applied at `entry`, never lost.
-    /// The window is a few hundred nanoseconds, so this is a regression guard
-    /// for the whole path (stop right after start → `stopped`, promptly), not
-    /// a deterministic reproduction of the race.
-    @Test func aStopRightAfterARunStartsIsNeverLost() throws {
+    /// the run (when CF would drop it): asked with `atEntry` it is applied at
+    /// `entry`, never lost. The window is a few hundred nanoseconds, so this
+    /// is a regression guard for the whole path (stop right after start →
+    /// `stopped`, promptly), not a deterministic reproduction of the race.
+    @Test func aStopAtEntryRightAfterARunStartsIsNeverLost() throws {
         let (registry, _) = makeRegistry()
         defer { registry.endAll() }
         let worker = try registry.createWorker(options(.manual))
@@ -88,7 +88,7 @@ import Testing
             // Stop as early as possible: retry while the run is not yet recorded.
             var reply: Result<RunExit, RunLoopError>
             repeat {
-                reply = try worker.stopAndWait()
+                reply = try worker.stopAndWait(atEntry: true)
             } while (try? reply.get()) == nil && reply.errorCode == "not_running"
             let exit = try reply.get()
             #expect(exit.reason == .stopped)
@@ -96,6 +96,36 @@ import Testing
             let done = try #require(run.wait(15))
             #expect(try done.get().reason == .stopped)
         }
+    }
+
+    /// CF's rule by default: a run runloopd has recorded but CF has not
+    /// entered has no stop flag yet, so a stop then is dropped (`stop_dropped`)
+    /// and the run goes on; `atEntry` keeps it for the entry. The frame is
+    /// put in place by hand, to reach that window deterministically.
+    @Test func aStopBeforeCFEntersTheRunIsDroppedUnlessKeptForEntry() throws {
+        let (registry, _) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.manual))
+        worker.book.withLock { $0.runStack.append(RunFrame(seq: 999, mode: "default")) }
+        let dropped = try worker.stopAndWait()
+        guard case .failure(let error) = dropped else {
+            Issue.record("a stop before entry replied \(dropped)")
+            return
+        }
+        #expect(error.code == "stop_dropped")
+        #expect(error.kind == .conflict)
+        #expect(error.message.contains("fresh stop flag"))
+        #expect(worker.book.withLock { !$0.runStack[0].stopRequested && $0.stopWaiters.isEmpty })
+
+        let kept = Pending<Result<RunExit, RunLoopError>>()
+        worker.stop(atEntry: true) { kept.put($0) }
+        #expect(worker.book.withLock { $0.runStack[0].stopRequested && $0.stopWaiters.count == 1 })
+        worker.book.withLock { b in
+            b.runStack.removeAll()
+            b.stopWaiters.removeAll()
+        }
+        // The next real run is unaffected by the dropped stop.
+        #expect(try worker.runAndWait(seconds: 0.05).reason == .timedOut)
     }
 
     @Test func loopStyleReentersAfterEachStop() throws {
