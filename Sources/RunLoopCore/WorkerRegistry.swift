@@ -52,7 +52,8 @@ public final class WorkerRegistry: Sendable {
         if let size = options.turnRingSize, !(1...diagnostics.options.maxTurnRingSize).contains(size) {
             throw .badValue(
                 "turnRingSize",
-                "turnRingSize must be 1...\(diagnostics.options.maxTurnRingSize) (the server's bound, --max-turn-ring-size)")
+                "turnRingSize must be 1...\(diagnostics.options.maxTurnRingSize) (the server's bound, --max-turn-ring-size)"
+            )
         }
         // Count live workers without holding the table's lock while asking them.
         let known = allWorkers

@@ -342,7 +342,8 @@ struct Serve: ParsableCommand {
             (1...1_000_000).contains(maxWarnings)
         else {
             throw ValidationError(
-                "--turn-ring-size must be 1...100000, --max-turn-ring-size turn-ring-size...100000, --max-callouts-per-turn 0...1024, --max-warnings 1...1000000")
+                "--turn-ring-size must be 1...100000, --max-turn-ring-size turn-ring-size...100000, --max-callouts-per-turn 0...1024, --max-warnings 1...1000000"
+            )
         }
         _ = try parsedStallThresholds()
         for (name, value) in [

@@ -70,7 +70,8 @@ extension ExitCause {
         if more > 0 { cause.details["handledMore"] = .number(Double(more)) }
         let total = pass.count + more
         guard total > 1 else { return cause }
-        let names = pass.map { "\($0.kind.rawValue) \($0.id)" }.joined(separator: ", ") + (more > 0 ? " and \(more) more" : "")
+        let names =
+            pass.map { "\($0.kind.rawValue) \($0.id)" }.joined(separator: ", ") + (more > 0 ? " and \(more) more" : "")
         cause.message =
             "\(total) sources were handled in the pass that ended the run (\(names)): CF runs every signalled custom source in one pass, "
             + "then returns because the run was asked to return after a handled source"
