@@ -67,6 +67,7 @@ enum OpenAPIDocument {
             "max-queued": number(limits.maxQueuedCommands),
             "max-tasks": number(limits.taskCapacity),
             "max-event-clients": number(api.maxEventClients),
+            "max-turn-ring-size": number(configuration.diagnostics.maxTurnRingSize),
         ]
     }
 
