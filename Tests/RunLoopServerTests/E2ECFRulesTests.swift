@@ -39,6 +39,9 @@ struct E2ECFRulesTests {
             // Close to common: an item added there is hinted too.
             let tm = try await c.post("/api/threads/\(t)/timers", ["interval": 1, "mode": "NSRunLoopCommonMode"])
             #expect(tm.status == 201)
+            #expect(tm["modeHint"].string?.contains("did you mean common") == true, "\(tm)")
+            let plain = try await c.post("/api/threads/\(t)/timers", ["interval": 1, "mode": "tracking"])
+            #expect(plain["modeHint"] == .null)
             let common = try await c.warning(t, "mode_misnamed") { $0["subjects"] == ["NSRunLoopCommonMode"] }
             #expect(common["details", "didYouMean"] == "common")
         }

@@ -17,7 +17,8 @@ extension API {
                 action: try body.selectorCall("action"))
             let source = try target.addSource(spec)
             return .json(
-                201, Rep.source(source), headers: [("Location", "/api/threads/\(target.id)/sources/\(source.id)")])
+                201, API.hinting(Rep.source(source), spec.mode),
+                headers: [("Location", "/api/threads/\(target.id)/sources/\(source.id)")])
         }
         r.add("GET", "/api/threads/{id}/sources") { ctx throws(RunLoopError) in
             .json(200, ["sources": .array(try worker(ctx).sourceSnapshots().map(Rep.source))])
@@ -33,7 +34,8 @@ extension API {
         r.add("POST", "/api/threads/{id}/sources/{sid}/modes") { ctx throws(RunLoopError) in
             let body = try ctx.body(["mode"])
             guard let mode = try body.mode("mode") else { throw .badValue("mode", "mode is required") }
-            return .json(200, Rep.source(try worker(ctx).addSourceMode(try owned(ctx, "source", "sid"), mode: mode)))
+            let source = try worker(ctx).addSourceMode(try owned(ctx, "source", "sid"), mode: mode)
+            return .json(200, API.hinting(Rep.source(source), mode))
         }
         r.add("DELETE", "/api/threads/{id}/sources/{sid}/modes/{mode}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
@@ -74,5 +76,13 @@ extension API {
             message:
                 "\(kind) \(itemId) belongs to thread \(owner), not \(thread): use /api/threads/\(owner)/\(kind)s/\(itemId)",
             field: param)
+    }
+
+    /// `object` with `modeHint` ("… did you mean default?") when `mode` is a
+    /// custom mode named close to a known one.
+    static func hinting(_ object: Value, _ mode: RunLoopMode?) -> Value {
+        guard let hint = mode?.hint, case .object(var members) = object else { return object }
+        members["modeHint"] = .string(hint)
+        return .object(members)
     }
 }

@@ -39,7 +39,9 @@ extension API {
                 }
             }
             let created = try registry.createWorker(options)
-            return .json(201, Rep.thread(created.snapshot), headers: [("Location", "/api/threads/\(created.id)")])
+            return .json(
+                201, API.hinting(Rep.thread(created.snapshot), options.policy.mode),
+                headers: [("Location", "/api/threads/\(created.id)")])
         }
         r.add("GET", "/api/threads") { _ throws(RunLoopError) in
             .json(200, ["threads": .array(registry.allWorkers.map(Rep.explainedThread))])

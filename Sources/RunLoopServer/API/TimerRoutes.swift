@@ -22,7 +22,9 @@ extension API {
                 action: try body.selectorCall("action"),
                 maxFires: try body.integer("maxFires", min: 1, max: 1_000_000_000))
             let timer = try target.addTimer(spec)
-            return .json(201, Rep.timer(timer), headers: [("Location", "/api/threads/\(target.id)/timers/\(timer.id)")])
+            return .json(
+                201, API.hinting(Rep.timer(timer), spec.mode),
+                headers: [("Location", "/api/threads/\(target.id)/timers/\(timer.id)")])
         }
         r.add("GET", "/api/threads/{id}/timers") { ctx throws(RunLoopError) in
             .json(200, ["timers": .array(try worker(ctx).timerSnapshots().map(Rep.timer))])
@@ -33,7 +35,8 @@ extension API {
         r.add("POST", "/api/threads/{id}/timers/{tid}/modes") { ctx throws(RunLoopError) in
             let body = try ctx.body(["mode"])
             guard let mode = try body.mode("mode") else { throw .badValue("mode", "mode is required") }
-            return .json(200, Rep.timer(try worker(ctx).addTimerMode(try owned(ctx, "timer", "tid"), mode: mode)))
+            let timer = try worker(ctx).addTimerMode(try owned(ctx, "timer", "tid"), mode: mode)
+            return .json(200, API.hinting(Rep.timer(timer), mode))
         }
         r.add("DELETE", "/api/threads/{id}/timers/{tid}/modes/{mode}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
