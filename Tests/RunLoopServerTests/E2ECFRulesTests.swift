@@ -168,7 +168,7 @@ struct E2ECFRulesTests {
             let handled = pass["cause", "handled"].items.compactMap { $0["id"].string }
             #expect(handled == ids, "\(pass)")
             #expect(pass["cause", "perform"] == .string(ids[2]), "the single fields name the last")
-            #expect(pass["cause", "message"].string?.contains("3 sources were handled") == true)
+            #expect(pass["cause", "message"].string?.contains("handled 3 sources and performs") == true)
         }
     }
 

@@ -73,8 +73,9 @@ extension ExitCause {
         let names =
             pass.map { "\($0.kind.rawValue) \($0.id)" }.joined(separator: ", ") + (more > 0 ? " and \(more) more" : "")
         cause.message =
-            "\(total) sources were handled in the pass that ended the run (\(names)): CF runs every signalled custom source in one pass, "
-            + "then returns because the run was asked to return after a handled source"
+            "the pass that ended the run handled \(total) sources and performs (\(names)): "
+            + "the run was asked to return after a handled source, and CF returns only once the pass is over "
+            + "(it runs every signalled custom source in one pass; a mode's queued performs all go then)"
         return cause
     }
 
