@@ -62,7 +62,7 @@ extension RunLoopService {
                 let path = request.path + Self.queryString(request.query)
                 journal?.record(
                     method: request.method, path: path, body: request.body, status: response.status,
-                    answer: response.body)
+                    answer: response.body, seconds: seconds)
                 history?.record(
                     .request(
                         method: request.method, path: path, status: response.status, requestId: trace.requestId,

@@ -5,7 +5,8 @@ import RunLoopServer
 
 /// `runloopd play FILE|DIR`: plays experiments against a runloopd (its own
 /// embedded one on a free loopback port unless `--url` names one), prints
-/// every step with expected vs actual, and exits 1 on any difference.
+/// every step with expected vs actual, and exits 1 on any difference, 2 when
+/// the files are not experiments or no server answers.
 struct Play: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "play",
@@ -13,7 +14,10 @@ struct Play: ParsableCommand {
         discussion: """
             Plays one experiment file, or every *.json in a folder (sorted), step by step. Without --url \
             an embedded runloopd on a free loopback port plays them. The format is in docs/experiments.md; \
-            GET /api/journal exports a recorded session in it.
+            GET /api/journal exports a recorded session in it. A step's wait (a recorded pause) is \
+            honoured up to --max-wait; a background step is sent and its answer checked when it comes. \
+            Exit status: 0 every step passed, 1 some step differed, 2 a file is not an experiment or the \
+            server cannot be reached.
             """)
 
     @Argument(help: "An experiment file or a folder of them.")
@@ -33,6 +37,12 @@ struct Play: ParsableCommand {
 
     @Flag(help: "Print only failures and the summary.")
     var quiet = false
+
+    @Option(help: "The longest pause a step's wait may make, in seconds (0: play the steps back to back).")
+    var maxWait: Double = 60
+
+    @Flag(help: "Delete the threads the play created (POST /api/threads) once each experiment is over.")
+    var cleanup = false
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
@@ -70,16 +80,34 @@ struct Play: ParsableCommand {
             client = LabClient(host: "127.0.0.1", port: service.port)
         }
         defer { embedded?.stop() }
+        guard maxWait.isFinite, (0...60).contains(maxWait) else {
+            print("runloopd play: --max-wait must be seconds in 0...60")
+            throw ExitCode(2)
+        }
+        // One look before the first step: no server there is one message, not one per step.
+        do throws(LabClient.Failure) {
+            _ = try client.send("GET", "/api/version")
+        } catch {
+            print("runloopd play: cannot reach \(url ?? "the embedded runloopd"): \(error.description)")
+            throw ExitCode(2)
+        }
 
         var reports: [Player.Report] = []
-        let player = Player(client: client)
+        let player = Player(client: client, options: Player.Options(maxWait: maxWait, cleanup: cleanup))
         for (file, experiment) in loaded {
             if !diff && !quiet { print("▶ \(experiment.id): \(experiment.title)  (\(file))") }
             let report = player.play(experiment) { step in
                 let ok = step.differences.isEmpty
+                // Reported once, below.
+                if step.unreachable != nil { return }
+                // The diff names the ids as the file (the recording) has them, then
+                // what they were here: `POST /api/threads/t2/run  [t2 → t13]`.
+                let ids =
+                    step.mapping.isEmpty
+                    ? "" : "  [" + step.mapping.map { "\($0.name) → \($0.value)" }.joined(separator: ", ") + "]"
                 if diff {
                     guard !ok else { return }
-                    print("--- \(experiment.id) step \(step.number): \(step.request)")
+                    print("--- \(experiment.id) step \(step.number): \(step.written)\(ids)")
                     for d in step.differences {
                         print("-   \(d.what): \(d.expected)")
                         print("+   \(d.what): \(d.actual)")
@@ -92,6 +120,18 @@ struct Play: ParsableCommand {
                 for d in step.differences {
                     print("      \(d.what): expected \(d.expected), got \(d.actual)")
                 }
+            }
+            if let why = report.unreachable {
+                print(
+                    "runloopd play: lost \(url ?? "the embedded runloopd") at \(experiment.id) step \(report.steps.count): \(why)"
+                )
+                throw ExitCode(2)
+            }
+            if cleanup && (!quiet || !report.cleanupFailures.isEmpty) {
+                print(
+                    "  cleanup: deleted \(report.cleanedUp.count) thread(s)"
+                        + (report.cleanupFailures.isEmpty
+                            ? "" : "; could not delete \(report.cleanupFailures.joined(separator: ", "))"))
             }
             reports.append(report)
             if !diff && (!quiet || !report.passed) {

@@ -24,8 +24,19 @@ extension API {
                 }
                 limit = value
             }
+            var maxWait = Journal.defaultMaxWait
+            if let text = ctx.request.query["maxWait"] {
+                guard let value = Double(text), value.isFinite, (0...60).contains(value) else {
+                    throw .badValue("maxWait", "maxWait must be seconds in 0...60")
+                }
+                maxWait = value
+            }
+            let newest = journal.newestSeq
             let entries = journal.entries(since: since, limit: limit)
-            return .json(200, Journal.experiment(entries, version: version.object?["version"]?.string ?? ""))
+            return .json(
+                200,
+                Journal.experiment(
+                    entries, version: version.object?["version"]?.string ?? "", maxWait: maxWait, newestSeq: newest))
         }
     }
 }

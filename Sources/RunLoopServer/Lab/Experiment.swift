@@ -36,6 +36,13 @@ public struct Experiment: Sendable {
         /// Repeat the request (GET only) until the expectation holds, for at
         /// most this many seconds.
         public var until: Double?
+        /// Seconds to let pass after the previous step was sent before this
+        /// one is (a recorded session's pacing).
+        public var wait: Double?
+        /// Send it and go on without its answer; the answer is checked when it
+        /// comes (a blocking run, and the stop sent while it runs). A later step
+        /// that uses a variable it captures waits for it.
+        public var background: Bool
     }
 
     /// A short id (the file name without `.json`).
@@ -117,9 +124,22 @@ public struct Experiment: Sendable {
             guard method == "GET" else { throw bad("\(at): until repeats GET requests only") }
             until = timeout
         }
+        var wait: Double?
+        if let w = step["wait"] {
+            guard let seconds = w.number, seconds.isFinite, (0...60).contains(seconds) else {
+                throw bad("\(at): wait must be seconds in [0, 60]")
+            }
+            wait = seconds
+        }
+        var background = false
+        if let b = step["background"] {
+            guard let flag = b.bool else { throw bad("\(at): background must be true or false") }
+            guard !flag || until == nil else { throw bad("\(at): a background step cannot repeat (until)") }
+            background = flag
+        }
         return Step(
             say: step["say"]?.string ?? "", method: method, path: path, body: request["body"], capture: capture,
-            status: status, json: json, until: until)
+            status: status, json: json, until: until, wait: wait, background: background)
     }
 
     static func bad(_ message: String) -> RunLoopError { .badValue("experiment", message) }

@@ -6,10 +6,17 @@ import RunLoopCore
 /// their outcomes, newest last, in a bounded ring (`--journal-size`). Recording
 /// costs one lock and an append of bytes already at hand; parsing waits for an
 /// export. `GET /api/journal?since=` exports it as an experiment, so a session
-/// replays elsewhere (`runloopd play --diff`).
+/// replays elsewhere (`runloopd play --diff`). Each entry keeps when its
+/// request arrived and when it was answered: the export orders the steps by
+/// arrival, turns the gaps into waits and marks a request answered after a
+/// later one arrived (a blocking run, and the stop sent while it ran) as a
+/// background step, so the replay keeps the session's time and concurrency.
 final class Journal: Sendable {
     struct Entry: Sendable {
         var seq: Int
+        /// When the request arrived.
+        var started: Date
+        /// When it was answered.
         var at: Date
         var method: String
         var path: String
@@ -29,13 +36,16 @@ final class Journal: Sendable {
 
     init(capacity: Int) { self.capacity = capacity }
 
-    /// Records one answered request (no-op with capacity 0).
-    func record(method: String, path: String, body: [UInt8], status: Int, answer: [UInt8]) {
+    /// Records one request answered now, `seconds` after it arrived (no-op with capacity 0).
+    func record(method: String, path: String, body: [UInt8], status: Int, answer: [UInt8], seconds: Double = 0) {
         guard capacity > 0 else { return }
+        let now = Date()
+        let started = now.addingTimeInterval(-max(0, seconds))
         state.withLock { s in
             s.seq += 1
             let entry = Entry(
-                seq: s.seq, at: Date(), method: method, path: path, body: body, status: status, answer: answer)
+                seq: s.seq, started: started, at: now, method: method, path: path, body: body, status: status,
+                answer: answer)
             if s.entries.count < capacity {
                 s.entries.append(entry)
             } else {
@@ -52,6 +62,17 @@ final class Journal: Sendable {
         }
     }
 
+    /// The seq of the newest entry recorded (0: none yet): where a recording
+    /// that starts now begins (`since=` of its export).
+    var newestSeq: Int { state.withLock { $0.seq } }
+
+    /// The longest wait an export writes by default (`maxWait=`): a pause
+    /// longer than this is replayed as this long.
+    static let defaultMaxWait = 5.0
+
+    /// Waits shorter than this are left out: requests sent back to back.
+    static let shortestWait = 0.005
+
     /// Answer fields worth expecting on a replay: what a run-loop lesson is
     /// about, never times, counters that move with the clock, or states that
     /// depend on timing.
@@ -64,10 +85,21 @@ final class Journal: Sendable {
     /// variables, so the replay works on a server whose ids differ. A request
     /// whose path is not an API path (`/api/x/../threads`: no route has one,
     /// it was answered 404) is left out: an experiment's steps must have one.
-    static func experiment(_ entries: [Entry], version: String) -> Value {
+    ///
+    /// Steps are in the order the requests arrived. `wait` is the time from
+    /// the previous step's arrival to this one's (at most `maxWait`, left out
+    /// under 5 ms); `background` marks a request that was answered only after
+    /// the next one arrived: the player sends it and goes on, and checks its
+    /// answer when it comes.
+    static func experiment(
+        _ recorded: [Entry], version: String, maxWait: Double = defaultMaxWait, newestSeq: Int = 0
+    ) -> Value {
+        let entries = recorded.filter { Experiment.apiPathProblem($0.path) == nil }.sorted {
+            ($0.started, $0.seq) < ($1.started, $1.seq)
+        }
         var known: [String: String] = [:]  // id value → variable name
         var steps: [Value] = []
-        for entry in entries where Experiment.apiPathProblem(entry.path) == nil {
+        for (index, entry) in entries.enumerated() {
             var (path, query) = (entry.path, "")
             if let mark = entry.path.firstIndex(of: "?") {
                 path = String(entry.path[..<mark])
@@ -101,9 +133,14 @@ final class Journal: Sendable {
                 "request": .object(request), "expect": .object(expect),
             ]
             if !capture.isEmpty { step["capture"] = .object(capture) }
+            if index > 0 {
+                let gap = min(entry.started.timeIntervalSince(entries[index - 1].started), maxWait)
+                if gap >= shortestWait { step["wait"] = .number((gap * 1000).rounded() / 1000) }
+            }
+            if index + 1 < entries.count, entries[index + 1].started < entry.at { step["background"] = true }
             steps.append(.object(step))
         }
-        let from = entries.first.map { Timestamp.string($0.at) } ?? ""
+        let from = entries.first.map { Timestamp.string($0.started) } ?? ""
         return [
             "id": .string("recorded-session"), "title": "A recorded session",
             "source": [
@@ -113,7 +150,8 @@ final class Journal: Sendable {
             "explanation":
                 "The state-changing requests one runloopd answered, in order, with the status and the run-loop outcomes they got. Play it on another server with runloopd play --diff to see where the two differ.",
             "steps": .array(steps),
-            "lastSeq": .number(Double(entries.last?.seq ?? 0)),
+            "lastSeq": .number(Double(recorded.map(\.seq).max() ?? 0)),
+            "journalSeq": .number(Double(newestSeq)),
         ]
     }
 

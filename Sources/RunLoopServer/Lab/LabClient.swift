@@ -17,6 +17,9 @@ public struct LabClient: Sendable {
     public struct Failure: Error, CustomStringConvertible {
         /// What went wrong.
         public var description: String
+        /// True when no connection could be made (no server there): nothing
+        /// later will fare better, so the player gives up at once.
+        public var unreachable = false
     }
 
     let host: String
@@ -63,7 +66,7 @@ public struct LabClient: Sendable {
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var list: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else {
-            throw Failure(description: "cannot resolve \(host)")
+            throw Failure(description: "cannot resolve \(host)", unreachable: true)
         }
         defer { freeaddrinfo(list) }
         let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
@@ -74,7 +77,8 @@ public struct LabClient: Sendable {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         guard connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
-            throw Failure(description: "cannot connect to \(host):\(port)")
+            let reason = String(cString: strerror(errno))
+            throw Failure(description: "cannot connect to \(host):\(port): \(reason)", unreachable: true)
         }
         let payload = body.map(JSON.serialize) ?? []
         // Connection: close, so the answer ends where the connection does.
