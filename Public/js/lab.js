@@ -8,6 +8,10 @@
 // path of this page's own server is never sent: it shows why instead. The
 // experiment's texts are shown as user text (dom.js). The lanes and cards
 // follow the experiment's threads on their own (the live event stream).
+// Record a session: the button notes where the server's journal stands
+// (GET /api/journal's journalSeq); pressed again, it exports what the
+// journal recorded since (GET /api/journal?since=) and downloads it as a
+// JSON experiment, the file `runloopd play` replays.
 // Imported by main.js; its state is state.lab (state.js keeps the page's
 // state).
 
@@ -26,6 +30,10 @@ const lab = (state.lab = {
   playing: false,
   /** bumped by Reset and by another choice: a play of an older generation stops */
   generation: 0,
+  /** while recording: the journal seq it began after (null: not recording) */
+  recordFrom: null,
+  /** the last download's object URL (revoked when replaced) */
+  recordUrl: null,
 });
 
 const $ = (id) => document.getElementById(id);
@@ -55,6 +63,57 @@ function wire() {
   $('lab-step').addEventListener('click', () => play(1));
   $('lab-play').addEventListener('click', () => play(Infinity));
   $('lab-reset').addEventListener('click', reset);
+  $('lab-record').addEventListener('click', (e) => {
+    if (e.currentTarget.getAttribute('aria-disabled') === 'true') return;
+    if (lab.recordFrom === null) startRecording();
+    else stopRecording();
+  });
+}
+
+// ---- recording ----------------------------------------------------------------
+
+const JOURNAL_LIMIT = 10000; // GET /api/journal's largest limit
+
+async function startRecording() {
+  const button = $('lab-record');
+  button.setAttribute('aria-disabled', 'true');
+  try {
+    const doc = await api('GET', '/api/journal?limit=1&since=' + Number.MAX_SAFE_INTEGER);
+    lab.recordFrom = Number(doc.journalSeq) || 0;
+    button.setAttribute('aria-pressed', 'true');
+    setText(button, 'Stop and download');
+    setText($('lab-record-status'), 'Recording: every POST and DELETE this server answers from now on (yours and any other client’s).');
+  } catch (e) {
+    setText($('lab-record-status'), ['Cannot start recording: ', user(e.message)]);
+  } finally {
+    button.setAttribute('aria-disabled', 'false');
+  }
+}
+
+async function stopRecording() {
+  const button = $('lab-record');
+  button.setAttribute('aria-disabled', 'true');
+  try {
+    const doc = await api('GET', `/api/journal?limit=${JOURNAL_LIMIT}&since=${lab.recordFrom}`);
+    const steps = (doc.steps || []).length;
+    lab.recordFrom = null;
+    button.setAttribute('aria-pressed', 'false');
+    setText(button, 'Record a session');
+    if (lab.recordUrl) URL.revokeObjectURL(lab.recordUrl);
+    lab.recordUrl = URL.createObjectURL(new Blob([JSON.stringify(doc, null, 2) + '\n'], { type: 'application/json' }));
+    const name = `runloopd-session-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
+    const link = $('lab-record-download');
+    link.href = lab.recordUrl;
+    link.download = name;
+    link.dataset.steps = String(steps);
+    link.hidden = false;
+    link.click();
+    setText($('lab-record-status'), `Recorded ${plural(steps, 'request')}, downloaded as ${name}. Replay it with: runloopd play ${name} --diff`);
+  } catch (e) {
+    setText($('lab-record-status'), ['Cannot export the recording (still recording): ', user(e.message)]);
+  } finally {
+    button.setAttribute('aria-disabled', 'false');
+  }
 }
 
 async function open() {

@@ -6,8 +6,10 @@ appear on the dashboard. A crafted experiment whose paths would leave this
 server's API is refused step by step. Shares the session's page (no reload).
 No sleeps: WebDriverWait only."""
 
+import json
 import os
 import re
+import subprocess
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -311,3 +313,60 @@ def test_a_step_whose_path_leaves_this_servers_api_is_not_sent(driver, other_hos
     assert Counter.seen == []
     status, threads = api("GET", "/api/threads")
     assert status == 200 and not any(t["name"] == name for t in threads["threads"])
+
+
+# ---- issue 24: record a session in the page, replay it with runloopd play ----------
+
+
+def test_record_a_session_and_download_it_for_play(driver, tmp_path):
+    """Record, play an experiment in the page, Stop and download: the page
+    downloads GET /api/journal since the recording began, holding exactly the
+    requests made meanwhile, and `runloopd play` replays that file on a fresh
+    (embedded) server with no difference."""
+    (eid, *_), have = chosen_ids()
+    panel = open_lab(driver)
+    cards_before = card_ids(driver)
+    record = driver.find_element(By.ID, "lab-record")
+    assert record.get_attribute("aria-pressed") == "false"
+    record.click()
+    wait(driver, 10).until(lambda d: record.get_attribute("aria-pressed") == "true")
+    assert record.text == "Stop and download"
+    assert "Recording" in driver.find_element(By.ID, "lab-record-status").text
+
+    run = choose(driver, panel, eid, have[eid])
+    driver.find_element(By.ID, "lab-play").click()
+    wait(driver, PLAY_DEADLINE).until(lambda d: run.get_attribute("data-state") == "done")
+    assert set(step_states(driver)) == {"pass"}, failures_text(driver)
+    doc = api("GET", f"/api/experiments/{eid}")[1]
+    changes = [s["request"] for s in doc["steps"] if s["request"].get("method", "GET").upper() in ("POST", "DELETE")]
+    assert changes, f"{eid} changes nothing: pick an experiment with POST steps"
+
+    # the download lands in tmp_path (the page's CSP keeps fetch off blob: URLs)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    record.click()
+    link = driver.find_element(By.ID, "lab-record-download")
+    wait(driver, 10).until(lambda d: record.get_attribute("aria-pressed") == "false" and link.is_displayed())
+    name = link.get_attribute("download")
+    assert name.startswith("runloopd-session-") and name.endswith(".json")
+    assert link.get_attribute("href").startswith("blob:")
+    file = tmp_path / name
+    wait(driver, 20).until(lambda d: file.exists() and file.stat().st_size > 0)
+    text = file.read_text()
+    session = json.loads(text)
+    steps = session["steps"]
+    assert int(link.get_attribute("data-steps")) == len(steps)
+    # exactly the experiment's state-changing requests, in order (ids captured as ${…})
+    assert [(s["request"]["method"], re.sub(r"\$\{[^}]*\}", "X", s["request"]["path"])) for s in steps] == [
+        (c["method"].upper(), re.sub(r"\$\{[^}]*\}", "X", c["path"])) for c in changes
+    ]
+    assert f"Recorded {len(steps)} request" in driver.find_element(By.ID, "lab-record-status").text
+
+    binary = os.environ.get("RUNLOOPD_BIN")
+    if not binary:
+        pytest.skip("RUNLOOPD_BIN is not set (run through Tests/browser/run.sh)")
+    played = subprocess.run([binary, "play", str(file), "--diff"], capture_output=True, text=True, timeout=120)
+    assert played.returncode == 0, played.stdout + played.stderr
+    assert "1 of 1 experiments passed" in played.stdout
+    # what the experiment created on the dashboard's server
+    for tid in card_ids(driver) - cards_before:
+        api("DELETE", f"/api/threads/{tid}")
