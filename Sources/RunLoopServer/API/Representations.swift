@@ -49,7 +49,8 @@ enum Rep {
         [
             "performId": .string(perform.id), "selector": .string(perform.call.selector),
             "args": .object(perform.call.args), "modes": .array(perform.modes.map(Value.string)),
-            "queuedAt": Timestamp.value(perform.queuedAt), "afterDelay": .number(perform.afterDelay),
+            "queuedAt": Timestamp.value(perform.queuedAt),
+            "afterDelay": perform.delayed ? .number(perform.afterDelay) : .null,
             "fireAt": Timestamp.value(perform.fireAt), "state": .string(perform.delayed ? "delayed" : "pending"),
         ]
     }
@@ -210,6 +211,8 @@ enum Rep {
             if arg.type == .stringList { schema["items"] = ["type": "string"] }
             if arg.type == .string {
                 if let maxLength = arg.maximum { schema["maxLength"] = .number(maxLength) }
+            } else if arg.type == .stringList {
+                if let maxItems = arg.maximum { schema["maxItems"] = .number(maxItems) }
             } else {
                 if let minimum = arg.minimum { schema["minimum"] = .number(minimum) }
                 if let maximum = arg.maximum { schema["maximum"] = .number(maximum) }
