@@ -85,10 +85,17 @@ struct Play: ParsableCommand {
             throw ExitCode(2)
         }
         // One look before the first step: no server there is one message, not one per step.
+        let probe: LabClient.Response
         do throws(LabClient.Failure) {
-            _ = try client.send("GET", "/api/version")
+            probe = try client.send("GET", "/api/version")
         } catch {
             print("runloopd play: cannot reach \(url ?? "the embedded runloopd"): \(error.description)")
+            throw ExitCode(2)
+        }
+        if probe.status == 401 {
+            print(
+                "runloopd play: \(url ?? "the server") wants a token: give --token or RUNLOOPD_TOKEN"
+                    + (token.isEmpty ? "" : " (the one given was refused)"))
             throw ExitCode(2)
         }
 

@@ -131,7 +131,7 @@ struct E2EReplayTests {
         }
     }
 
-    @Test("play against an unreachable server: exit 2 and one message")
+    @Test("play against an unreachable server, or one that wants a token: exit 2 and one message")
     func unreachable() async throws {
         let file = E2ELabTests.temporaryFile("unreachable.json")
         defer { try? FileManager.default.removeItem(at: file) }
@@ -149,6 +149,13 @@ struct E2EReplayTests {
         let lines = played.output.split(separator: "\n")
         #expect(lines.count == 1, "\(played.output)")
         #expect(lines.first?.hasPrefix("runloopd play: cannot reach http://127.0.0.1:1") == true, "\(played.output)")
+        // A server that wants a token: one message too, before any step.
+        try await RunLoopd.with(["--token", "replay-token-0123456789"]) { server in
+            let url = "http://127.0.0.1:\(server.port)"
+            let refused = try await E2ELabTests.play([file.path, "--url", url])
+            #expect(refused.status == 2, "\(refused.output)")
+            #expect(refused.output == "runloopd play: \(url) wants a token: give --token or RUNLOOPD_TOKEN\n")
+        }
     }
 
     @Test("an exported step's wait and background are checked when a file is read")
