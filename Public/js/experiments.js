@@ -27,8 +27,24 @@ export function stepsOf(doc) {
       status: Number.isInteger(expect.status) ? expect.status : null,
       json: sortedKeys(json).map((k) => [k, json[k]]),
       until: timeout,
+      // a recorded session's pause before this step, and a step sent without waiting for its answer
+      wait: typeof s.wait === 'number' && s.wait >= 0 && s.wait <= 60 ? s.wait : null,
+      background: s.background === true && timeout === null,
     };
   });
+}
+
+/** The `${name}`s a step uses (path, body, expectations), as Player.names(in:). */
+export function namesIn(step) {
+  const text = step.path + JSON.stringify(step.body === undefined ? null : step.body) + JSON.stringify(step.json);
+  return new Set([...text.matchAll(/\$\{([^}]*)\}/g)].map((m) => m[1]));
+}
+
+/** The thread a `POST /api/threads/{id}/run` step runs (variables filled in), else null. */
+export function runThreadOf(step, vars) {
+  if (step.method !== 'POST') return null;
+  const m = /^\/api\/threads\/([^/?#]+)\/run(?:[?#]|$)/.exec(substitute(step.path, vars));
+  return m ? m[1] : null;
 }
 
 // ---- JSON paths -----------------------------------------------------------

@@ -19,12 +19,12 @@ import { state } from './state.js';
 import { api, request } from './api.js';
 import { h, setText, user, render } from './dom.js';
 import { plural } from './format.js';
-import { stepsOf, playStep, pagePathProblem } from './experiments.js';
+import { stepsOf, playStep, pagePathProblem, namesIn, runThreadOf } from './experiments.js';
 
 const lab = (state.lab = {
   /** GET /api/experiments summaries */
   list: [],
-  /** the chosen experiment: {id, doc, steps, reports[], vars{}} */
+  /** the chosen experiment: {id, doc, steps, reports[] (by step, sparse while background steps wait), vars{}, next, pending, lastSent} */
   current: null,
   /** whether a Step or Play all is running */
   playing: false,
@@ -187,7 +187,7 @@ async function choose(id) {
     setText($('lab-error'), ['Cannot read experiment ', user(id), ': ', user(e.message)]);
     return;
   }
-  lab.current = { id, doc, steps: stepsOf(doc), reports: [], vars: {} };
+  lab.current = { id, doc, steps: stepsOf(doc), ...fresh() };
   markChosen();
   const src = doc.source || {};
   setText($('lab-title'), user(doc.title || id));
@@ -204,28 +204,66 @@ async function choose(id) {
 
 // ---- playing ----------------------------------------------------------------
 
-/** Plays up to `count` of the remaining steps, one after the other. */
+/** A play's state: no step sent, nothing captured. */
+const fresh = () => ({ reports: [], vars: {}, next: 0, pending: new Map(), lastSent: null });
+
+/** The steps answered so far. */
+const answered = (x) => x.reports.filter(Boolean);
+
+const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Plays up to `count` of the remaining steps, one after the other, as the
+ * server's Player does: a step's `wait` (a recorded pause) passes first; a
+ * `background` step is sent and the next one goes without its answer (a
+ * step using what it captures waits for it; after a background run, the
+ * next step waits until the thread is inside the run). Play all ends when
+ * every answer came.
+ */
 async function play(count) {
   const x = lab.current;
-  if (!x || lab.playing || x.reports.length >= x.steps.length) return;
+  if (!x || lab.playing || x.next >= x.steps.length) return;
   const generation = lab.generation;
   const cancelled = () => lab.generation !== generation;
   lab.playing = true;
   renderControls();
   try {
-    for (let n = 0; n < count && x.reports.length < x.steps.length; n++) {
-      const step = x.steps[x.reports.length];
+    for (let n = 0; n < count && x.next < x.steps.length; n++) {
+      const step = x.steps[x.next];
+      const used = namesIn(step);
+      for (const pending of [...x.pending.values()]) if (pending.captures.some((c) => used.has(c))) await pending.done;
+      if (cancelled()) return;
+      if (step.wait !== null && x.lastSent !== null) {
+        const left = x.lastSent + step.wait * 1000 - performance.now();
+        if (left > 0) await delay(left);
+        if (cancelled()) return;
+      }
+      x.next++;
       const li = stepItem(step.number);
       li.dataset.status = 'running';
       renderStep(li, step, null);
       setText($('lab-summary'), `Playing step ${step.number} of ${x.steps.length}…`);
       li.scrollIntoView({ block: 'nearest' });
-      const report = await playStep(step, x.vars, send, location.origin, cancelled);
-      if (cancelled() || !report) return;
-      x.reports.push(report);
-      renderStep(li, step, report);
-      renderSummary();
+      x.lastSent = performance.now();
+      const done = playStep(step, x.vars, send, location.origin, cancelled).then((report) => {
+        if (cancelled() || !report) return;
+        x.reports[step.number - 1] = report;
+        renderStep(li, step, report);
+        renderSummary();
+      });
+      if (!step.background) {
+        await done;
+      } else {
+        x.pending.set(step.number, { captures: step.capture.map(([name]) => name), done });
+        done.finally(() => {
+          x.pending.delete(step.number);
+          if (!cancelled() && !lab.playing) renderControls();
+        });
+        await underWay(step, x.vars, done, cancelled);
+      }
+      if (cancelled()) return;
     }
+    if (x.next >= x.steps.length) await Promise.all([...x.pending.values()].map((p) => p.done));
   } finally {
     if (!cancelled()) {
       lab.playing = false;
@@ -235,12 +273,29 @@ async function play(count) {
   }
 }
 
+/** After a background run: until its thread is inside a run (depth >= 1) or it answered, at most 10 s. */
+async function underWay(step, vars, done, cancelled) {
+  const id = runThreadOf(step, vars);
+  if (!id) return;
+  let settled = false;
+  done.then(() => (settled = true));
+  const deadline = performance.now() + 10000;
+  for (let pause = 5; !settled && !cancelled() && performance.now() < deadline; pause = Math.min(pause * 2, 50)) {
+    try {
+      const { status, json } = await send('GET', '/api/threads/' + encodeURIComponent(id));
+      if (status !== 200 || (json && json.depth >= 1)) return;
+    } catch {
+      return;
+    }
+    await delay(pause);
+  }
+}
+
 function reset() {
   lab.generation++;
   lab.playing = false;
   if (lab.current) {
-    lab.current.reports = [];
-    lab.current.vars = {};
+    Object.assign(lab.current, fresh());
     renderSteps();
   }
 }
@@ -320,18 +375,19 @@ function diffTable(differences) {
 
 function renderControls() {
   const x = lab.current;
-  const more = x && x.reports.length < x.steps.length;
-  for (const id of ['lab-step', 'lab-play']) $(id).setAttribute('aria-disabled', lab.playing || !more ? 'true' : 'false');
-  $('lab-reset').setAttribute('aria-disabled', x && (x.reports.length || lab.playing) ? 'false' : 'true');
-  $('lab-run').dataset.state = lab.playing ? 'playing' : !x || !x.reports.length ? 'idle' : more ? 'paused' : 'done';
+  const more = x && (x.next < x.steps.length || x.pending.size > 0);
+  const started = x && x.next > 0;
+  for (const id of ['lab-step', 'lab-play']) $(id).setAttribute('aria-disabled', lab.playing || !x || x.next >= x.steps.length ? 'true' : 'false');
+  $('lab-reset').setAttribute('aria-disabled', started || lab.playing ? 'false' : 'true');
+  $('lab-run').dataset.state = lab.playing ? 'playing' : !started ? 'idle' : more ? 'paused' : 'done';
 }
 
 function renderSummary() {
   const x = lab.current;
   if (!x) return;
   const total = x.steps.length;
-  const played = x.reports.length;
-  const failed = x.reports.filter((r) => r.differences.length).length;
+  const played = answered(x).length;
+  const failed = answered(x).filter((r) => r.differences.length).length;
   const passed = played - failed;
   const run = $('lab-run');
   run.dataset.passed = String(passed);

@@ -370,3 +370,42 @@ def test_record_a_session_and_download_it_for_play(driver, tmp_path):
     # what the experiment created on the dashboard's server
     for tid in card_ids(driver) - cards_before:
         api("DELETE", f"/api/threads/{tid}")
+
+
+def test_the_page_plays_a_recorded_session_with_a_background_run(driver):
+    """A session recorded on the server (a blocking run sent in the background,
+    the stop sent while it runs), served to the page as an experiment: the
+    page sends the run, waits until the thread is inside it, sends the stop,
+    and both steps pass (stopped), as runloopd play does."""
+    name = "lab-bg-" + uuid.uuid4().hex[:6]
+    since = api("GET", "/api/journal?limit=1&since=99999999999")[1]["journalSeq"]
+    status, thread = api("POST", "/api/threads", {"name": name, "run": {"style": "manual"}})
+    assert status == 201, thread
+    tid = thread["id"]
+    answers = {}
+    runner = threading.Thread(target=lambda: answers.update(run=api("POST", f"/api/threads/{tid}/run", {"seconds": 20})))
+    runner.start()
+    wait(driver, 10).until(lambda d: api("GET", f"/api/threads/{tid}")[1]["state"] == "waiting")
+    assert api("POST", f"/api/threads/{tid}/stop")[1]["exitReason"] == "stopped"
+    runner.join(20)
+    assert answers["run"][1]["exitReason"] == "stopped"
+    assert api("DELETE", f"/api/threads/{tid}")[0] == 200
+    session = api("GET", f"/api/journal?since={since}")[1]
+    steps = session["steps"]
+    assert [s["request"]["path"].rsplit("/", 1)[-1] for s in steps] == ["threads", "run", "stop", "${" + tid + "}"]
+    assert steps[1].get("background") is True  # answered after the stop arrived
+
+    eid = "recorded-" + uuid.uuid4().hex[:6]
+    crafted = {**session, "id": eid, "title": "A recorded background run and its stop"}
+    panel = open_lab(driver)
+    driver.execute_script(FAKE_FETCH, crafted, {})
+    try:
+        driver.find_element(By.ID, "lab-close").click()  # reopening lists the experiments again
+        panel = open_lab(driver)
+        run = choose(driver, panel, eid, {"title": crafted["title"], "explanation": crafted["explanation"], "steps": 4})
+        driver.find_element(By.ID, "lab-play").click()
+        wait(driver, PLAY_DEADLINE).until(lambda d: run.get_attribute("data-state") == "done")
+        assert step_states(driver) == ["pass"] * 4, failures_text(driver)
+        assert driver.find_element(By.ID, "lab-summary").text == "4 of 4 steps passed."
+    finally:
+        driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
