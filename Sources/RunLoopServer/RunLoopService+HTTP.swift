@@ -38,6 +38,9 @@ extension RunLoopService {
         let isDashboard = route == "static"
         let changes = request.method == "POST" || request.method == "DELETE"
         let journal = changes ? self.journal : nil
+        // The journal keeps when a change arrived and when it was answered (the
+        // replay's waits and background steps); a read needs neither.
+        let arrivedAt = changes ? Date() : .distantPast
         let history = changes ? self.history : nil
         let sequence = self.sequence
         let origin = request.headers["origin"]
@@ -52,6 +55,8 @@ extension RunLoopService {
             response.headers.append(contentsOf: cors)
             SecurityHeaders.add(to: &response.headers, dashboard: isDashboard)
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - trace.started) / 1e9
+            // Before the answer leaves: the client's next request arrives after it.
+            let answeredAt = changes ? Date() : .distantPast
             let route = trace.route
             metrics.recordRequest(route: route, status: response.status, seconds: seconds)
             if response.status == 429 || response.status == 503 {
@@ -62,7 +67,7 @@ extension RunLoopService {
                 let path = request.path + Self.queryString(request.query)
                 journal?.record(
                     method: request.method, path: path, body: request.body, status: response.status,
-                    answer: response.body, seconds: seconds)
+                    answer: response.body, arrivedAt: arrivedAt, answeredAt: answeredAt)
                 history?.record(
                     .request(
                         method: request.method, path: path, status: response.status, requestId: trace.requestId,

@@ -87,8 +87,6 @@ struct E2EReplayTests {
             #expect(paths[index + 1].hasSuffix("/stop"), "\(paths[index + 1])")
             #expect(steps[index]["expect", "json", "exitReason"] == "stopped")
         }
-        // The session's pauses are kept (the task batches were spaced).
-        #expect(steps.contains { ($0["wait"].number ?? 0) > 0 })
 
         try await RunLoopd.with(Self.flags) { fresh in
             let c = fresh.client
@@ -156,6 +154,44 @@ struct E2EReplayTests {
             #expect(refused.status == 2, "\(refused.output)")
             #expect(refused.output == "runloopd play: \(url) wants a token: give --token or RUNLOOPD_TOKEN\n")
         }
+    }
+
+    @Test("the export orders steps by arrival, turns gaps into bounded waits and marks what overlapped the next")
+    func exportKeepsTimeAndConcurrency() throws {
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        func entry(_ seq: Int, _ path: String, arrived: Double, answered: Double, _ answer: String = "{}")
+            -> Journal.Entry
+        {
+            Journal.Entry(
+                seq: seq, started: t0 + arrived, at: t0 + answered, method: "POST", path: path, body: [],
+                status: 200, answer: Array(answer.utf8))
+        }
+        // As answered: the stop (seq 2) before the run it stopped (seq 3).
+        let entries = [
+            entry(1, "/api/threads", arrived: 0, answered: 0.001, #"{"id":"t2"}"#),
+            entry(2, "/api/threads/t2/stop", arrived: 0.5, answered: 0.88, #"{"exitReason":"stopped"}"#),
+            entry(3, "/api/threads/t2/run", arrived: 0.1, answered: 0.9, #"{"exitReason":"stopped"}"#),
+            entry(4, "/api/threads/t2/tasks", arrived: 0.902, answered: 0.903),
+            entry(5, "/api/threads/t2/tasks", arrived: 20, answered: 20.001),
+            entry(6, "/api/threads/t2/tasks", arrived: 20.002, answered: 20.003),
+        ]
+        let steps = Journal.experiment(entries, version: "test", maxWait: 5, newestSeq: 9)["steps"].items
+        #expect(
+            steps.map { $0["request", "path"].string ?? "" } == [
+                "/api/threads", "/api/threads/${t2}/run", "/api/threads/${t2}/stop", "/api/threads/${t2}/tasks",
+                "/api/threads/${t2}/tasks", "/api/threads/${t2}/tasks",
+            ])
+        #expect(steps.map { $0["background"] } == [.null, true, .null, .null, .null, .null])
+        // From the previous step's arrival; at most maxWait; none under 5 ms.
+        #expect(steps.map { $0["wait"] } == [.null, 0.1, 0.4, 0.402, 5, .null])
+        let bounded = Journal.experiment(entries, version: "test", maxWait: 1, newestSeq: 9)
+        #expect(bounded["steps"].items[4]["wait"] == 1)
+        #expect(bounded["lastSeq"] == 6)
+        #expect(bounded["journalSeq"] == 9)
+        // The export loads, and the player would see the same.
+        let experiment = try Experiment(bounded, fallbackId: "journal")
+        #expect(experiment.steps.map(\.background) == [false, true, false, false, false, false])
+        #expect(experiment.steps.map(\.wait) == [nil, 0.1, 0.4, 0.402, 1, nil])
     }
 
     @Test("an exported step's wait and background are checked when a file is read")

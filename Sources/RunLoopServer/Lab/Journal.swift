@@ -36,16 +36,18 @@ final class Journal: Sendable {
 
     init(capacity: Int) { self.capacity = capacity }
 
-    /// Records one request answered now, `seconds` after it arrived (no-op with capacity 0).
-    func record(method: String, path: String, body: [UInt8], status: Int, answer: [UInt8], seconds: Double = 0) {
+    /// Records one request that arrived at `arrivedAt` and was answered at
+    /// `answeredAt` (no-op with capacity 0).
+    func record(
+        method: String, path: String, body: [UInt8], status: Int, answer: [UInt8], arrivedAt: Date = Date(),
+        answeredAt: Date = Date()
+    ) {
         guard capacity > 0 else { return }
-        let now = Date()
-        let started = now.addingTimeInterval(-max(0, seconds))
         state.withLock { s in
             s.seq += 1
             let entry = Entry(
-                seq: s.seq, started: started, at: now, method: method, path: path, body: body, status: status,
-                answer: answer)
+                seq: s.seq, started: arrivedAt, at: answeredAt, method: method, path: path, body: body,
+                status: status, answer: answer)
             if s.entries.count < capacity {
                 s.entries.append(entry)
             } else {
