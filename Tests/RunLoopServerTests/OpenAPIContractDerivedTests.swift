@@ -42,7 +42,7 @@ struct OpenAPIContractDerivedTests {
         return router.table + RunLoopService.probePaths.map { ("GET", $0) }
     }()
 
-    static let router: Router = {
+    static let router: RouterResponder = {
         API(
             registry: WorkerRegistry(), events: EventHub(maxClients: 1), limits: APILimits(), version: .null,
             journal: Journal(capacity: 1), experiments: ExperimentLibrary(experiments: [], problems: []), openAPI: .null
