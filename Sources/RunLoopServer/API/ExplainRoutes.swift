@@ -70,10 +70,8 @@ extension API {
         }
         filter.run = try queryInteger(ctx, "run", min: 1, max: 9_007_199_254_740_991)
         filter.from = try queryDate(ctx, "from")
+        // A window whose `to` is before its `from` is empty, not an error: it selects no turn.
         filter.to = try queryDate(ctx, "to")
-        if let from = filter.from, let to = filter.to, from > to {
-            throw .badValue("to", "to must not be before from")
-        }
         return filter
     }
 
