@@ -35,8 +35,11 @@ extension Worker {
 
     /// `-[NSRunLoop run]` and `runUntilDate:`: passes of
     /// `runMode:default beforeDate:` (returnAfterSourceHandled, as Foundation
-    /// calls it) until one finishes (nothing left in the mode) or the date
-    /// passes. A stop ends only the pass it lands in.
+    /// calls it) until the mode is empty or the date passes. A stop ends only
+    /// the pass it lands in. As swift-corelibs-foundation's
+    /// `RunLoop.run(mode:before:)` does, each pass first asks
+    /// `_CFRunLoopFinished` and does not enter CF for an empty mode: no run is
+    /// recorded and no observer hears an entry for it.
     func runCocoaStyle(until: Double?) {
         while !book.withLock({ $0.cancelled }) {
             var seconds = RunPolicy.distantFuture
@@ -44,6 +47,7 @@ extension Worker {
                 seconds = until - Monotonic.now()
                 if seconds <= 0 { return }
             }
+            if let loop = CFRunLoopGetCurrent(), _CFRunLoopFinished(loop, RunLoopMode.default.cfMode) { return }
             if runOnce(mode: .default, seconds: seconds, true).reason == .finished { return }
         }
     }

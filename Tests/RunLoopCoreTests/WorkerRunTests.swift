@@ -192,6 +192,17 @@ import Testing
         #expect(worker.snapshot.exits == [.finished: 1])
     }
 
+    @Test func runStyleWithAnEmptyModeNeverEntersCF() throws {
+        // RunLoop.run(mode:before:) asks _CFRunLoopFinished first (CFRunLoopRun above does enter).
+        let (registry, probe) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.run, keepAlive: .none))
+
+        #expect(probe.waitUntil { worker.hasExited })
+        #expect(worker.snapshot.runs == 0)
+        #expect(worker.snapshot.exits.values.reduce(0, +) == 0)
+    }
+
     @Test func endJoinsTheThread() throws {
         let (registry, probe) = makeRegistry()
         defer { registry.endAll() }
