@@ -48,7 +48,7 @@ export function styleText(run, keepAlive) {
   const secs = run.distantFuture ? 'distant-future' : `${run.seconds} s`;
   if (run.style === 'forever') return `forever: CFRunLoopRun() (default mode, no timeout) · ${tail}`;
   if (run.style === 'manual') return `manual: runs on request · ${tail}`;
-  if (run.style === 'run') return `run: -[NSRunLoop run] (default-mode passes until finished) · ${tail}`;
+  if (run.style === 'run') return `run: -[NSRunLoop run] (default-mode passes while the mode holds something) · ${tail}`;
   if (run.style === 'runUntilDate') return `runUntilDate: ${run.seconds} s of default-mode passes · ${tail}`;
   if (run.style === 'runModeOnce') return ['runModeOnce: one runMode:', user(run.mode), ` beforeDate: (${secs}) · ${tail}`];
   return [`loop: ${secs} runs in `, user(run.mode), `${run.returnAfterSourceHandled ? ', returnAfterSourceHandled' : ''} · ${tail}`];
