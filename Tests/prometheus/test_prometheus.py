@@ -73,6 +73,16 @@ def pg_ctl(action):
     subprocess.run(shlex.split(line) + [action], check=True, stdout=subprocess.DEVNULL, timeout=60)
 
 
+def end(process):
+    """SIGTERM, then SIGKILL if it has not exited within 15 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class Runloopd:
     def __init__(self, tmp, name, store_url, extra=()):
         self.name = name
@@ -89,12 +99,7 @@ class Runloopd:
         wait_for(f"{name} ready", lambda: get_json(self.base + "/readyz", 2)["status"] == "ready", 20)
 
     def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end(self.process)
 
 
 class Prometheus:
@@ -135,12 +140,7 @@ class Prometheus:
                       if a["labels"]["alertname"] == name)
 
     def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end(self.process)
 
 
 @pytest.fixture(scope="module")
