@@ -172,16 +172,17 @@ struct E2EServiceTests {
         let server = try await RunLoopd.started()
         defer { server.stop() }
         let c = server.client
-        for _ in 0..<2 {
-            let thread = try await c.createThread(["name": "busy"])
+        // Both threads first, then both sleeps back to back: the sleeps begin as close to the
+        // SIGTERM as the machine allows (under ThreadSanitizer a thread takes seconds to make).
+        var threads: [String] = []
+        for _ in 0..<2 { threads.append(try await c.createThread(["name": "busy"])) }
+        var follows: [String] = []
+        for thread in threads {
             let queued = try await c.post(
                 "/api/threads/\(thread)/perform", ["selector": "sleep", "args": ["ms": 10_000]])
-            // A second sleep queued behind it runs in the same pass: the thread stays busy for 20 s,
-            // however slowly the setup goes (under ThreadSanitizer it takes about 9 s).
-            _ = try await c.post("/api/threads/\(thread)/perform", ["selector": "sleep", "args": ["ms": 10_000]])
-            let follow = try #require(queued["follow"].string, "\(queued)")
-            _ = try await c.poll(follow) { $0["state"] == "running" }
+            follows.append(try #require(queued["follow"].string, "\(queued)"))
         }
+        for follow in follows { _ = try await c.poll(follow) { $0["state"] == "running" } }
         let signalledAt = Date()
         server.send(signal: SIGTERM)
         // Waiting for the handlers would take 10 s; the stop gives them half of its 4 s.
@@ -190,7 +191,12 @@ struct E2EServiceTests {
         #expect(status == 0, "\(server.log)")
         #expect(took < 9, "the stop waited for the sleeping handlers (\(took) s)")
         let log = server.log
-        #expect(log.components(separatedBy: "thread did not end in time").count - 1 == 2, "\(log)")
+        // Each handler was still busy when the stop gave up on it, unless (a slow machine) its
+        // 10 s sleep ended within the stop's 2 s for the threads: then its stall's end is logged.
+        let stop = log.components(separatedBy: "runloopd stopped")[0]  // what the stop itself saw
+        let gaveUp = stop.components(separatedBy: "thread did not end in time").count - 1
+        let returned = stop.components(separatedBy: "stall ended: the callout returned").count - 1
+        #expect(gaveUp >= 1 && gaveUp + returned == 2, "\(log)")
         // The stop's line gives each step's seconds, and the store's last batch was written.
         // (An abandoned handler may still log its stall's end after it, before the process exits:
         // under ThreadSanitizer the sleeps begin seconds before the SIGTERM.)
