@@ -1,0 +1,191 @@
+import CLinux
+import DequeModule
+import Foundation
+import Logging
+import Primitives
+import RunLoopCore
+import RunLoopStore
+
+/// The writer thread: batches, commits, back-off, retention.
+extension HistoryRecorder {
+    /// The writer: sleeps until something is queued (or the heartbeat, the
+    /// retention or a retry is due), waits out the rest of `flushInterval`
+    /// since the last commit, commits what is queued in one transaction,
+    /// repeats. A failed batch goes back to the front and the writer backs off.
+    func writerLoop() {
+        var lastCommit = -Double.infinity
+        var lastBeat = Monotonic.now()
+        var lastPrune = Monotonic.now()
+        var backoff = 0.0
+        // Heartbeats matter to a fleet (PostgreSQL: others judge this instance by
+        // them). An idle SQLite runloopd wakes for nothing: its heartbeat and its
+        // retention ride on the commits of events.
+        let beats = store.kind != "sqlite"
+        while true {
+            let due =
+                beats ? min(lastBeat + options.heartbeatInterval, lastPrune + options.retentionInterval) : .infinity
+            let sleep = backoff > 0 ? backoff : max(0, due - Monotonic.now())
+            state.withLock(
+                when: { $0.stopping || $0.flushWanted || (backoff == 0 && !$0.queue.isEmpty) }, timeout: sleep
+            ) { _, _ in }
+            // One commit per flushInterval at most: later events join this batch.
+            let early = lastCommit + options.flushInterval - Monotonic.now()
+            if early > 0 { state.withLock(when: { $0.stopping || $0.flushWanted }, timeout: early) { _, _ in } }
+            // The whole queue changes hands in O(1): the recording threads
+            // never wait behind a copy (a transaction holds up to --store-queue events).
+            let (taken, stopping) = state.withLock { s -> (Deque<Queued>, Bool) in
+                s.flushWanted = false
+                s.inFlight = s.queue
+                s.queue = Deque()
+                return (s.inFlight, s.stopping)
+            }
+            let items = Array(taken)
+            var ok = state.withLock { $0.status.registered } || register()
+            if ok && (!items.isEmpty || (beats && Monotonic.now() - lastBeat >= options.heartbeatInterval)) {
+                let started = Monotonic.now()
+                do {
+                    try store.write(batch(items))
+                    let seconds = Monotonic.now() - started
+                    lastBeat = Monotonic.now()
+                    state.withLock { s in
+                        s.inFlight = []
+                        s.status.written += items.count
+                        s.status.batches += items.isEmpty ? 0 : 1
+                        s.status.lastCommitAt = Date().timeIntervalSince1970
+                        s.status.lastCommitSeconds = seconds
+                    }
+                    state.notifyAll()
+                    recovered()
+                } catch {
+                    ok = false
+                    failed(error)
+                }
+            }
+            if !ok {
+                requeue(items)
+                if stopping { break }
+                backoff = min(max(backoff * 2, 0.25), Self.longestBackoff)
+                continue
+            }
+            backoff = 0
+            if !items.isEmpty { lastCommit = Monotonic.now() }
+            // By the clock, and (SQLite) whenever the file and its WAL pass
+            // the size bound's trigger: a stat after each commit.
+            if Monotonic.now() - lastPrune >= options.retentionInterval
+                || (!items.isEmpty && store.overLimit(options.retention))
+            {
+                lastPrune = Monotonic.now()
+                prune()
+            }
+            if stopping && state.withLock({ $0.queue.isEmpty }) { break }
+        }
+        let everything = state.withLock { s in
+            defer {
+                s.stopped = true
+                s.inFlight = []
+            }
+            return s.queue.isEmpty && s.inFlight.isEmpty
+        }
+        state.notifyAll()
+        // The store's last work happens here, on the writer, like all of it: a
+        // slow disk or an unreachable server holds this thread, never the stop.
+        if everything {
+            try? store.markStopped(instance: instance.id, at: Date().timeIntervalSince1970)
+        }
+        store.close()
+        state.withLock { $0.closed = true }
+        state.notifyAll()
+    }
+
+    /// The writer's longest wait between two tries of a failing store (seconds):
+    /// another instance may take this long to write again after the store
+    /// comes back (fleet health allows for it).
+    static let longestBackoff = 5.0
+
+    /// The writer thread's nice value (higher: less CPU when the CPUs are busy).
+    static let writerNice: Int32 = 5
+
+    /// Puts an uncommitted batch back at the front (the queue's bound still holds: the oldest go first).
+    func requeue(_ items: [Queued]) {
+        guard !items.isEmpty else { return }
+        let capacity = options.queueCapacity
+        state.withLock { s in
+            s.inFlight = []
+            s.queue.insert(contentsOf: items, at: 0)
+            let excess = s.queue.count - capacity
+            if excess > 0 {
+                s.queue.removeFirst(excess)
+                s.status.dropped += excess
+            }
+        }
+    }
+
+    /// The retention as this instance applies it (its scope filled in).
+    var retention: Retention {
+        var retention = options.retention
+        retention.instance = options.retentionScope == .instance ? instance.id : nil
+        return retention
+    }
+
+    /// Applies the retention now (the writer's thread). A prune that deleted
+    /// something is counted, and logged at warning (history is gone): at
+    /// once, unless a warning line was written within `retentionInterval`
+    /// (SQLite prunes after any commit past the limit's trigger, several
+    /// times a second under load); then at debug, and the next warning line
+    /// carries the prunes and events since the previous one.
+    func prune() {
+        let retention = self.retention
+        do {
+            let started = Monotonic.now()
+            let removed = try store.prune(retention, now: Date().timeIntervalSince1970)
+            guard removed > 0 else { return }
+            let seconds = Monotonic.now() - started
+            let total = state.withLock { s in
+                s.status.pruned += removed
+                return s.status.pruned
+            }
+            let interval = options.retentionInterval
+            let (line, prunes, events) = unlogged.withLock { u in
+                u.prunes += 1
+                u.events += removed
+                let due = Monotonic.now() - u.lastLine >= interval
+                defer {
+                    if due {
+                        u = (0, 0, Monotonic.now())
+                    }
+                }
+                return (due, u.prunes, u.events)
+            }
+            var metadata: Logger.Metadata = [
+                "events": .stringConvertible(removed), "prunedTotal": .stringConvertible(total),
+                "scope": "\(options.retentionScope.rawValue)",
+                "store": "\(store.kind)", "seconds": .stringConvertible(Rep.rounded3(seconds)),
+            ]
+            if let maxAge = retention.maxAge { metadata["retentionSeconds"] = .stringConvertible(Rep.rounded3(maxAge)) }
+            if let maxBytes = retention.maxBytes { metadata["retentionBytes"] = .stringConvertible(maxBytes) }
+            if let sqlite = store as? SQLiteStore { metadata["fileBytes"] = .stringConvertible(sqlite.fileBytes()) }
+            if line {
+                metadata["prunesSinceLastLine"] = .stringConvertible(prunes)
+                metadata["eventsSinceLastLine"] = .stringConvertible(events)
+                logger.warning("history pruned", metadata: metadata)
+            } else {
+                logger.debug("history pruned", metadata: metadata)
+            }
+        } catch {
+            failed(error)
+        }
+    }
+
+    /// Rows for a batch (serialized here, on the writer's thread).
+    func batch(_ items: [Queued]) -> StoreBatch {
+        let (boot, instance) = state.withLock { ($0.status.boot, $0.instance) }
+        var batch = StoreBatch(
+            heartbeat: (instance.id, Date().timeIntervalSince1970, sequence.current + Self.seqReserve))
+        for queued in items {
+            let (event, thread) = Self.stored(queued, instance: instance.id, boot: boot)
+            batch.events.append(event)
+            if let thread { batch.threads.append(thread) }
+        }
+        return batch
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import RunLoopStore
+
+/// How the history store is used (`--store`, `--data-dir`, `--retention`, …).
+public struct StoreOptions: Sendable {
+    /// Whether events are kept at all. The library default is off (tests and
+    /// embedders opt in); the `runloopd` command turns it on unless `--no-store`.
+    public var enabled = false
+    /// `sqlite` (a file in `dataDirectory`), `sqlite:PATH`, or `postgres://…`.
+    public var url = "sqlite"
+    /// Where the SQLite file lives.
+    public var dataDirectory = StoreOptions.defaultDataDirectory()
+    /// What is kept.
+    public var retention = Retention(maxAge: 7 * 86_400, maxBytes: 256_000_000)
+    /// Whose history the retention prunes: this instance's only (the
+    /// default), or every instance's (`--retention-scope fleet`, for one
+    /// designated instance of a fleet).
+    public var retentionScope = RetentionScope.instance
+    /// A file holding the PostgreSQL password (`--store-password-file`).
+    public var passwordFile: String?
+    /// Events waiting for the writer; a full queue drops the oldest.
+    public var queueCapacity = 65_536
+    /// The writer commits at most this often (seconds).
+    public var flushInterval = 0.1
+    /// How often this instance says it is alive (seconds).
+    public var heartbeatInterval = 5.0
+    /// How often the retention runs (seconds).
+    public var retentionInterval = 60.0
+    /// Most events a resumed stream (`Last-Event-ID`) or one history page returns.
+    public var replayLimit = 10_000
+    /// This instance's id (nil: host name and port).
+    public var instanceId: String?
+    /// Where other instances reach this one's dashboard (nil: from host and port).
+    public var advertiseURL: String?
+    /// How long a PostgreSQL connection attempt may take (seconds).
+    public var connectTimeout = 2.0
+    /// How long one PostgreSQL statement may take before the connection is
+    /// dropped and the batch retried (seconds).
+    public var queryTimeout = 10.0
+
+    public init() {}
+
+    /// `$XDG_STATE_HOME/runloopd`, else `~/.local/state/runloopd`, else `/var/lib/runloopd`.
+    public static func defaultDataDirectory() -> String {
+        let environment = ProcessInfo.processInfo.environment
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/runloopd" }
+        if let home = environment["HOME"], home.hasPrefix("/"), home != "/" {
+            return home + "/.local/state/runloopd"
+        }
+        return "/var/lib/runloopd"
+    }
+
+    /// The SQLite file these options name (nil for PostgreSQL).
+    var sqlitePath: String? {
+        if url == "sqlite" { return dataDirectory + "/history.sqlite" }
+        if url.hasPrefix("sqlite:") { return String(url.dropFirst("sqlite:".count)) }
+        return nil
+    }
+
+    /// With SQLite, the instance id kept next to the file (`instance-id`),
+    /// written on the first start: the same data folder is the same instance
+    /// whatever port or host name a later start gets. Otherwise `fallback`.
+    func rememberedInstanceId(fallback: String) -> String {
+        guard enabled, let path = sqlitePath else { return fallback }
+        let file = (path as NSString).deletingLastPathComponent + "/instance-id"
+        if let data = FileManager.default.contents(atPath: file) {
+            let id = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if !id.isEmpty, id.utf8.count <= 128 { return id }
+        }
+        try? FileManager.default.createDirectory(
+            atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try? Data((fallback + "\n").utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+        return fallback
+    }
+
+    /// The store these options name.
+    public func makeStore(logger: Logger) throws -> any HistoryStore {
+        if let path = sqlitePath {
+            if passwordFile != nil { throw StoreError("--store-password-file is for a PostgreSQL store") }
+            return SQLiteStore(path: path, sizeLimit: retention.maxBytes)
+        }
+        if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
+            return try PostgresStore(
+                url: url, connectTimeout: connectTimeout, queryTimeout: queryTimeout, passwordFile: passwordFile,
+                logger: logger)
+        }
+        throw StoreError("--store must be sqlite, sqlite:PATH or postgres://user:password@host:port/database")
+    }
+}
+
+/// Whose history one instance's retention prunes.
+public enum RetentionScope: String, Sendable, CaseIterable {
+    /// This instance's events and threads only.
+    case instance
+    /// Every instance's (one designated instance of a fleet).
+    case fleet
+}
