@@ -50,7 +50,7 @@ import Testing
         let (registry, probe) = makeRegistry()
         defer { registry.endAll() }
         let worker = try registry.createWorker(options(.loop))
-        let done = Pending<PerformResult>()
+        let done = Mailbox<PerformResult>()
         try worker.perform(
             PerformSpec(call: SelectorCall(selector: "sleep", args: ["ms": 400]), modes: [.default])
         ) { done.put($0) }
@@ -80,7 +80,7 @@ import Testing
         let (registry, _) = makeRegistry()
         defer { registry.endAll() }
         let worker = try registry.createWorker(options(.manual))
-        let exit = Pending<RunExit>()
+        let exit = Mailbox<RunExit>()
         try worker.run(mode: .default, seconds: 30, returnAfterSourceHandled: false) {
             if case .success(let value) = $0 { exit.put(value) }
         }

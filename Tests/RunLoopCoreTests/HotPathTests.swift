@@ -4,6 +4,7 @@ import Primitives
 import Testing
 
 @testable import RunLoopCore
+import RunLoopTestSupport
 
 /// The pieces the HTTP hop leans on under load: coalesced wake-ups of a
 /// command source and cancellable deadlines. Serialized: two of them count
@@ -15,7 +16,7 @@ import Testing
         let worker = try registry.createWorker(options(.loop, seconds: 30))
         let gate = DispatchSemaphore(value: 0)
         let entered = DispatchSemaphore(value: 0)
-        let received = Pending<[Int]>()
+        let received = Mailbox<[Int]>()
         let source = CommandSource<Int>(coalescingWakeUps: true) { batch in
             if batch == [0] {  // hold the loop while the burst queues up
                 entered.signal()
@@ -52,7 +53,7 @@ import Testing
         defer { registry.endAll() }
         let worker = try registry.createWorker(options(.loop, seconds: 30))
         let other = try RunLoopMode("elsewhere")
-        let received = Pending<[Int]>()
+        let received = Mailbox<[Int]>()
         let source = CommandSource<Int>(coalescingWakeUps: true) { received.put($0) }
         defer { source.invalidate() }
         source.add(to: worker.runLoop, mode: other)
@@ -70,7 +71,7 @@ import Testing
         let (registry, _) = makeRegistry()
         defer { registry.endAll() }
         let worker = try registry.createWorker(options(.loop, seconds: 30))
-        let received = Pending<[Int]>()
+        let received = Mailbox<[Int]>()
         let source = CommandSource<Int> { received.put($0) }
         source.add(to: worker.runLoop, mode: .default)
         defer { source.invalidate() }
@@ -84,7 +85,7 @@ import Testing
 
     @Test func deadlinesFireInOrderAndCancelledOnesNeverRunAndAreReleased() throws {
         final class Marker: Sendable {}
-        let fired = Pending<String>()
+        let fired = Mailbox<String>()
         weak var released: Marker?
         let cancelled: DeadlineToken
         do {
@@ -122,7 +123,7 @@ import Testing
         for token in tokens { token.cancel() }
         #expect(released == nil, "all 10,000 actions were released by their cancels")
         // A deadline scheduled after the churn still fires, on time.
-        let fired = Pending<Bool>()
+        let fired = Mailbox<Bool>()
         Deadlines.after(0.01) { fired.put(true) }
         #expect(fired.wait() == true)
     }
@@ -133,7 +134,7 @@ import Testing
         let worker = try registry.createWorker(options(.loop, seconds: 30))
         let before = Deadlines.shared.pendingCount
         for _ in 0..<50 {
-            let done = Pending<PerformResult>()
+            let done = Mailbox<PerformResult>()
             try worker.perform(PerformSpec(call: SelectorCall(selector: "echo")), deadline: .caller(30)) {
                 done.put($0)
             }

@@ -4,6 +4,7 @@ import Primitives
 import Testing
 
 @testable import RunLoopCore
+import RunLoopTestSupport
 
 /// The idle task queue: one task per loop turn, before the loop waits.
 @Suite struct TaskQueueTests {
@@ -142,7 +143,7 @@ import Testing
         let worker = try registry.createWorker(options(.loop, seconds: 30))
         _ = try worker.setTasksSuspended(true)
 
-        let done = Pending<PerformResult>()
+        let done = Mailbox<PerformResult>()
         try worker.executeTask(SelectorCall(selector: "count")) { done.put($0) }
 
         _ = try value(done)

@@ -52,9 +52,6 @@ final class Probe: @unchecked Sendable {
     }
 }
 
-/// A value one thread delivers and another waits for, with a deadline.
-typealias Pending = Mailbox
-
 extension Mailbox {
     /// The first value, waiting up to `seconds` for it (nil if none came).
     func wait(_ seconds: Double = 10) -> Value? { first(timeout: seconds) }
@@ -86,8 +83,8 @@ extension Worker {
     /// Starts one run of a manual worker; the returned value gets its result.
     func startRun(
         _ mode: RunLoopMode = .default, seconds: Double, returnAfterSourceHandled: Bool = false
-    ) throws -> Pending<Result<RunExit, RunLoopError>> {
-        let result = Pending<Result<RunExit, RunLoopError>>()
+    ) throws -> Mailbox<Result<RunExit, RunLoopError>> {
+        let result = Mailbox<Result<RunExit, RunLoopError>>()
         try run(mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled) { result.put($0) }
         return result
     }
@@ -103,7 +100,7 @@ extension Worker {
 
     /// `stop`, waiting for the reply.
     func stopAndWait(atEntry: Bool = false) throws -> Result<RunExit, RunLoopError> {
-        let pending = Pending<Result<RunExit, RunLoopError>>()
+        let pending = Mailbox<Result<RunExit, RunLoopError>>()
         stop(atEntry: atEntry) { pending.put($0) }
         return try #require(pending.wait(), "stop never replied")
     }
@@ -112,8 +109,8 @@ extension Worker {
     func performCall(
         _ selector: String, _ args: [String: Value] = [:], modes: [RunLoopMode]? = nil, afterDelay: Double? = nil,
         timeout: Double? = nil
-    ) throws -> (id: String, result: Pending<PerformResult>) {
-        let result = Pending<PerformResult>()
+    ) throws -> (id: String, result: Mailbox<PerformResult>) {
+        let result = Mailbox<PerformResult>()
         let id = try perform(
             PerformSpec(call: SelectorCall(selector: selector, args: args), modes: modes, afterDelay: afterDelay),
             deadline: timeout.map { .caller($0) }
@@ -129,7 +126,7 @@ extension Worker {
 }
 
 /// The value of a perform that succeeded (fails the test otherwise).
-func value(_ pending: Pending<PerformResult>, _ seconds: Double = 10) throws -> Value {
+func value(_ pending: Mailbox<PerformResult>, _ seconds: Double = 10) throws -> Value {
     let result = try #require(pending.wait(seconds), "the perform was never answered")
     return try result.outcome.get()
 }

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import RunLoopCore
+import RunLoopTestSupport
 
 /// Run styles, exit reasons, stop, end and nested runs.
 @Suite struct WorkerRunTests {
@@ -117,7 +118,7 @@ import Testing
         #expect(error.message.contains("fresh stop flag"))
         #expect(worker.book.withLock { !$0.runStack[0].stopRequested && $0.stopWaiters.isEmpty })
 
-        let kept = Pending<Result<RunExit, RunLoopError>>()
+        let kept = Mailbox<Result<RunExit, RunLoopError>>()
         worker.stop(atEntry: true) { kept.put($0) }
         #expect(worker.book.withLock { $0.runStack[0].stopRequested && $0.stopWaiters.count == 1 })
         worker.book.withLock { b in

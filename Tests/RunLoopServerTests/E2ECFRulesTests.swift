@@ -2,6 +2,7 @@ import Foundation
 import RunLoopCore
 import RunLoopServer
 import Testing
+import RunLoopTestSupport
 
 /// CF's own rules where runloopd used to be kinder, and the explainer's
 /// answers about them, over HTTP against the real binary: mode-name hints,
@@ -15,7 +16,7 @@ struct E2ECFRulesTests {
 
     @Test("a mode named like CF's or Cocoa's: a hint in the cause and a mode_misnamed warning")
     func modeHints() async throws {
-        try await RunLoopd.with(Self.fast) { server in
+        try await ServerProcess.with(Self.fast) { server in
             let c = server.client
             let t = try await c.manualThread()
             // CF's own name is an alias: the keep-alive port holds default.
@@ -49,7 +50,7 @@ struct E2ECFRulesTests {
 
     @Test("DELETE does not wake the loop: asleep in an empty mode, said by /why and a warning; ?wakeup=true wakes")
     func removalsDoNotWake() async throws {
-        try await RunLoopd.with(Self.fast) { server in
+        try await ServerProcess.with(Self.fast) { server in
             let c = server.client
             // [runLoop run] kept alive by its port: remove the port.
             let t = try await c.createThread(["run": ["style": "run"]])
@@ -98,7 +99,7 @@ struct E2ECFRulesTests {
 
     @Test("another thread's source or timer: 404 naming its owner")
     func ownerOfAnotherThreadsItem() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t1 = try await c.manualThread()
             let t2 = try await c.manualThread()
@@ -119,7 +120,7 @@ struct E2ECFRulesTests {
 
     @Test("turns: a ring sized at creation, filters, the count of dropped turns; a cause that lists the pass")
     func turnsAndPasses() async throws {
-        try await RunLoopd.with(Self.fast) { server in
+        try await ServerProcess.with(Self.fast) { server in
             let c = server.client
             #expect(try await c.post("/api/threads", ["turnRingSize": 0]).status == 400)
             #expect(try await c.post("/api/threads", ["turnRingSize": 10_000_000]).status == 400)
@@ -177,7 +178,7 @@ struct E2ECFRulesTests {
 
     @Test("mode_never_runs only for work that waits: not for an unsignalled source on a manual thread")
     func modeNeverRunsNeedsWork() async throws {
-        try await RunLoopd.with(Self.fast) { server in
+        try await ServerProcess.with(Self.fast) { server in
             let c = server.client
             let t = try await c.manualThread()
             let idle = try #require(try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])["id"].string)

@@ -3,13 +3,14 @@ import RunLoopCore
 import Testing
 
 @testable import RunLoopServer
+import RunLoopTestSupport
 
 /// Every endpoint's happy path, and the OpenAPI document, against the real binary.
 @Suite("E2E endpoints")
 struct E2EEndpointTests {
     @Test("service endpoints: version, selectors, probes, dashboard")
     func service() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let version = try await c.get("/api/version")
             #expect(version.status == 200)
@@ -32,7 +33,7 @@ struct E2EEndpointTests {
 
     @Test("threads: create, list, get, wakeup, log, run, stop, end")
     func threads() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let created = try await c.post(
                 "/api/threads",
@@ -70,7 +71,7 @@ struct E2EEndpointTests {
 
     @Test("perform: 202 queued, 200 waitUntilDone, pending list, delayed cancel")
     func perform() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread()
             let echo = try await c.post(
@@ -100,7 +101,7 @@ struct E2EEndpointTests {
 
     @Test("timers: add, list, get, invalidate")
     func timers() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread()
             let added = try await c.post(
@@ -122,7 +123,7 @@ struct E2EEndpointTests {
 
     @Test("sources: add, list, get, signal, message, invalidate")
     func sources() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread()
             let custom = try await c.post("/api/threads/\(t)/sources", ["kind": "custom", "order": 3])
@@ -149,7 +150,7 @@ struct E2EEndpointTests {
 
     @Test("modes, observers, activity")
     func modesAndObservers() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread(["run": ["seconds": 0.05]])
             let modes = try await c.get("/api/threads/\(t)/modes")
@@ -176,7 +177,7 @@ struct E2EEndpointTests {
 
     @Test("tasks: add, list, remove, suspend, resume, execute, remove all")
     func tasks() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread()
             #expect(try await c.post("/api/threads/\(t)/tasks/suspend")["suspended"] == true)
@@ -201,7 +202,7 @@ struct E2EEndpointTests {
 
     @Test("GET /api/openapi.json is OpenAPI 3.1 describing every route")
     func openAPI() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let response = try await server.client.get("/api/openapi.json")
             #expect(response.status == 200)
             let document = response.json

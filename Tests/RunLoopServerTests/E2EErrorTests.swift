@@ -2,13 +2,14 @@ import Foundation
 import RunLoopCore
 import RunLoopServer
 import Testing
+import RunLoopTestSupport
 
 /// Every error status of docs/api.md and openapi.json, with its JSON body, against the real binary.
 @Suite("E2E errors")
 struct E2EErrorTests {
     /// `{"error": {"code", "message", "field"}}` with the expected code and field.
     private func expectError(
-        _ response: E2EResponse, _ status: Int, _ code: String, field: Value = .null,
+        _ response: TestHTTPResponse, _ status: Int, _ code: String, field: Value = .null,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
         #expect(response.status == status, "\(response)", sourceLocation: sourceLocation)
@@ -20,7 +21,7 @@ struct E2EErrorTests {
 
     @Test("400: a bad value names its field, unknown fields and bad JSON are rejected")
     func badRequests() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             expectError(
                 try await c.post("/api/threads", ["keepAlive": "sometimes"]), 400, "bad_value", field: "keepAlive")
@@ -71,7 +72,7 @@ struct E2EErrorTests {
 
     @Test("404: unknown ids and unknown endpoints")
     func notFound() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let missing = try await c.get("/api/threads/t999")
             expectError(missing, 404, "not_found")
@@ -87,7 +88,7 @@ struct E2EErrorTests {
 
     @Test("405: a wrong method gets Allow")
     func methodNotAllowed() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let put = try await c.send("PUT", "/api/threads", body: Array("{}".utf8), contentType: "application/json")
             expectError(put, 405, "method_not_allowed")
@@ -104,7 +105,7 @@ struct E2EErrorTests {
 
     @Test("409: not_running, already_running, not_manual, source kinds")
     func conflicts() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             expectError(try await c.post("/api/threads/\(t)/stop"), 409, "not_running")
@@ -130,7 +131,7 @@ struct E2EErrorTests {
 
     @Test("413, 415, 429 (+Retry-After), and 202 for a wait that passes")
     func limits() async throws {
-        try await RunLoopd.with(["--max-threads", "2", "--max-body", "1024"]) { server in
+        try await ServerProcess.with(["--max-threads", "2", "--max-body", "1024"]) { server in
             let c = server.client
             let big = Value.object(["name": .string(String(repeating: "x", count: 4096))])
             expectError(

@@ -2,6 +2,7 @@ import Foundation
 import RunLoopCore
 import RunLoopServer
 import Testing
+import RunLoopTestSupport
 
 /// The explainer over HTTP against the real binary: every exit cause code with
 /// its details (the answer of a manual run, `lastExit`, `run-exit` events, the
@@ -14,7 +15,7 @@ struct E2EExplainCauseTests {
 
     @Test("source_handled: a signalled custom source, with returnAfterSourceHandled")
     func sourceHandled() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
@@ -35,7 +36,7 @@ struct E2EExplainCauseTests {
 
     @Test("source_handled: a perform ran through its mode's custom source")
     func sourceHandledByPerform() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "count", "args": ["name": "hits"]])
@@ -53,12 +54,12 @@ struct E2EExplainCauseTests {
 
     @Test("deadline: timers fired meanwhile, and timers never count as handled sources")
     func deadlineWithTimerFires() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 0.05])
             let tm = try #require(timer["id"].string)
-            let events = try E2EEventStream(port: server.port, path: "/api/events?thread=\(t)")
+            let events = try EventStreamClient<Value>(port: server.port, path: "/api/events?thread=\(t)")
             defer { events.disconnect() }
             #expect(events.next(timeout: 10) { $0.name == "hello" } != nil)
             let run = try await c.run(t, ["seconds": 1, "returnAfterSourceHandled": true])
@@ -82,7 +83,7 @@ struct E2EExplainCauseTests {
 
     @Test("stop_request: who stopped the run, with the caller's X-Request-Id")
     func stopRequest() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             async let run = c.run(t, ["seconds": 120])
@@ -103,7 +104,7 @@ struct E2EExplainCauseTests {
 
     @Test("stop_selector: a perform of stop ends the run from inside the loop")
     func stopSelector() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "stop"])
@@ -121,7 +122,7 @@ struct E2EExplainCauseTests {
 
     @Test("stop_selector: a timer's stop action names the timer, with no perform detail")
     func stopSelectorByTimer() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let timer = try await c.post(
@@ -139,7 +140,7 @@ struct E2EExplainCauseTests {
 
     @Test("stop_selector: an idle task's stop names the task")
     func stopSelectorByTask() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let task = try await c.post("/api/threads/\(t)/tasks", ["id": "halt", "selector": "stop"])
@@ -155,10 +156,10 @@ struct E2EExplainCauseTests {
 
     @Test("stop_selector in a nested run ends that run only; its run-exit event has depth 1")
     func stopSelectorNested() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
-            let events = try E2EEventStream(port: server.port, path: "/api/events?thread=\(t)")
+            let events = try EventStreamClient<Value>(port: server.port, path: "/api/events?thread=\(t)")
             defer { events.disconnect() }
             #expect(events.next(timeout: 10) { $0.name == "hello" } != nil)
             let outer = try await c.post(
@@ -183,7 +184,7 @@ struct E2EExplainCauseTests {
 
     @Test("thread_ending: DELETE of a thread inside a run; the final snapshot's last exit")
     func threadEnding() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             async let run = c.run(t, ["seconds": 120])
@@ -202,7 +203,7 @@ struct E2EExplainCauseTests {
 
     @Test("service_stopping: SIGTERM stops every run; the log names each thread's final exit and its cause")
     func serviceStopping() async throws {
-        let server = try await RunLoopd.started(["--log-format", "json"])
+        let server = try await ServerProcess.started(["--log-format", "json"])
         defer { server.stop() }
         let c = server.client
         let t = try await c.createThread(["run": ["style": "loop", "seconds": 60]])
@@ -220,7 +221,7 @@ struct E2EExplainCauseTests {
 
     @Test("mode_missing: a run in a mode nothing was ever added to")
     func modeMissing() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let run = try await c.run(t, ["seconds": 20, "mode": "nowhere"])
@@ -237,7 +238,7 @@ struct E2EExplainCauseTests {
         // CF's default mode always exists, but it was never filled: by the
         // engine's rule (never filled → missing, filled then emptied → empty)
         // this is mode_missing, not mode_empty.
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread(keepAlive: "none")
             let run = try await c.run(t, ["seconds": 20])
@@ -249,7 +250,7 @@ struct E2EExplainCauseTests {
 
     @Test("mode_empty at entry: the mode was filled, then emptied before the run")
     func modeEmptyAtEntry() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread(keepAlive: "none")
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 60])
@@ -266,7 +267,7 @@ struct E2EExplainCauseTests {
 
     @Test("mode_empty emptied by a one-shot timer that fired during the run; the next run is empty at entry")
     func modeEmptiedByTimer() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread(keepAlive: "none")
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 0.05, "repeats": false])
@@ -289,7 +290,7 @@ struct E2EExplainCauseTests {
 
     @Test("mode_empty emptied by a perform: it ran and its mode's perform source left the mode")
     func modeEmptiedByPerform() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread(keepAlive: "none")
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "count", "args": ["name": "n"]])
@@ -306,7 +307,7 @@ struct E2EExplainCauseTests {
 
     @Test("a delayed perform fires from a timer: never a handled source, counted in timerFires; it empties the mode")
     func delayedPerform() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             _ = try await c.post(
@@ -332,7 +333,7 @@ struct E2EExplainCauseTests {
 
     @Test("mode_empty emptied by a source invalidated during the run (seen at the next wake-up)")
     func modeEmptiedBySource() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread(keepAlive: "none")
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
@@ -356,7 +357,7 @@ struct E2EExplainCauseTests {
 
     @Test("wokeBy none and timeout: a run's first turn, and the turn its deadline ends")
     func wokeByNoneAndTimeout() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let run = try await c.run(t, ["seconds": 0.5])
@@ -384,7 +385,7 @@ struct E2EExplainCauseTests {
 
     @Test("wokeBy none: a run that ends in its first turn has one turn, ended by exit")
     func wokeByNoneSingleTurn() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
@@ -403,7 +404,7 @@ struct E2EExplainCauseTests {
 
     @Test("wokeBy timer: a repeating timer wakes the loop; its fire is the turn's callout")
     func wokeByTimer() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 0.1])
@@ -424,7 +425,7 @@ struct E2EExplainCauseTests {
 
     @Test("wokeBy source: a signal with wake-up into a sleeping loop")
     func wokeBySource() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
@@ -448,7 +449,7 @@ struct E2EExplainCauseTests {
 
     @Test("wokeBy port: a message to a port source wakes the loop")
     func wokeByPort() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let port = try await c.post("/api/threads/\(t)/sources", ["kind": "port"])
@@ -474,7 +475,7 @@ struct E2EExplainCauseTests {
 
     @Test("wokeBy perform: a perform queued to a sleeping loop")
     func wokeByPerform() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             async let run = c.run(t, ["seconds": 120, "returnAfterSourceHandled": true])
@@ -497,7 +498,7 @@ struct E2EExplainCauseTests {
 
     @Test("wokeBy wakeup: POST wakeup with nothing to do; the loop sleeps again")
     func wokeByWakeup() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             async let run = c.run(t, ["seconds": 120])
@@ -524,7 +525,7 @@ struct E2EExplainCauseTests {
 
     @Test("an idle task's callout is filed in its turn, also in a mode made common after it first ran")
     func taskCalloutInTurn() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             _ = try await c.run(t, ["seconds": 0.05, "mode": "mine"])
@@ -547,7 +548,7 @@ struct E2EExplainCauseTests {
 
     @Test("GET /turns pages with since and limit; last is the newest turn's number")
     func turnsPaging() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             _ = try await c.run(t, ["seconds": 0.2])
@@ -572,14 +573,14 @@ extension E2EClient {
     /// `POST /api/threads/{thread}/run`, its answer read for as long as the run
     /// may last plus 30 s (a run the test ends itself never fails on a slow
     /// machine for want of patience).
-    func run(_ thread: String, _ body: Value) async throws -> E2EResponse {
+    func run(_ thread: String, _ body: Value) async throws -> TestHTTPResponse {
         try await post("/api/threads/\(thread)/run", body, timeout: (body["seconds"].number ?? 0) + 30)
     }
 
     /// Every recorded turn of `thread` (oldest first).
     func turns(_ thread: String) async throws -> [Value] {
         let page = try await get("/api/threads/\(thread)/turns")
-        guard page.status == 200 else { throw E2EError("turns of \(thread): \(page)") }
+        guard page.status == 200 else { throw TestHTTPError("turns of \(thread): \(page)") }
         return page["turns"].items
     }
 }

@@ -75,7 +75,7 @@ struct E2EHistoryTests {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let args = ["--data-dir", dir.path, "--instance-id", "clean"]
-        var server = try await RunLoopd.started(args)
+        var server = try await ServerProcess.started(args)
         var c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
         for n in 1...3 {
@@ -89,7 +89,7 @@ struct E2EHistoryTests {
         await server.stopped()
         #expect(server.log.contains("history store open"))
 
-        server = try await RunLoopd.started(args)
+        server = try await ServerProcess.started(args)
         defer { server.stop() }
         c = server.client
         let threads = try await c.get("/api/history/threads?instance=clean&boot=1")
@@ -121,7 +121,7 @@ struct E2EHistoryTests {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let args = ["--data-dir", dir.path, "--instance-id", "crash", "--log-level", "warning"]
-        var server = try await RunLoopd.started(args)
+        var server = try await ServerProcess.started(args)
         var c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
         let load = Load(port: server.port, thread: loop)
@@ -139,7 +139,7 @@ struct E2EHistoryTests {
         #expect(kept >= committed)
         let lastSeq = try Self.sqlite(file, "SELECT MAX(seq) FROM events", as: Int64.self) ?? 0
 
-        server = try await RunLoopd.started(args)
+        server = try await ServerProcess.started(args)
         defer { server.stop() }
         c = server.client
         let row = try await c.get("/api/history/threads?instance=crash&boot=1")["threads"].items.first {
@@ -181,10 +181,10 @@ struct E2EHistoryTests {
     /// A stream's `Last-Event-ID` after a SIGINT and a start with `args` again:
     /// the missed events, then `resumed`, then live ones with higher ids.
     static func resumesAcrossRestart(_ args: [String]) async throws {
-        var server = try await RunLoopd.started(args)
+        var server = try await ServerProcess.started(args)
         var c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
-        let stream = try E2EEventStream(port: server.port)
+        let stream = try EventStreamClient<Value>(port: server.port)
         #expect(
             try await c.post("/api/threads/\(loop)/perform", ["selector": "echo", "waitUntilDone": true]).status == 200)
         let seen = try #require(stream.next(timeout: 10) { $0.name == "perform" })
@@ -202,7 +202,7 @@ struct E2EHistoryTests {
         #expect(await server.exited(timeout: 15) == 0)
         await server.stopped()
 
-        server = try await RunLoopd.started(args)
+        server = try await ServerProcess.started(args)
         defer { server.stop() }
         c = server.client
         let resumed = try EventStreamClient<Value>(
@@ -233,7 +233,7 @@ struct E2EHistoryTests {
         // A file where the data folder should be: nothing can be created there.
         let blocker = dir.appendingPathComponent("data")
         try Data("not a folder".utf8).write(to: blocker)
-        let server = try await RunLoopd.started([
+        let server = try await ServerProcess.started([
             "--data-dir", blocker.appendingPathComponent("store").path, "--store-queue", "40",
         ])
         defer { server.stop() }
@@ -328,7 +328,7 @@ struct E2EHistoryTests {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let args = ["--data-dir", dir.path, "--instance-id", "held", "--log-level", "warning"]
-        var server = try await RunLoopd.started(args)
+        var server = try await ServerProcess.started(args)
         let c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
         let first = try await c.post(
@@ -360,7 +360,7 @@ struct E2EHistoryTests {
 
         // What was committed before stays, and the next start says the last one
         // did not stop cleanly.
-        server = try await RunLoopd.started(args)
+        server = try await ServerProcess.started(args)
         defer { server.stop() }
         let performs = try await server.client.get("/api/history?instance=held&type=perform&boot=1")
         #expect(performs["events"].items.contains { $0["data", "result", "n"] == 1 }, "\(performs)")
@@ -376,7 +376,7 @@ struct E2EHistoryTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         try #require(await Self.run("mount -t tmpfs -o size=2m tmpfs '\(dir.path)'") == 0, "mount -t tmpfs failed")
         defer { _ = Self.shell("umount -l '\(dir.path)'") }
-        let server = try await RunLoopd.started([
+        let server = try await ServerProcess.started([
             "--data-dir", dir.path, "--retention-size", "0", "--log-level", "warning",
         ])
         defer { server.stop() }
@@ -415,10 +415,10 @@ struct E2EHistoryTests {
     func fleetOfTwo() async throws {
         let database = try PostgresTestDatabase.create()
         defer { database.drop() }
-        let a = try await RunLoopd.started([
+        let a = try await ServerProcess.started([
             "--store", database.url, "--instance-id", "alpha", "--heartbeat-interval", "0.5",
         ])
-        let b = try await RunLoopd.started([
+        let b = try await ServerProcess.started([
             "--store", database.url, "--instance-id", "beta", "--heartbeat-interval", "0.5",
         ])
         defer { b.stop() }
@@ -464,7 +464,7 @@ struct E2EHistoryTests {
             let status = await Self.run("\(control) \(verb) >/dev/null")
             try #require(status == 0, "pg_ctl \(verb) exited with \(status)")
         }
-        let server = try await RunLoopd.started([
+        let server = try await ServerProcess.started([
             "--store", url, "--instance-id", "outage-\(UUID().uuidString.prefix(8))", "--log-level", "warning",
         ])
         defer { server.stop() }

@@ -13,7 +13,7 @@ struct E2ELabTests {
     /// Runs `runloopd play arguments…`; returns its exit status (-1 when it had to
     /// be killed after 2 minutes) and output.
     static func play(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-        let (status, output) = try await RunLoopd.runToExit(["play"] + arguments, timeout: 120)
+        let (status, output) = try await ServerProcess.runToExit(["play"] + arguments, timeout: 120)
         return (status ?? -1, output)
     }
 
@@ -26,7 +26,7 @@ struct E2ELabTests {
     @Test("GET /api/experiments lists the files of --experiments-dir; one reads whole; unknown is 404")
     func experimentsServed() async throws {
         let dir = E2EPaths.packageRoot.appendingPathComponent("experiments").path
-        try await RunLoopd.with(["--experiments-dir", dir]) { server in
+        try await ServerProcess.with(["--experiments-dir", dir]) { server in
             let c = server.client
             let list = try await c.get("/api/experiments")
             #expect(list.status == 200)
@@ -49,7 +49,7 @@ struct E2ELabTests {
     func recordAndReplay() async throws {
         let recording = Self.temporaryFile("session.json")
         defer { try? FileManager.default.removeItem(at: recording) }
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             // A session a learner might have: a manual thread, an afterDelay perform
             // that is a timer (timedOut, not handledSource), a source in two modes,
@@ -91,7 +91,7 @@ struct E2ELabTests {
             #expect(try await c.get("/api/journal?since=-1").status == 400)
             try Data(journal.body).write(to: recording)
         }
-        try await RunLoopd.with { fresh in
+        try await ServerProcess.with { fresh in
             // The fresh server has other ids: create a thread first.
             _ = try await fresh.client.post("/api/threads", [:])
             let replay = try await Self.play([recording.path, "--url", "http://127.0.0.1:\(fresh.port)", "--diff"])
@@ -103,7 +103,7 @@ struct E2ELabTests {
         var document = try JSON.parse(Array(try Data(contentsOf: recording)))
         guard case .object(var root) = document, case .array(var steps) = root["steps"],
             case .object(var step) = steps[2], case .object(var expect) = step["expect"]
-        else { throw E2EError("unexpected journal shape") }
+        else { throw TestHTTPError("unexpected journal shape") }
         expect["json"] = ["exitReason": "handledSource"]
         step["expect"] = .object(expect)
         steps[2] = .object(step)
@@ -198,7 +198,7 @@ struct E2ELabTests {
 
     @Test("the journal's export leaves out requests whose path is not an API path, so it always loads")
     func journalExportLoads() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             #expect(try await c.post("/api/x/../threads", [:]).status == 404)
             #expect(try await c.post("/api/threads/%2e%2e/threads", [:]).status == 404)
@@ -240,7 +240,7 @@ struct E2ELabTests {
 
     @Test("modes per item, cancel by args, perform status and run-style errors over HTTP")
     func lessonsOverHTTP() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let bad = try await c.post("/api/threads", ["run": ["style": "runUntilDate"]])
             #expect(bad.status == 400)

@@ -2,6 +2,7 @@ import Foundation
 import RunLoopCore
 import RunLoopServer
 import Testing
+import RunLoopTestSupport
 
 /// `/metrics` by the Prometheus conventions, against the real binary: HELP
 /// and TYPE for every family, one order, counters present at 0, units in the
@@ -61,7 +62,7 @@ struct E2EMetricsTests {
     func conventions() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
-        try await RunLoopd.with(["--data-dir", dir.path, "--max-threads", "1"]) { server in
+        try await ServerProcess.with(["--data-dir", dir.path, "--max-threads", "1"]) { server in
             let c = server.client
             let first = try await Self.scrape(c)
             #expect(first.orphans.isEmpty, "samples outside their family: \(first.orphans)")
@@ -130,8 +131,8 @@ struct E2EMetricsTests {
     func fleetHealth() async throws {
         let database = try PostgresTestDatabase.create()
         defer { database.drop() }
-        let a = try await RunLoopd.started(["--store", database.url, "--instance-id", "m-alpha"])
-        let b = try await RunLoopd.started(["--store", database.url, "--instance-id", "m-beta"])
+        let a = try await ServerProcess.started(["--store", database.url, "--instance-id", "m-alpha"])
+        let b = try await ServerProcess.started(["--store", database.url, "--instance-id", "m-beta"])
         defer { b.stop() }
         func waitFor(_ predicate: (Scrape) -> Bool) async throws -> Scrape {
             Scrape(try await b.client.poll("/metrics", timeout: 20) { predicate(Scrape($0.text)) }.text)

@@ -2,6 +2,7 @@ import Foundation
 import RunLoopCore
 import RunLoopServer
 import Testing
+import RunLoopTestSupport
 
 /// Token auth, read-only mode, Prometheus metrics and the healthcheck
 /// subcommand, against the real binary.
@@ -13,7 +14,7 @@ struct E2EOperationsTests {
         defer { try? FileManager.default.removeItem(at: file) }
         let (old, new) = ("old-secret-0123456789", "new-secret-9876543210")
         try Data("\(old)\n".utf8).write(to: file)
-        let server = try await RunLoopd.started(["--token-file", file.path])
+        let server = try await ServerProcess.started(["--token-file", file.path])
         defer { server.stop() }
         let c = server.client
         func status(_ token: String) async throws -> Int {
@@ -47,7 +48,7 @@ struct E2EOperationsTests {
         defer { try? FileManager.default.removeItem(at: file) }
         try Data("warning\n".utf8).write(to: file)
         // --log-level says info, the file says warning: the file wins.
-        let server = try await RunLoopd.started([
+        let server = try await ServerProcess.started([
             "--log-level", "info", "--log-level-file", file.path, "--log-format", "json",
         ])
         defer { server.stop() }
@@ -85,7 +86,7 @@ struct E2EOperationsTests {
 
     @Test("a --log-level-file that cannot be read refuses the start")
     func unreadableLogLevelFile() async throws {
-        let (status, output) = try await RunLoopd.runToExit([
+        let (status, output) = try await ServerProcess.runToExit([
             "serve", "--port", "0", "--no-store", "--log-level-file", "/nonexistent/level",
         ])
         #expect(status == 1, "\(output)")
@@ -94,7 +95,7 @@ struct E2EOperationsTests {
 
     @Test("--log-format json: a bad flag is one JSON line at error, exit 64")
     func argumentErrorsInJSON() async throws {
-        let (status, output) = try await RunLoopd.runToExit(["serve", "--log-format", "json", "--port", "seventy"])
+        let (status, output) = try await ServerProcess.runToExit(["serve", "--log-format", "json", "--port", "seventy"])
         #expect(status == 64, "\(output)")
         let lines = output.split(separator: "\n")
         #expect(lines.count == 1, "\(output)")
@@ -103,14 +104,14 @@ struct E2EOperationsTests {
         #expect(line["msg"].string?.contains("seventy") == true, "\(output)")
         #expect(line["exitCode"] == .number(64))
         // Text stays ArgumentParser's own.
-        let (textStatus, text) = try await RunLoopd.runToExit(["serve", "--port", "seventy"])
+        let (textStatus, text) = try await ServerProcess.runToExit(["serve", "--port", "seventy"])
         #expect(textStatus == 64)
         #expect(text.contains("Usage:"), "\(text)")
     }
 
     @Test("a severe stall is logged at warning (each threshold crossed), its end at info")
     func stallsAreLogged() async throws {
-        try await RunLoopd.with(["--log-format", "json", "--no-store"]) { server in
+        try await ServerProcess.with(["--log-format", "json", "--no-store"]) { server in
             let c = server.client
             let thread = try await c.createThread()
             let answer = try await c.post(
@@ -129,7 +130,7 @@ struct E2EOperationsTests {
 
     @Test("--token: /api needs the bearer token (401 + WWW-Authenticate); probes stay open")
     func tokenAuth() async throws {
-        try await RunLoopd.with(["--token", "s3cret-token-0123456789"]) { server in
+        try await ServerProcess.with(["--token", "s3cret-token-0123456789"]) { server in
             let c = server.client
             let anonymous = try await c.get("/api/threads")
             #expect(anonymous.status == 401)
@@ -155,7 +156,7 @@ struct E2EOperationsTests {
 
     @Test("--read-only: every mutating call answers 403, reads answer 200")
     func readOnly() async throws {
-        try await RunLoopd.with(["--read-only"]) { server in
+        try await ServerProcess.with(["--read-only"]) { server in
             let c = server.client
             let create = try await c.post("/api/threads", [:])
             #expect(create.status == 403)
@@ -172,7 +173,7 @@ struct E2EOperationsTests {
     @Test("X-Request-Id is echoed, or one is made up: a per-boot prefix and a counter, unlike another boot's")
     func requestIds() async throws {
         func madeIds() async throws -> [String] {
-            try await RunLoopd.with(["--no-store"]) { server in
+            try await ServerProcess.with(["--no-store"]) { server in
                 let c = server.client
                 let given = try await c.send("GET", "/api/version", headers: [("X-Request-Id", "abc-123")])
                 #expect(given.header("X-Request-Id") == "abc-123")
@@ -195,7 +196,7 @@ struct E2EOperationsTests {
 
     @Test("--log-format json: every log line is one JSON object, access lines carry the request id")
     func jsonLogs() async throws {
-        try await RunLoopd.with(["--log-format", "json"]) { server in
+        try await ServerProcess.with(["--log-format", "json"]) { server in
             let c = server.client
             _ = try await c.send("GET", "/api/version", headers: [("X-Request-Id", "json-log-1")])
             let logged = await server.logged(timeout: 10) { $0.contains("json-log-1") }
@@ -223,7 +224,7 @@ struct E2EOperationsTests {
 
     @Test("/metrics: Prometheus text whose values move after real work")
     func metricsMove() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             func scrape() async throws -> [String: Double] {
                 let response = try await c.get("/metrics")
@@ -262,7 +263,7 @@ struct E2EOperationsTests {
 
     @Test("429 from a limit says why in the metrics")
     func refusalsCounted() async throws {
-        try await RunLoopd.with(["--max-threads", "1"]) { server in
+        try await ServerProcess.with(["--max-threads", "1"]) { server in
             let c = server.client
             _ = try await c.createThread()
             let refused = try await c.post("/api/threads", [:])
@@ -277,9 +278,9 @@ struct E2EOperationsTests {
     @Test("runloopd healthcheck exits 0 against a live server and 1 against a closed port")
     func healthcheckSubcommand() async throws {
         func exitCode(_ port: UInt16) async throws -> Int32? {
-            try await RunLoopd.runToExit(["healthcheck", "--port", String(port), "--timeout", "5"]).0
+            try await ServerProcess.runToExit(["healthcheck", "--port", String(port), "--timeout", "5"]).0
         }
-        let live = try await RunLoopd.with { server in try await exitCode(server.port) }
+        let live = try await ServerProcess.with { server in try await exitCode(server.port) }
         #expect(live == 0)
         let closed = try await exitCode(1)
         #expect(closed == 1)

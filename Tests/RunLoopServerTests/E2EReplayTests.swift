@@ -67,7 +67,7 @@ struct E2EReplayTests {
             try? FileManager.default.removeItem(at: recording)
             try? FileManager.default.removeItem(at: changed)
         }
-        let session = try await RunLoopd.with(Self.flags) { server in
+        let session = try await ServerProcess.with(Self.flags) { server in
             let c = server.client
             let tasks = try await c.createThread(["name": "tasks"])
             for n in 0..<6 { try await Self.lesson(n, c, tasks: tasks) }
@@ -88,7 +88,7 @@ struct E2EReplayTests {
             #expect(steps[index]["expect", "json", "exitReason"] == "stopped")
         }
 
-        try await RunLoopd.with(Self.flags) { fresh in
+        try await ServerProcess.with(Self.flags) { fresh in
             let c = fresh.client
             // The fresh server's ids differ from the recording's.
             let before = [try await c.createThread(), try await c.createThread()]
@@ -107,7 +107,7 @@ struct E2EReplayTests {
             // A changed outcome: the diff names the recording's ids and what they were here.
             guard case .object(var root) = session, case .array(var list) = root["steps"],
                 let index = runs.first, case .object(var step) = list[index], case .object(var expect) = step["expect"]
-            else { throw E2EError("unexpected journal shape") }
+            else { throw TestHTTPError("unexpected journal shape") }
             expect["json"] = ["exitReason": "timedOut"]
             step["expect"] = .object(expect)
             list[index] = .object(step)
@@ -148,7 +148,7 @@ struct E2EReplayTests {
         #expect(lines.count == 1, "\(played.output)")
         #expect(lines.first?.hasPrefix("runloopd play: cannot reach http://127.0.0.1:1") == true, "\(played.output)")
         // A server that wants a token: one message too, before any step.
-        try await RunLoopd.with(["--token", "replay-token-0123456789"]) { server in
+        try await ServerProcess.with(["--token", "replay-token-0123456789"]) { server in
             let url = "http://127.0.0.1:\(server.port)"
             let refused = try await E2ELabTests.play([file.path, "--url", url])
             #expect(refused.status == 2, "\(refused.output)")

@@ -1,6 +1,7 @@
 import Foundation
 import RunLoopCore
 import Testing
+import RunLoopTestSupport
 
 /// The run-loop behaviours of docs/concepts.md (exit reasons, stops, modes,
 /// performs, the task queue, what CF on Linux does), over HTTP against the real binary.
@@ -8,7 +9,7 @@ import Testing
 struct E2EScenarioTests {
     @Test("an empty loop finishes at once")
     func emptyLoopFinishes() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread(keepAlive: "none")
             let run = try await c.post("/api/threads/\(t)/run", ["seconds": 5])
@@ -26,7 +27,7 @@ struct E2EScenarioTests {
 
     @Test("a kept-alive loop times out")
     func timeout() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let run = try await c.post("/api/threads/\(t)/run", ["seconds": 0.1])
@@ -39,7 +40,7 @@ struct E2EScenarioTests {
 
     @Test("stop ends a manual run with stopped")
     func stop() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             async let run = c.post("/api/threads/\(t)/run", ["seconds": 20])
@@ -58,7 +59,7 @@ struct E2EScenarioTests {
 
     @Test("a signal with wake-up is handled at once (handledSource)")
     func signalWithWakeUp() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
@@ -81,7 +82,7 @@ struct E2EScenarioTests {
 
     @Test("a signal without wake-up waits: timedOut, then the next run handles it")
     func signalWithoutWakeUp() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
@@ -105,7 +106,7 @@ struct E2EScenarioTests {
 
     @Test("a timer with maxFires 2 is invalidated, then the empty mode finishes")
     func timerMaxFires() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread(keepAlive: "none")
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 0.02, "maxFires": 2])
@@ -122,7 +123,7 @@ struct E2EScenarioTests {
 
     @Test("a timer in another mode is silent; it fires when the loop runs in its mode")
     func modeFiltering() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 0.01, "mode": "quiet"])
@@ -140,7 +141,7 @@ struct E2EScenarioTests {
 
     @Test("an item in common modes works in a mode added to the common set")
     func commonModes() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread(keepAlive: "none")
             let modes = try await c.post("/api/threads/\(t)/modes/common", ["mode": "mine"])
@@ -162,7 +163,7 @@ struct E2EScenarioTests {
         "a perform whose wait passes on an idle manual thread: 202 with where to follow it, listed pending, runs on the next run"
     )
     func performToIdleThread() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let wait = try await c.post(
@@ -192,7 +193,7 @@ struct E2EScenarioTests {
 
     @Test("a loop-style thread re-enters after a stop (runs keep rising)")
     func loopReentersAfterStop() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread(["run": ["style": "loop", "seconds": 30]])
             try await c.waitUntilWaiting(t)
@@ -211,7 +212,7 @@ struct E2EScenarioTests {
 
     @Test("a forever-style thread ends after a stop")
     func foreverEndsAfterStop() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread(["run": ["style": "forever"]])
             try await c.waitUntilWaiting(t)
@@ -225,7 +226,7 @@ struct E2EScenarioTests {
 
     @Test("the idle task queue holds 10; the 11th is refused; tasks run one per turn")
     func taskQueueCapacity() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             for i in 1...10 {
@@ -251,7 +252,7 @@ struct E2EScenarioTests {
 
     @Test("observer order for one turn that handles a pre-signalled source")
     func observerOrder() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.manualThread()
             let observer = try await c.post("/api/threads/\(t)/observers", ["activities": "all"])
@@ -272,7 +273,7 @@ struct E2EScenarioTests {
 
     @Test("a port message travels between threads through the send selector")
     func portMessageBetweenThreads() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let receiver = try await c.manualThread(keepAlive: "none")
             let port = try await c.post("/api/threads/\(receiver)/sources", ["kind": "port"])
@@ -298,7 +299,7 @@ struct E2EScenarioTests {
 
     @Test("runNested runs the loop recursively and reports its own exit")
     func nestedRun() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread()
             let nested = try await c.post(

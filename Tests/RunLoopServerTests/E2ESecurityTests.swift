@@ -3,6 +3,7 @@ import RunLoopCore
 import RunLoopServer
 import MicroHTTP
 import Testing
+import RunLoopTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -20,7 +21,7 @@ struct E2ESecurityTests {
         return list["threads"].items.count
     }
 
-    private func expectRefused(_ r: E2EResponse, _ status: Int, _ code: String, _ field: String?) {
+    private func expectRefused(_ r: TestHTTPResponse, _ status: Int, _ code: String, _ field: String?) {
         #expect(r.status == status, "\(r)")
         #expect(r["error"]["code"] == .string(code), "\(r)")
         #expect(r["error"]["field"] == (field.map { .string($0) } ?? .null), "\(r)")
@@ -30,7 +31,7 @@ struct E2ESecurityTests {
 
     @Test("the issue's curls: a foreign Origin or Host is refused with a JSON error and changes nothing")
     func issueCurls() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t1 = try await c.createThread(["name": "victim"])
             try await c.waitUntilWaiting(t1)
@@ -73,7 +74,7 @@ struct E2ESecurityTests {
 
     @Test("Origin: null (sandboxed frame, file:), a foreign Referer, other ports and schemes are refused")
     func otherForeignSources() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let sources: [(String, String)] = [
                 ("Origin", "null"), ("Referer", "http://evil.example/page.html"),
@@ -90,7 +91,7 @@ struct E2ESecurityTests {
 
     @Test("a repeated Host, Origin or Referer is refused in either order")
     func repeatedFields() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let own = "http://127.0.0.1:\(server.port)"
             let cases: [[(String, String)]] = [
@@ -109,7 +110,7 @@ struct E2ESecurityTests {
 
     @Test("the dashboard's own origin, plain curl and reads from anywhere work as before")
     func ownOriginAndCurl() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let port = server.port
             // curl: neither Origin nor Referer.
@@ -151,7 +152,7 @@ struct E2ESecurityTests {
 
     @Test("HTTP limits: too many query parameters 414, too many headers 431, at once; control bytes escaped in the log")
     func requestLimits() async throws {
-        let server = try await RunLoopd.started(["--log-level", "info"])
+        let server = try await ServerProcess.started(["--log-level", "info"])
         defer { server.stop() }
         let c = server.client
         let query = (0..<1200).map { "a\($0)=1" }.joined(separator: "&")
@@ -175,7 +176,7 @@ struct E2ESecurityTests {
 
     @Test("Host: loopback names with any port, /healthz too; HTTP/1.0 without Host passes")
     func hostAllowList() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             for host in ["localhost", "localhost:1", "127.0.0.1:65535", "[::1]", "[::1]:8080", "LOCALHOST."] {
                 let r = try await c.send("GET", "/api/version", headers: [("Host", host)])
@@ -186,17 +187,17 @@ struct E2ESecurityTests {
                 #expect(r.status == 421, "\(path): \(r)")
                 #expect(r["error"]["code"] == "misdirected_host")
             }
-            let socket = try E2ESocket(port: server.port, timeout: 10)
+            let socket = try TestHTTPConnection(port: server.port, timeout: 10)
             _ = socket.write(Array("GET /api/version HTTP/1.0\r\n\r\n".utf8))
             var data: [UInt8] = []
             while case let chunk = try socket.read(), !chunk.isEmpty { data += chunk }
-            #expect(E2EHTTP.parseHead(data)?.status == 200, "\(String(decoding: data, as: UTF8.self))")
+            #expect(HTTPWire.parseHead(data)?.status == 200, "\(String(decoding: data, as: UTF8.self))")
         }
     }
 
     @Test("--allowed-host and RUNLOOPD_ALLOWED_HOST add names; '*' turns the check off with a warning")
     func allowedHostFlags() async throws {
-        try await RunLoopd.with(["--allowed-host", "Runloopd.Example", "--allowed-host", "10.0.0.9"]) { server in
+        try await ServerProcess.with(["--allowed-host", "Runloopd.Example", "--allowed-host", "10.0.0.9"]) { server in
             let c = server.client
             for host in ["runloopd.example:\(server.port)", "10.0.0.9"] {
                 #expect(try await c.send("GET", "/api/version", headers: [("Host", host)]).status == 200)
@@ -210,12 +211,12 @@ struct E2ESecurityTests {
                 ])
             #expect(r.status == 201, "\(r)")
         }
-        let fromEnv = try await RunLoopd.started(environment: ["RUNLOOPD_ALLOWED_HOST": "a.example, b.example"])
+        let fromEnv = try await ServerProcess.started(environment: ["RUNLOOPD_ALLOWED_HOST": "a.example, b.example"])
         defer { fromEnv.stop() }
         for host in ["a.example", "b.example"] {
             #expect(try await fromEnv.client.send("GET", "/api/version", headers: [("Host", host)]).status == 200)
         }
-        try await RunLoopd.with(["--allowed-host", "*"]) { server in
+        try await ServerProcess.with(["--allowed-host", "*"]) { server in
             let foreignHost = try await server.client.send("GET", "/api/version", headers: [("Host", "evil.example")])
             #expect(foreignHost.status == 200)
             #expect(server.log.contains("--allowed-host '*'"))
@@ -228,7 +229,7 @@ struct E2ESecurityTests {
     @Test("preflight: no CORS headers for a foreign origin; exactly the API's methods and headers for an allowed one")
     func preflight() async throws {
         let dash = "https://dash.example:8443"
-        try await RunLoopd.with(["--allowed-origin", dash, "--token", "t0ken-0123456789abcdef"]) { server in
+        try await ServerProcess.with(["--allowed-origin", dash, "--token", "t0ken-0123456789abcdef"]) { server in
             let c = server.client
             let ask = [("Access-Control-Request-Method", "POST"), ("Access-Control-Request-Headers", "content-type")]
             let foreign = try await c.send("OPTIONS", "/api/threads", headers: Self.evil + ask)
@@ -258,7 +259,7 @@ struct E2ESecurityTests {
 
     @Test("security headers: the dashboard's CSP on static files, nosniff and a closed CSP on the API and probes")
     func securityHeaders() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             for path in ["/", "/index.html", "/js/main.js", "/style.css"] {
                 let r = try await c.get(path)
@@ -281,7 +282,7 @@ struct E2ESecurityTests {
 
     @Test("the OpenAPI document lists 421 everywhere, 401 on /api, 403 on every POST and DELETE")
     func openAPIStatuses() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let document = try await server.client.get("/api/openapi.json").json
             let paths = try #require(document["paths"].object)
             var operations = 0
@@ -311,7 +312,7 @@ struct E2ESecurityTests {
             ([], ["RUNLOOPD_HOST": "0.0.0.0"]), (["--host", "0.0.0.0", "--token", ""], [:]),
         ])
     func refusesOpenNetworkBind(arguments: [String], environment: [String: String]) async throws {
-        let (status, log) = try await RunLoopd.runToExit(
+        let (status, log) = try await ServerProcess.runToExit(
             ["serve", "--port", "0"] + arguments, environment: environment)
         #expect(status == 1, "\(log)")
         for hint in ["RUNLOOPD_TOKEN", "--token-file", "--no-auth", "127.0.0.1"] {
@@ -334,7 +335,7 @@ struct E2ESecurityTests {
             ([], ["RUNLOOPD_TOKEN": "short"], "shorter than 16 characters"),
         ]
         for (arguments, environment, message) in cases {
-            let (status, log) = try await RunLoopd.runToExit(
+            let (status, log) = try await ServerProcess.runToExit(
                 ["serve", "--port", "0"] + arguments, environment: environment)
             #expect(status != 0 && status != nil, "\(arguments): \(log)")
             #expect(log.contains(message), "\(arguments): \(log)")
@@ -342,19 +343,19 @@ struct E2ESecurityTests {
         let empty = FileManager.default.temporaryDirectory.appendingPathComponent("empty-token-\(UUID().uuidString)")
         try Data(" \n".utf8).write(to: empty)
         defer { try? FileManager.default.removeItem(at: empty) }
-        let (status, log) = try await RunLoopd.runToExit([
+        let (status, log) = try await ServerProcess.runToExit([
             "serve", "--port", "0", "--host", "0.0.0.0", "--token-file", empty.path,
         ])
         #expect(status == 1)
         #expect(log.contains("is empty"), "\(log)")
         // A token file with a short secret is refused too; 16 characters start.
         try Data("short-secret\n".utf8).write(to: empty)
-        let (shortStatus, shortLog) = try await RunLoopd.runToExit([
+        let (shortStatus, shortLog) = try await ServerProcess.runToExit([
             "serve", "--port", "0", "--host", "0.0.0.0", "--token-file", empty.path,
         ])
         #expect(shortStatus != 0 && shortStatus != nil, "\(shortLog)")
         #expect(shortLog.contains("shorter than 16 characters"), "\(shortLog)")
-        try await RunLoopd.with(["--token", "sixteen-chars-16"]) { server in
+        try await ServerProcess.with(["--token", "sixteen-chars-16"]) { server in
             let probe = try await server.client.get("/healthz")
             #expect(probe.status == 200)
         }
@@ -362,7 +363,7 @@ struct E2ESecurityTests {
 
     @Test("start-up: --no-auth serves a non-loopback bind on purpose, with a loud warning")
     func noAuth() async throws {
-        try await RunLoopd.with(["--host", "0.0.0.0", "--no-auth", "--read-only"]) { server in
+        try await ServerProcess.with(["--host", "0.0.0.0", "--no-auth", "--read-only"]) { server in
             let list = try await server.client.get("/api/threads")
             #expect(list.status == 200)
             #expect(server.log.contains("WITHOUT A TOKEN (--no-auth)"))
@@ -378,7 +379,7 @@ struct E2ESecurityTests {
             (["--host", "0.0.0.0", "--token-file", file.path], [String: String]()),
             (["--host", "0.0.0.0"], ["RUNLOOPD_TOKEN_FILE": file.path]),
         ] {
-            let server = try await RunLoopd.started(arguments, environment: environment)
+            let server = try await ServerProcess.started(arguments, environment: environment)
             defer { server.stop() }
             let c = server.client
             let probe = try await c.send("GET", "/healthz", headers: [("Host", "10.244.1.7:\(server.port)")])

@@ -14,10 +14,10 @@ import Testing
 struct E2EServiceTests {
     @Test("SSE delivers a run-exit event within 1 s of a stop")
     func eventStreamRunExit() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread(["run": ["style": "loop", "seconds": 30]])
-            let stream = try E2EEventStream(port: server.port, path: "/api/events?thread=\(t)")
+            let stream = try EventStreamClient<Value>(port: server.port, path: "/api/events?thread=\(t)")
             defer { stream.disconnect() }
             let hello = stream.next(timeout: 10) { $0.name == "hello" }
             #expect(stream.state.value.status == 200)
@@ -35,12 +35,12 @@ struct E2EServiceTests {
 
     @Test("200 concurrent requests from several client threads are all answered")
     func concurrentRequests() async throws {
-        try await RunLoopd.with(["--max-connections-per-ip", "512"]) { server in
+        try await ServerProcess.with(["--max-connections-per-ip", "512"]) { server in
             let c = server.client
             let t = try await c.createThread()
             let threads = 8
             let perThread = 25
-            let results = E2EMonitor([Int]())
+            let results = Monitor([Int]())
             for index in 0..<threads {
                 Thread.detachNewThread {
                     var statuses: [Int] = []
@@ -51,16 +51,16 @@ struct E2EServiceTests {
                         let request: [UInt8]
                         switch (index + k) % 3 {
                         case 0:
-                            request = E2EHTTP.request("GET", "/api/version", body: nil, contentType: nil, headers: [])
+                            request = HTTPWire.request("GET", "/api/version", body: nil, contentType: nil, headers: [])
                         case 1:
-                            request = E2EHTTP.request(
+                            request = HTTPWire.request(
                                 "GET", "/api/threads/\(t)", body: nil, contentType: nil, headers: [])
                         default:
-                            request = E2EHTTP.request(
+                            request = HTTPWire.request(
                                 "POST", "/api/threads/\(t)/perform", body: Array(#"{"selector":"echo"}"#.utf8),
                                 contentType: "application/json", headers: [])
                         }
-                        guard let socket = try? E2ESocket(port: server.port, timeout: 30) else {
+                        guard let socket = try? TestHTTPConnection(port: server.port, timeout: 30) else {
                             statuses.append(-1)
                             continue
                         }
@@ -78,7 +78,7 @@ struct E2EServiceTests {
                             data += buffer[0..<n]
                         }
                         close(fd)
-                        statuses.append(E2EHTTP.parseHead(data)?.status ?? -1)
+                        statuses.append(HTTPWire.parseHead(data)?.status ?? -1)
                     }
                     let finished = statuses
                     results.update { $0 += finished }
@@ -95,12 +95,12 @@ struct E2EServiceTests {
 
     @Test("SIGTERM answers every suspended request and exits 0 (within its 5 s grace, given 10 s under load)")
     func gracefulShutdown() async throws {
-        let server = try await RunLoopd.started()
+        let server = try await ServerProcess.started()
         defer { server.stop() }
         let c = server.client
         let manual = try await c.manualThread()
         let busy = try await c.manualThread()
-        let answers = E2EMonitor([Int]())
+        let answers = Monitor([Int]())
         func inFlight(_ path: String, _ body: Value) {
             Thread.detachNewThread {
                 let response = try? c.sendBlocking(
@@ -131,7 +131,7 @@ struct E2EServiceTests {
     @Test("SIGTERM drains: /readyz 503 at once, the API still served; a second SIGTERM ends the drain, exit 0")
     func drainOnSigterm() async throws {
         // A drain far longer than the test waits: what ends it in time is the second signal.
-        let server = try await RunLoopd.started(["--drain-delay", "600"])
+        let server = try await ServerProcess.started(["--drain-delay", "600"])
         defer { server.stop(signal: SIGKILL) }
         let c = server.client
         #expect(try await c.get("/readyz").status == 200)
@@ -157,7 +157,7 @@ struct E2EServiceTests {
 
     @Test("a drain ends by itself once --drain-delay has passed, then the stop exits 0")
     func drainDelayPasses() async throws {
-        let server = try await RunLoopd.started(["--drain-delay", "0.5"])
+        let server = try await ServerProcess.started(["--drain-delay", "0.5"])
         defer { server.stop(signal: SIGKILL) }
         server.send(signal: SIGTERM)
         #expect(await server.exited(timeout: 30) == 0, "\(server.log)")
@@ -169,7 +169,7 @@ struct E2EServiceTests {
 
     @Test("SIGTERM while two handlers sleep 10 s: the stop keeps to its 4 s bound, writes the store and exits 0")
     func stopIsBoundedWhileHandlersAreBusy() async throws {
-        let server = try await RunLoopd.started()
+        let server = try await ServerProcess.started()
         defer { server.stop() }
         let c = server.client
         // Both threads first, then both sleeps back to back: the sleeps begin as close to the
@@ -213,7 +213,7 @@ struct E2EServiceTests {
         func stuckLockStopEnds() async throws {
             // The test fault (debug builds only) makes a thread take the event hub's
             // lock for good, as the freeze of issue 22 did; the stop's closeAll waits on it.
-            let server = try await RunLoopd.started(environment: ["RUNLOOPD_TEST_FAULT": "stuck-lock"])
+            let server = try await ServerProcess.started(environment: ["RUNLOOPD_TEST_FAULT": "stuck-lock"])
             defer { server.stop() }
             // (Any request that publishes an event would now wait forever too: a probe answers on its own.)
             #expect(try await server.client.get("/healthz").status == 200)
@@ -238,7 +238,7 @@ struct E2EServiceTests {
     @Test("the access log loses no line on a clean stop (lines are written by the log writer in batches)")
     func accessLogIsComplete() async throws {
         // Default flags: the access log at info, text format.
-        let server = try await RunLoopd.started()
+        let server = try await ServerProcess.started()
         defer { server.stop() }
         let c = server.client
         let count = 300

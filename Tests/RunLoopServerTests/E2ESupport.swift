@@ -11,24 +11,6 @@ import RunLoopTestSupport
 // here are what the e2e tests call them. Every wait has a deadline; nothing
 // sleeps.
 
-/// A failure of the test harness itself (not an assertion).
-typealias E2EError = TestHTTPError
-
-/// A value threads change and wait on with deadlines.
-typealias E2EMonitor = Monitor
-
-/// One HTTP answer (`status`, `headers`, `body`, `header(_:)`, `text`; `json` below).
-typealias E2EResponse = TestHTTPResponse
-
-/// A blocking TCP connection to the loopback address (raw bytes or whole requests).
-typealias E2ESocket = TestHTTPConnection
-
-/// HTTP/1.1 framing: `request(...)` bytes, `parseHead`, `find`.
-typealias E2EHTTP = HTTPWire
-
-/// One Server-Sent-Events connection whose event data is read as JSON.
-typealias E2EEventStream = EventStreamClient<Value>
-
 /// Where the package and the `runloopd` binary are.
 enum E2EPaths {
     /// The package root: the first folder above this file holding `Package.swift`.
@@ -69,26 +51,22 @@ enum E2EPaths {
     static var publicDirectory: String { packageRoot.appendingPathComponent("Public").path }
 }
 
-/// One running `runloopd` process: `port`, `pid`, `log`, `output`, `send(signal:)`,
-/// `waitForExit(timeout:)`, `stop()`.
-typealias RunLoopd = ServerProcess
-
 extension ServerProcess {
     var client: E2EClient { E2EClient(port: port) }
 
     /// Starts `runloopd --port 0 --port-file … --public-dir Public` plus `arguments`
     /// (with `environment` added to the inherited one, minus its `RUNLOOPD_*`)
     /// and waits (at most 20 s) until it listens.
-    static func start(_ arguments: [String] = [], environment: [String: String] = [:]) throws -> RunLoopd {
+    static func start(_ arguments: [String] = [], environment: [String: String] = [:]) throws -> ServerProcess {
         guard let binary = E2EPaths.binary else {
-            throw E2EError("no runloopd binary: run swift build first (or set RUNLOOPD_BINARY)")
+            throw TestHTTPError("no runloopd binary: run swift build first (or set RUNLOOPD_BINARY)")
         }
         return try runloopd(
             binary: binary, arguments: ["--public-dir", E2EPaths.publicDirectory] + arguments, environment: environment)
     }
 
     /// `start` without holding a cooperative thread while it waits (see `offThePool`).
-    static func started(_ arguments: [String] = [], environment: [String: String] = [:]) async throws -> RunLoopd {
+    static func started(_ arguments: [String] = [], environment: [String: String] = [:]) async throws -> ServerProcess {
         try await offThePool { try start(arguments, environment: environment) }
     }
 
@@ -105,7 +83,7 @@ extension ServerProcess {
     private static func runToExitBlocking(
         _ arguments: [String], environment: [String: String], timeout: Double
     ) throws -> (Int32?, String) {
-        guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
+        guard let binary = E2EPaths.binary else { throw TestHTTPError("no runloopd binary") }
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -114,7 +92,7 @@ extension ServerProcess {
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = pipe
-        let exited = E2EMonitor<Int32?>(nil)
+        let exited = Monitor<Int32?>(nil)
         process.terminationHandler = { finished in
             let status = finished.terminationStatus
             exited.update { $0 = status }
@@ -130,7 +108,7 @@ extension ServerProcess {
 
     /// Runs `body` against a fresh server and always stops it (starting and
     /// stopping off the cooperative pool).
-    static func with<T>(_ arguments: [String] = [], _ body: (RunLoopd) async throws -> T) async throws -> T {
+    static func with<T>(_ arguments: [String] = [], _ body: (ServerProcess) async throws -> T) async throws -> T {
         let server = try await started(arguments)
         do {
             let result = try await body(server)
@@ -177,7 +155,7 @@ struct E2EClient: Sendable {
     func sendBlocking(
         _ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil,
         headers: [(String, String)] = [], timeout: Double = 20
-    ) throws -> E2EResponse {
+    ) throws -> TestHTTPResponse {
         try TestHTTPConnection(port: port, timeout: timeout).request(
             method, path, body: body, contentType: contentType, headers: headers)
     }
@@ -186,7 +164,7 @@ struct E2EClient: Sendable {
     func send(
         _ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil,
         headers: [(String, String)] = [], timeout: Double = 20
-    ) async throws -> E2EResponse {
+    ) async throws -> TestHTTPResponse {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(
@@ -198,12 +176,12 @@ struct E2EClient: Sendable {
         }
     }
 
-    func get(_ path: String) async throws -> E2EResponse { try await send("GET", path) }
+    func get(_ path: String) async throws -> TestHTTPResponse { try await send("GET", path) }
 
-    func delete(_ path: String) async throws -> E2EResponse { try await send("DELETE", path) }
+    func delete(_ path: String) async throws -> TestHTTPResponse { try await send("DELETE", path) }
 
     /// POST with a JSON body (none when `json` is nil).
-    func post(_ path: String, _ json: Value? = nil, timeout: Double = 20) async throws -> E2EResponse {
+    func post(_ path: String, _ json: Value? = nil, timeout: Double = 20) async throws -> TestHTTPResponse {
         try await send(
             "POST", path, body: json.map(JSON.serialize), contentType: json == nil ? nil : "application/json",
             timeout: timeout)
@@ -213,7 +191,7 @@ struct E2EClient: Sendable {
     func createThread(_ body: Value = [:]) async throws -> String {
         let response = try await post("/api/threads", body)
         guard response.status == 201, let id = response["id"].string else {
-            throw E2EError("create thread: \(response)")
+            throw TestHTTPError("create thread: \(response)")
         }
         return id
     }
@@ -225,12 +203,15 @@ struct E2EClient: Sendable {
 
     /// Polls `GET path` until `predicate` holds on the answer, within `timeout`.
     /// Each poll is a real round trip through the control loop.
-    func poll(_ path: String, timeout: Double = 10, until predicate: (E2EResponse) -> Bool) async throws -> E2EResponse
+    func poll(_ path: String, timeout: Double = 10, until predicate: (TestHTTPResponse) -> Bool) async throws
+        -> TestHTTPResponse
     {
         let deadline = Date(timeIntervalSinceNow: timeout)
         var last = try await get(path)
         while !predicate(last) {
-            guard Date() < deadline else { throw E2EError("condition on \(path) not met in \(timeout) s: \(last)") }
+            guard Date() < deadline else {
+                throw TestHTTPError("condition on \(path) not met in \(timeout) s: \(last)")
+            }
             last = try await get(path)
         }
         return last

@@ -2,6 +2,7 @@ import Foundation
 import RunLoopCore
 import RunLoopServer
 import Testing
+import RunLoopTestSupport
 
 /// Warnings and stalls over HTTP against the real binary, thresholds shortened
 /// by flags: each warning code made to appear (GET /api/warnings, the thread
@@ -15,7 +16,7 @@ struct E2EWarningTests {
 
     @Test("lost_wakeup: a signal without a wake-up on a sleeping loop; a wake-up resolves it")
     func lostWakeup() async throws {
-        try await RunLoopd.with(Self.fast) { server in
+        try await ServerProcess.with(Self.fast) { server in
             let c = server.client
             let t = try await c.createThread(["run": ["seconds": 60]])
             let s = try #require(try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])["id"].string)
@@ -34,7 +35,7 @@ struct E2EWarningTests {
 
     @Test("mode_never_runs: a timer in a mode the thread does not run; a run in it resolves it")
     func modeNeverRuns() async throws {
-        try await RunLoopd.with(Self.fast) { server in
+        try await ServerProcess.with(Self.fast) { server in
             let c = server.client
             let t = try await c.manualThread()
             let tm = try #require(
@@ -50,7 +51,7 @@ struct E2EWarningTests {
 
     @Test("perform_on_idle_loop: a perform on a manual thread that is not running; its run resolves it")
     func performOnIdleLoop() async throws {
-        try await RunLoopd.with(Self.fast) { server in
+        try await ServerProcess.with(Self.fast) { server in
             let c = server.client
             let t = try await c.manualThread()
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "echo"])
@@ -67,7 +68,7 @@ struct E2EWarningTests {
 
     @Test("loop_cannot_wake: forever with keepAlive none ends at birth")
     func foreverWithoutKeepAlive() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread(["keepAlive": "none", "run": ["style": "forever"]])
             let raised = try await c.warning(t, "loop_cannot_wake") { _ in true }
@@ -80,7 +81,7 @@ struct E2EWarningTests {
 
     @Test("loop_cannot_wake: an hour-long run with only the keep-alive port; the stop resolves it")
     func longRunWithNothingToWake() async throws {
-        try await RunLoopd.with(["--max-wait", "4000"]) { server in
+        try await ServerProcess.with(["--max-wait", "4000"]) { server in
             let c = server.client
             let t = try await c.manualThread()
             async let run = c.run(t, ["seconds": 3600])
@@ -96,7 +97,7 @@ struct E2EWarningTests {
 
     @Test("timer_behind: a repeating timer held up past its interval; fires on time resolve it")
     func timerBehind() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread()
             let tm = try #require(try await c.post("/api/threads/\(t)/timers", ["interval": 0.05])["id"].string)
@@ -114,10 +115,10 @@ struct E2EWarningTests {
 
     @Test("stall: a 400 ms selector is exactly one stall, micro then hang, then stall-ended")
     func stall() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread()
-            let stream = try E2EEventStream(port: server.port, path: "/api/events?thread=\(t)")
+            let stream = try EventStreamClient<Value>(port: server.port, path: "/api/events?thread=\(t)")
             defer { stream.disconnect() }
             #expect(stream.next(timeout: 20) { $0.name == "hello" } != nil)
             let slept = try await c.post(
@@ -143,7 +144,7 @@ struct E2EWarningTests {
 
     @Test("busy_loop: utilisation over the threshold for a full window; it goes once the work stops")
     func busyLoop() async throws {
-        try await RunLoopd.with(["--busy-window", "1"]) { server in
+        try await ServerProcess.with(["--busy-window", "1"]) { server in
             let c = server.client
             let t = try await c.createThread()
             let timer = try await c.post(
@@ -162,7 +163,7 @@ struct E2EWarningTests {
 
     @Test("metrics: wake-ups by cause, turn busy time, stalls by severity, active warnings, utilisation")
     func metrics() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let t = try await c.createThread()
             _ = try await c.post("/api/threads/\(t)/timers", ["interval": 0.02, "maxFires": 3])
@@ -185,7 +186,7 @@ struct E2EWarningTests {
 
     @Test("GET /api/warnings refuses a bad or empty filter with the field named; a big turns limit is the whole ring")
     func badFilters() async throws {
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let c = server.client
             let code = try await c.get("/api/warnings?code=bogus")
             #expect(code.status == 400)
@@ -205,7 +206,7 @@ struct E2EWarningTests {
     }
 
     /// The data of every event named `name` so far, in order.
-    static func payloads(_ stream: E2EEventStream, named name: String) -> [Value] {
+    static func payloads(_ stream: EventStreamClient<Value>, named name: String) -> [Value] {
         stream.state.value.events.filter { $0.name == name }.map(\.data)
     }
 

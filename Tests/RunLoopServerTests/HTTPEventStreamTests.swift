@@ -18,7 +18,7 @@ extension HTTPServerTests {
     @Test("an unattached stream overflows, closes once and reports why")
     func unattachedOverflow() {
         let stream = EventStream(bufferBytes: 64)
-        let reasons = Awaited<EventStream.CloseReason>()
+        let reasons = Mailbox<EventStream.CloseReason>()
         stream.onClose { reasons.put($0) }
         #expect(stream.send(event: "e", data: "small", id: 1))
         #expect(!stream.send(event: "e", data: String(repeating: "x", count: 100), id: 2))
@@ -27,14 +27,14 @@ extension HTTPServerTests {
         #expect(!stream.send(event: "e", data: "after", id: 3))
         stream.close()
         #expect(reasons.all == [.clientTooSlow])
-        let late = Awaited<EventStream.CloseReason>()
+        let late = Mailbox<EventStream.CloseReason>()
         stream.onClose { late.put($0) }
         #expect(late.all == [.clientTooSlow])
     }
 
     @Test("SSE: events arrive with the right headers, and close() ends the response")
     func eventsArrive() throws {
-        let streams = Awaited<EventStream>()
+        let streams = Mailbox<EventStream>()
         let (server, base) = try startServer { _, respond in
             let stream = EventStream()
             streams.put(stream)
@@ -44,7 +44,7 @@ extension HTTPServerTests {
 
         let curl = try CurlProcess(["-sS", "-N", "-i", "--max-time", "15", "\(base)/events"])
         let stream = try #require(streams.first())
-        let closed = Awaited<EventStream.CloseReason>()
+        let closed = Mailbox<EventStream.CloseReason>()
         stream.onClose { closed.put($0) }
         // The header goes out before any event (EventSource `onopen` fires at once).
         #expect(curl.waitForOutput(containing: ": open\n\n"))
@@ -66,7 +66,7 @@ extension HTTPServerTests {
 
     @Test("SSE: a client that vanishes is noticed through heartbeats and onClose fires once")
     func vanishedClient() throws {
-        let streams = Awaited<EventStream>()
+        let streams = Mailbox<EventStream>()
         let (server, base) = try startServer({ $0.sseHeartbeat = 0.05 }) { _, respond in
             let stream = EventStream()
             streams.put(stream)
@@ -76,7 +76,7 @@ extension HTTPServerTests {
 
         let curl = try CurlProcess(["-sS", "-N", "--max-time", "15", "\(base)/events"])
         let stream = try #require(streams.first())
-        let closed = Awaited<EventStream.CloseReason>()
+        let closed = Mailbox<EventStream.CloseReason>()
         stream.onClose { closed.put($0) }
         #expect(curl.waitForOutput(containing: ": ping\n\n"))
         curl.kill()
@@ -91,7 +91,7 @@ extension HTTPServerTests {
 
     @Test("SSE: a client too slow to read closes the stream without blocking the producer or the server")
     func slowClient() throws {
-        let streams = Awaited<EventStream>()
+        let streams = Mailbox<EventStream>()
         let (server, base) = try startServer({ $0.sseBufferBytes = 8192 }) { request, respond in
             guard request.path == "/events" else { return respond(textResponse("still here")) }
             let stream = EventStream()
@@ -104,7 +104,7 @@ extension HTTPServerTests {
         let client = try TestHTTPConnection(port: server.port, receiveBufferSize: 4096)
         #expect(client.write(Array("GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)))
         let stream = try #require(streams.first())
-        let closed = Awaited<EventStream.CloseReason>()
+        let closed = Mailbox<EventStream.CloseReason>()
         stream.onClose { closed.put($0) }
         let payload = String(repeating: "z", count: 1000)
         var sent = 0
@@ -131,7 +131,7 @@ extension HTTPServerTests {
 
     @Test("stop() ends open event streams and returns promptly")
     func stopEndsStreams() throws {
-        let streams = Awaited<EventStream>()
+        let streams = Mailbox<EventStream>()
         let (server, base) = try startServer { _, respond in
             let stream = EventStream()
             streams.put(stream)
@@ -139,7 +139,7 @@ extension HTTPServerTests {
         }
         let curl = try CurlProcess(["-sS", "-N", "--max-time", "15", "\(base)/events"])
         let stream = try #require(streams.first())
-        let closed = Awaited<EventStream.CloseReason>()
+        let closed = Mailbox<EventStream.CloseReason>()
         stream.onClose { closed.put($0) }
         #expect(stream.send(event: "hello", data: "1", id: nil))
         #expect(curl.waitForOutput(containing: "data: 1\n\n"))

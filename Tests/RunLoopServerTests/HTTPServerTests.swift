@@ -4,6 +4,7 @@ import Foundation
 import Testing
 
 @testable import RunLoopServer
+import RunLoopTestSupport
 
 /// What the echo handler reports about a request.
 private struct Echo: Codable {
@@ -59,7 +60,7 @@ struct HTTPServerTests {
 
     @Test("answers later from another thread: the connection is suspended, then resumed")
     func asyncAnswer() throws {
-        let pending = Awaited<@Sendable (HTTPResponse) -> Void>()
+        let pending = Mailbox<@Sendable (HTTPResponse) -> Void>()
         let (server, base) = try startServer { _, respond in pending.put(respond) }
         defer { server.stop() }
 
@@ -77,7 +78,7 @@ struct HTTPServerTests {
 
     @Test("100 concurrent requests are all answered, and every request context is released")
     func concurrentRequests() throws {
-        let handled = Awaited<UInt64>()
+        let handled = Mailbox<UInt64>()
         let (server, base) = try startServer({ $0.perIPConnectionLimit = 256 }) { request, respond in
             handled.put(request.id)
             if request.id % 2 == 0 {
@@ -119,7 +120,7 @@ struct HTTPServerTests {
 
     @Test("Content-Length over the limit is answered 413 without calling the handler")
     func contentLengthTooLarge() throws {
-        let calls = Awaited<String>()
+        let calls = Mailbox<String>()
         let (server, base) = try startServer({ $0.maxBodyBytes = 1024 }) { request, respond in
             calls.put(request.path)
             respond(textResponse("should not happen"))
@@ -144,7 +145,7 @@ struct HTTPServerTests {
 
     @Test("a chunked body over the limit is answered 413")
     func chunkedTooLarge() throws {
-        let calls = Awaited<String>()
+        let calls = Mailbox<String>()
         let (server, base) = try startServer({ $0.maxBodyBytes = 1024 }) { request, respond in
             calls.put(request.path)
             respond(textResponse("should not happen"))
@@ -160,7 +161,7 @@ struct HTTPServerTests {
 
     @Test("stop() answers a suspended request with 503 and returns promptly; safe twice")
     func stopAnswersSuspended() throws {
-        let pending = Awaited<@Sendable (HTTPResponse) -> Void>()
+        let pending = Mailbox<@Sendable (HTTPResponse) -> Void>()
         let (server, base) = try startServer { _, respond in pending.put(respond) }
 
         let curl = try CurlProcess(["-sS", "-i", "--max-time", "15", "\(base)/never"])
@@ -182,7 +183,7 @@ struct HTTPServerTests {
 
     @Test("a handler that keeps `respond` does not keep the stopped server alive")
     func serverReleased() throws {
-        let kept = Awaited<@Sendable (HTTPResponse) -> Void>()
+        let kept = Mailbox<@Sendable (HTTPResponse) -> Void>()
         weak var weakServer: HTTPServer?
         do {
             let (server, base) = try startServer { _, respond in kept.put(respond) }

@@ -23,9 +23,6 @@ struct ClosureHandler: HTTPRequestHandler {
     func response(for refusal: HTTPRefusal) -> HTTPResponse { APIResponses.refusal(refusal) }
 }
 
-/// Values one thread delivers and others wait for, with a deadline (no sleeping).
-typealias Awaited = Mailbox
-
 /// A logger that records messages (and prints nothing).
 final class RecordingLogHandler: LogHandler, @unchecked Sendable {
     private let lines = Locked<[String]>([])

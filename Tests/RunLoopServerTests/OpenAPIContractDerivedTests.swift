@@ -80,13 +80,13 @@ struct OpenAPIContractDerivedTests {
         func call(
             _ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = "application/json",
             headers: [(String, String)]? = nil
-        ) async throws -> E2EResponse {
+        ) async throws -> TestHTTPResponse {
             try await client.send(
                 method, path, body: body, contentType: body == nil ? nil : contentType,
                 headers: headers ?? [("Authorization", "Bearer \(OpenAPIContractDerivedTests.token)")], timeout: 30)
         }
 
-        func call(_ method: String, _ path: String, json: Value?) async throws -> E2EResponse {
+        func call(_ method: String, _ path: String, json: Value?) async throws -> TestHTTPResponse {
             try await call(method, path, body: json.map(JSON.serialize))
         }
 
@@ -177,16 +177,16 @@ struct OpenAPIContractDerivedTests {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rl-contract-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        try await RunLoopd.with(["--data-dir", dir.path, "--instance-id", "gone"]) { _ in }
+        try await ServerProcess.with(["--data-dir", dir.path, "--instance-id", "gone"]) { _ in }
         let flags = [
             "--token", token, "--max-tasks", "\(Self.maxTasks)", "--max-body", "4096", "--experiments-dir", experiments,
             "--data-dir", dir.path, "--instance-id", "contract",
         ]
-        try await RunLoopd.with(flags) { server in
+        try await ServerProcess.with(flags) { server in
             let c = Caller(client: server.client)
             for (method, template) in routes {
                 let operation = "\(method) \(template)"
-                func note(_ r: E2EResponse) { seen.note(operation, r.status, r.json) }
+                func note(_ r: TestHTTPResponse) { seen.note(operation, r.status, r.json) }
                 if template == "/api/events" {
                     // A stream: refused before it starts, or its head read and the connection closed.
                     note(try await c.call("GET", template, headers: []))
@@ -196,7 +196,7 @@ struct OpenAPIContractDerivedTests {
                     ) { $0 }
                     #expect(stream.state.wait(timeout: 10) { $0.status != nil })
                     if let status = stream.state.update({ $0.status }) {
-                        note(E2EResponse(status: status, headers: [], body: []))
+                        note(TestHTTPResponse(status: status, headers: [], body: []))
                     }
                     stream.disconnect()
                     continue
@@ -331,7 +331,7 @@ struct OpenAPIContractDerivedTests {
         }
 
         // A handler that does not return: the run, the stop and the end that wait on it.
-        try await RunLoopd.with(["--token", token, "--max-wait", "0.5"]) { server in
+        try await ServerProcess.with(["--token", token, "--max-wait", "0.5"]) { server in
             let c = Caller(client: server.client)
             let t = try await c.call("POST", "/api/threads", json: ["run": ["style": "manual"]])
             let base = "/api/threads/\(t["id"].string ?? "")"
@@ -533,7 +533,7 @@ struct OpenAPIContractDerivedTests {
             }
         }
         check(Self.document, "openapi.json")
-        try await RunLoopd.with { server in
+        try await ServerProcess.with { server in
             let selectors = try await server.client.get("/api/selectors")
             #expect(selectors.status == 200)
             #expect(!selectors["selectors"].items.isEmpty)

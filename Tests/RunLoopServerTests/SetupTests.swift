@@ -87,7 +87,7 @@ struct SetupTests {
     func roundTrip() async throws {
         let file = try Self.write(Self.full)
         defer { try? FileManager.default.removeItem(at: file) }
-        let first = try await RunLoopd.started(["--setup", file.path])
+        let first = try await ServerProcess.started(["--setup", file.path])
         defer { first.stop() }
         // Logged before the port file is written; read from the pipe a moment later.
         #expect(await first.logged(timeout: 10) { $0.contains("setup applied") }, "\(first.log)")
@@ -125,7 +125,7 @@ struct SetupTests {
         let again = try Self.write(Data(exported.body))
         defer { try? FileManager.default.removeItem(at: again) }
         // --read-only refuses users' changes, not the operator's setup.
-        let second = try await RunLoopd.started(["--setup", again.path, "--read-only"])
+        let second = try await ServerProcess.started(["--setup", again.path, "--read-only"])
         defer { second.stop() }
         let reexported = try await second.client.get("/api/setup")
         #expect(reexported.status == 200)
@@ -136,7 +136,7 @@ struct SetupTests {
     func crossThreadAliases() async throws {
         let file = try Self.write(Self.full)
         defer { try? FileManager.default.removeItem(at: file) }
-        try await RunLoopd.with(["--setup", file.path]) { server in
+        try await ServerProcess.with(["--setup", file.path]) { server in
             let c = server.client
             let export = try await c.get("/api/setup").json
             let threads = export["threads"].items
@@ -205,7 +205,7 @@ struct SetupTests {
     func badFile(name: String, content: String, messages: [String]) async throws {
         let file = try Self.write(Data(content.utf8))
         defer { try? FileManager.default.removeItem(at: file) }
-        let (status, log) = try await RunLoopd.runToExit(["--port", "0", "--setup", file.path])
+        let (status, log) = try await ServerProcess.runToExit(["--port", "0", "--setup", file.path])
         #expect(status == 78, "\(name): \(log)")
         #expect(log.contains("cannot start: setup file \(file.path): "), "\(name): \(log)")
         for message in messages { #expect(log.contains(message), "\(name): \(message) in \(log)") }
@@ -216,7 +216,7 @@ struct SetupTests {
     func missingFile() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("no-such-setup-\(UUID().uuidString)")
             .path
-        let (status, log) = try await RunLoopd.runToExit(["--port", "0", "--setup", path])
+        let (status, log) = try await ServerProcess.runToExit(["--port", "0", "--setup", path])
         #expect(status == 78, "\(log)")
         #expect(log.contains("setup file \(path): cannot be read"), "\(log)")
     }
@@ -225,7 +225,7 @@ struct SetupTests {
     func empty() async throws {
         let file = try Self.write(["threads": []])
         defer { try? FileManager.default.removeItem(at: file) }
-        try await RunLoopd.with(["--setup", file.path]) { server in
+        try await ServerProcess.with(["--setup", file.path]) { server in
             let export = try await server.client.get("/api/setup")
             #expect(export.json == ["version": 1, "threads": []])
         }
@@ -244,7 +244,7 @@ struct SetupTests {
         #expect(
             embedded.trimmingCharacters(in: .whitespacesAndNewlines)
                 == text.trimmingCharacters(in: .whitespacesAndNewlines))
-        try await RunLoopd.with(["--setup", example.path]) { server in
+        try await ServerProcess.with(["--setup", example.path]) { server in
             #expect(await server.logged(timeout: 10) { $0.contains("setup applied") }, "\(server.log)")
             let export = try await server.client.get("/api/setup")
             #expect(export.json["threads"].items.count == 3)
@@ -264,7 +264,7 @@ struct SetupTests {
             ]
         ])
         defer { try? FileManager.default.removeItem(at: file) }
-        guard let binary = E2EPaths.binary else { throw E2EError("no runloopd binary") }
+        guard let binary = E2EPaths.binary else { throw TestHTTPError("no runloopd binary") }
         let port = freeLoopbackPort()
         // Returns once it accepts connections: the setup is under way then.
         let server = try ServerProcess.listening(

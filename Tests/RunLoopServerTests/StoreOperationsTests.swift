@@ -331,7 +331,7 @@ struct E2EStoreOperationsTests {
     func forgetInstances() async throws {
         let dir = try E2EHistoryTests.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let server = try await RunLoopd.started(["--data-dir", dir.path, "--instance-id", "me"])
+        let server = try await ServerProcess.started(["--data-dir", dir.path, "--instance-id", "me"])
         defer { server.stop() }
         let c = server.client
         let path = dir.appendingPathComponent("history.sqlite").path
@@ -373,7 +373,7 @@ extension E2EStoreOperationsTests {
             (["--store-password-file", "/etc/hostname"], "for a PostgreSQL store"),
             (["--store", "postgres://u:x@127.0.0.1:1/db", "--store-password-file", "/etc/hostname"], "one place"),
         ] {
-            let (status, output) = try await RunLoopd.runToExit(["--port", "0"] + arguments)
+            let (status, output) = try await ServerProcess.runToExit(["--port", "0"] + arguments)
             #expect(status == 64, "\(arguments): \(output)")
             #expect(output.contains(says), "\(arguments): \(output)")
         }
@@ -399,7 +399,7 @@ extension E2EStoreOperationsTests {
     func retentionThroughTheBinary() async throws {
         let dir = try E2EHistoryTests.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let server = try await RunLoopd.started(
+        let server = try await ServerProcess.started(
             ["--data-dir", dir.path, "--instance-id", "me", "--retention-size", "300KB"])
         defer { server.stop() }
         let c = server.client
@@ -454,11 +454,11 @@ extension E2EStoreOperationsTests {
             try #require(status == 0, "pg_ctl \(verb) exited with \(status)")
         }
         let beat = ["--heartbeat-interval", "0.5", "--log-level", "warning"]
-        let a = try await RunLoopd.started(["--store", url, "--instance-id", "fa"] + beat)
+        let a = try await ServerProcess.started(["--store", url, "--instance-id", "fa"] + beat)
         defer { a.stop() }
-        let b = try await RunLoopd.started(["--store", url, "--instance-id", "fb"] + beat)
+        let b = try await ServerProcess.started(["--store", url, "--instance-id", "fb"] + beat)
         defer { b.stop() }
-        func health(_ r: E2EResponse) -> String? {
+        func health(_ r: TestHTTPResponse) -> String? {
             r["instances"].items.first { $0["id"] == "fb" }?["health"].string
         }
         _ = try await a.client.poll("/api/fleet") { health($0) == "up" }
