@@ -10,10 +10,6 @@ import Testing
 /// case gets a database of its own.
 @Suite("History stores")
 struct HistoryStoreTests {
-    /// `sqlite`, and `postgres` when a server is there.
-    static let kinds: [String] =
-        ["sqlite"] + (ProcessInfo.processInfo.environment["RUNLOOPD_TEST_POSTGRES_URL"] == nil ? [] : ["postgres"])
-
     /// A fresh, empty store of `kind` (removed by `drop`).
     static func fresh(_ kind: String) throws -> (store: any HistoryStore, drop: () -> Void) {
         if kind == "sqlite" {
@@ -38,7 +34,12 @@ struct HistoryStoreTests {
         StoredEvent(instance: "i1", boot: 1, seq: seq, at: at ?? Double(seq), type: type, thread: thread, data: data)
     }
 
-    @Test("a batch reads back through every filter and pages by cursor both ways", arguments: kinds)
+    @Test(
+        "a batch reads back through every filter and pages by cursor both ways (PostgreSQL)",
+        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+    func filtersAndPagesOnPostgres() throws { try filtersAndPages(kind: "postgres") }
+
+    @Test("a batch reads back through every filter and pages by cursor both ways", arguments: ["sqlite"])
     func filtersAndPages(kind: String) throws {
         let (store, drop) = try Self.fresh(kind)
         defer {
@@ -71,8 +72,13 @@ struct HistoryStoreTests {
     }
 
     @Test(
+        "register counts starts, begins ids above the reserved ceiling and marks unended threads lost (PostgreSQL)",
+        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+    func registrationOnPostgres() throws { try registration(kind: "postgres") }
+
+    @Test(
         "register counts starts, begins ids above the reserved ceiling and marks unended threads lost",
-        arguments: kinds)
+        arguments: ["sqlite"])
     func registration(kind: String) throws {
         let (store, drop) = try Self.fresh(kind)
         defer {
@@ -114,7 +120,12 @@ struct HistoryStoreTests {
         #expect(try store.instances().first { $0.id == "i1" }?.stoppedAt == nil)
     }
 
-    @Test("retention: by age the old events go; by size the oldest go first until the rest fits", arguments: kinds)
+    @Test(
+        "retention: by age the old events go; by size the oldest go first until the rest fits (PostgreSQL)",
+        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+    func retentionOnPostgres() throws { try retention(kind: "postgres") }
+
+    @Test("retention: by age the old events go; by size the oldest go first until the rest fits", arguments: ["sqlite"])
     func retention(kind: String) throws {
         let (store, drop) = try Self.fresh(kind)
         defer {

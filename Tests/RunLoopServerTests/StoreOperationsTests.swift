@@ -26,8 +26,13 @@ struct StoreOperationsTests {
     }
 
     @Test(
+        "retention of one instance never deletes another's events or threads; the fleet scope prunes all (PostgreSQL)",
+        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+    func scopedRetentionOnPostgres() throws { try scopedRetention(kind: "postgres") }
+
+    @Test(
         "retention of one instance never deletes another's events or threads; the fleet scope prunes all",
-        arguments: HistoryStoreTests.kinds)
+        arguments: ["sqlite"])
     func scopedRetention(kind: String) throws {
         let (store, drop) = try HistoryStoreTests.fresh(kind)
         defer {
@@ -73,8 +78,13 @@ struct StoreOperationsTests {
     }
 
     @Test(
+        "forget: a stopped or silent instance goes, a fresh one stays, an unknown one is said to be (PostgreSQL)",
+        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+    func forgetOnPostgres() throws { try forget(kind: "postgres") }
+
+    @Test(
         "forget: a stopped or silent instance goes, a fresh one stays, an unknown one is said to be",
-        arguments: HistoryStoreTests.kinds)
+        arguments: ["sqlite"])
     func forget(kind: String) throws {
         let (store, drop) = try HistoryStoreTests.fresh(kind)
         defer {
