@@ -214,14 +214,13 @@ enum PerformOn {
             let result = try target.runSelectorNow(call)
             return SelectorOutcome(["thread": .string(target.id), "waited": true, "result": result])
         }
-        let done = DispatchSemaphore(value: 0)
-        let box = Locked<PerformResult?>(nil)
+        let answer = Locked<PerformResult?>(nil)
         let performId = try target.perform(spec) { result in
-            box.withLock { $0 = result }
-            done.signal()
+            answer.withLock { $0 = result }
+            answer.notifyAll()
         }
         let timeout = context.number("timeout")
-        guard done.wait(timeout: .now() + timeout) == .success, let result = box.withLock({ $0 }) else {
+        guard let result = answer.withLock(when: { $0 != nil }, timeout: timeout, { result, _ in result }) else {
             throw RunLoopError(
                 kind: .failed, code: "wait_passed",
                 message: "perform \(performId) on \(target.id) did not finish within \(timeout) s (it stays queued)")

@@ -374,13 +374,11 @@ public final class Worker: Sendable {
     /// Returns the final snapshot, or nil on timeout.
     @discardableResult
     public func endAndWait(timeout: Double = 30, origin: StopOrigin = .threadEnding) -> WorkerSnapshot? {
-        let done = DispatchSemaphore(value: 0)
-        let box = Locked<WorkerSnapshot?>(nil)
+        let final = Locked<WorkerSnapshot?>(nil)
         end(origin: origin) { snapshot in
-            box.withLock { $0 = snapshot }
-            done.signal()
+            final.withLock { $0 = snapshot }
+            final.notifyAll()
         }
-        guard done.wait(timeout: .now() + timeout) == .success else { return nil }
-        return box.withLock { $0 }
+        return final.withLock(when: { $0 != nil }, timeout: timeout) { snapshot, _ in snapshot }
     }
 }
