@@ -79,10 +79,7 @@ extension API {
     /// fractional seconds optional), or nil when absent.
     static func queryDate(_ ctx: RouteContext, _ name: String) throws(RunLoopError) -> Date? {
         guard let text = ctx.request.query[name] else { return nil }
-        let precise = ISO8601DateFormatter()
-        precise.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let plain = ISO8601DateFormatter()
-        guard text.utf8.count <= 64, let date = precise.date(from: text) ?? plain.date(from: text) else {
+        guard text.utf8.count <= 64, let date = Timestamp.parse(text) else {
             throw .badValue(name, "\(name) must be an ISO 8601 timestamp such as 2026-11-25T13:12:49.806Z")
         }
         return date

@@ -242,11 +242,7 @@ extension API {
         if let last = text.last, last.isLetter, let ago = parseDuration(text) {
             return Date().timeIntervalSince1970 - ago
         }
-        let iso = ISO8601DateFormatter()
-        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = iso.date(from: text) { return date.timeIntervalSince1970 }
-        iso.formatOptions = [.withInternetDateTime]
-        if let date = iso.date(from: text) { return date.timeIntervalSince1970 }
+        if let date = Timestamp.parse(text) { return date.timeIntervalSince1970 }
         throw .badValue(name, "\(name) must be an ISO 8601 time, seconds since 1970, or a duration ago such as 15m")
     }
 }

@@ -104,6 +104,16 @@ public enum JSON {
 
 /// ISO-8601 timestamps with milliseconds, UTC (`2026-11-22T01:02:03.456Z`).
 public enum Timestamp {
+    /// The date of an ISO 8601 internet date-time, with or without
+    /// fractional seconds (`2026-11-25T13:12:49.806Z`, `2026-11-25T14:00:00Z`).
+    public static func parse(_ text: String) -> Date? {
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = iso.date(from: text) { return date }
+        iso.formatOptions = [.withInternetDateTime]
+        return iso.date(from: text)
+    }
+
     /// The timestamp of `date`.
     public static func string(_ date: Date) -> String {
         var out: [UInt8] = []
