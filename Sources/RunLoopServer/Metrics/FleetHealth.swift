@@ -33,8 +33,9 @@ final class FleetHealth: Sendable {
     func refresh(_ history: HistoryRecorder, done: @escaping @Sendable () -> Void) {
         let once = ReplyOnce<Void> { _ in done() }
         once.expire(after: Self.wait) {}
+        let wake: @Sendable () -> Void = { once.answer(()) }  // called after the read, outside the lock
         let startRead = state.withLock { s in
-            s.waiting.append { once.answer(()) }
+            s.waiting.append(wake)
             defer { s.reading = true }
             return !s.reading
         }
