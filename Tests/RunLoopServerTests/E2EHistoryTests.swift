@@ -321,6 +321,12 @@ struct E2EHistoryTests {
         await offThePool { shell(command) }
     }
 
+    /// Runs a test cluster's `pg_ctl` command line (from scripts/with-postgres.sh) with `verb`.
+    static func pgctl(_ control: String, _ verb: String) async throws {
+        let status = await run("\(control) \(verb) >/dev/null")
+        try #require(status == 0, "pg_ctl \(verb) exited with \(status)")
+    }
+
     @Test(
         "a store that holds the writer (another connection keeps the write lock): SIGTERM still exits 0 within the stop's bound"
     )
@@ -460,10 +466,6 @@ struct E2EHistoryTests {
         let environment = ProcessInfo.processInfo.environment
         let url = try #require(environment["RUNLOOPD_TEST_POSTGRES_OUTAGE_URL"])
         let control = try #require(environment["RUNLOOPD_TEST_POSTGRES_OUTAGE_PG_CTL"])
-        func pgctl(_ verb: String) async throws {
-            let status = await Self.run("\(control) \(verb) >/dev/null")
-            try #require(status == 0, "pg_ctl \(verb) exited with \(status)")
-        }
         let server = try await ServerProcess.started([
             "--store", url, "--instance-id", "outage-\(UUID().uuidString.prefix(8))", "--log-level", "warning",
         ])
@@ -472,14 +474,14 @@ struct E2EHistoryTests {
         let loop = try await c.createThread(["run": ["style": "loop"]])
         let load = Load(port: server.port, thread: loop, workers: 2)
         _ = try await c.poll("/api/store", timeout: 30) { ($0["written"].number ?? 0) >= 100 }
-        try await pgctl("stop -m fast")
+        try await Self.pgctl(control, "stop -m fast")
         let down = try await c.poll("/api/store", timeout: 30) { $0["up"] == false && ($0["queued"].number ?? 0) > 50 }
         #expect(down["lastError"].string != nil)
         #expect(
             try await c.get("/api/warnings")["warnings"].items.contains {
                 $0["code"] == "store_unavailable" && $0["active"] == true
             })
-        try await pgctl("start")
+        try await Self.pgctl(control, "start")
         _ = try await c.poll("/api/store", timeout: 30) { $0["up"] == true }
         let statuses = await load.stop()
         _ = try await c.poll("/api/store", timeout: 30) { $0["queued"] == 0 }

@@ -1,6 +1,7 @@
 import CLibPQ
 import Foundation
 import GRDB
+import RunLoopServer
 import RunLoopStore
 import RunLoopTestSupport
 import Testing
@@ -445,9 +446,7 @@ extension E2EStoreOperationsTests {
 extension E2EStoreOperationsTests {
     /// Seconds since 1970 of an API timestamp (`2026-11-26T04:36:01.493Z`).
     static func seconds(_ text: String) -> Double? {
-        let format = ISO8601DateFormatter()
-        format.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return format.date(from: text)?.timeIntervalSince1970
+        Timestamp.parse(text)?.timeIntervalSince1970
     }
 
     @Test(
@@ -459,10 +458,6 @@ extension E2EStoreOperationsTests {
         let environment = ProcessInfo.processInfo.environment
         let url = try #require(environment["RUNLOOPD_TEST_POSTGRES_FLEET_URL"])
         let control = try #require(environment["RUNLOOPD_TEST_POSTGRES_FLEET_PG_CTL"])
-        func pgctl(_ verb: String) async throws {
-            let status = await E2EHistoryTests.run("\(control) \(verb) >/dev/null")
-            try #require(status == 0, "pg_ctl \(verb) exited with \(status)")
-        }
         let beat = ["--heartbeat-interval", "0.5", "--log-level", "warning"]
         let a = try await ServerProcess.started(["--store", url, "--instance-id", "fa"] + beat)
         defer { a.stop() }
@@ -473,13 +468,13 @@ extension E2EStoreOperationsTests {
         }
         _ = try await a.client.poll("/api/fleet") { health($0) == "up" }
 
-        try await pgctl("stop -m fast")
+        try await E2EHistoryTests.pgctl(control, "stop -m fast")
         // Both writers see it fail, then the outage lasts 4 s (their back-off grows to 2-4 s).
         _ = try await a.client.poll("/api/store") { $0["up"] == false }
         _ = try await b.client.poll("/api/store") { $0["up"] == false }
         let outageEnds = Date().addingTimeInterval(4)
         _ = try await a.client.poll("/api/store", timeout: 10) { _ in Date() >= outageEnds }
-        try await pgctl("start")
+        try await E2EHistoryTests.pgctl(control, "start")
         let restarted = Date().timeIntervalSince1970
 
         // Until b has beaten again, a's every answer shows b up (or fails: a's own store not back yet).
