@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import MicroHTTP
 import RunLoopServer
 
 /// `runloopd healthcheck`: GET /healthz on a running server and exit 0 on 200,
@@ -13,13 +14,15 @@ struct Healthcheck: ParsableCommand {
     var host: String = "127.0.0.1"
 
     @Option(help: "Port of the server.")
-    var port: UInt16 = Env.integer("PORT").map(UInt16.init(clamping:)) ?? 8080
+    var port = Setting(HTTPServerConfiguration.defaultPort, env: "PORT")
 
     @Option(help: "Seconds to wait for the answer.")
     var timeout: Double = 3
 
+    mutating func validate() throws { try port.resolve() }
+
     func run() throws {
-        switch Self.probe(host: host, port: port, timeout: timeout) {
+        switch Self.probe(host: host, port: port.value, timeout: timeout) {
         case .success(let status) where status == 200:
             print("healthy: GET /healthz answered 200")
         case .success(let status):

@@ -187,7 +187,7 @@ final class LogSink: AccessLogWriter {
 }
 
 /// How `SinkLogHandler` writes a line.
-enum LogFormat: Sendable {
+enum LogFormat: String, CaseIterable, Sendable {
     /// `timestamp level label : key=value … [source] message` (`TextLogLine`).
     case text
     /// One JSON object per line (`JSONLogLine`).

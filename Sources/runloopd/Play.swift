@@ -27,7 +27,7 @@ struct Play: ParsableCommand {
     var url: String?
 
     @Option(help: "Bearer token for a runloopd started with --token.")
-    var token: String = ProcessInfo.processInfo.environment["RUNLOOPD_TOKEN"] ?? ""
+    var token = Setting("", env: "TOKEN")
 
     @Option(help: "Also write a JUnit XML report here.")
     var junit: String?
@@ -43,6 +43,8 @@ struct Play: ParsableCommand {
 
     @Flag(help: "Delete the threads the play created (POST /api/threads) once each experiment is over.")
     var cleanup = false
+
+    mutating func validate() throws { try token.resolve() }
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
@@ -60,7 +62,7 @@ struct Play: ParsableCommand {
         var embedded: RunLoopService?
         let client: LabClient
         if let url {
-            guard let parsed = LabClient(url: url, token: token) else {
+            guard let parsed = LabClient(url: url, token: token.value) else {
                 print("runloopd play: --url must be http://host[:port]")
                 throw ExitCode(2)
             }
@@ -95,7 +97,7 @@ struct Play: ParsableCommand {
         if probe.status == 401 {
             print(
                 "runloopd play: \(url ?? "the server") wants a token: give --token or RUNLOOPD_TOKEN"
-                    + (token.isEmpty ? "" : " (the one given was refused)"))
+                    + (token.value.isEmpty ? "" : " (the one given was refused)"))
             throw ExitCode(2)
         }
 

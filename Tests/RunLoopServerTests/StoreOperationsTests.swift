@@ -379,7 +379,7 @@ extension E2EStoreOperationsTests {
     func flags() async throws {
         let pg = "postgres://u@127.0.0.1:1/db"
         for (arguments, says) in [
-            (["--retention-scope", "everyone"], "--retention-scope must be instance or fleet"),
+            (["--retention-scope", "everyone"], "'everyone' is invalid for '--retention-scope"),
             (["--store", pg, "--store-password-file", "/nonexistent/pw"], "cannot read /nonexistent/pw"),
             (["--store-password-file", "/etc/hostname"], "for a PostgreSQL store"),
             (["--store", "postgres://u:x@127.0.0.1:1/db", "--store-password-file", "/etc/hostname"], "one place"),
