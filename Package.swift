@@ -83,6 +83,14 @@ let package = Package(
         ),
         .target(name: "RunLoopTestSupport", dependencies: ["Primitives"]),
         .testTarget(name: "RunLoopCoreTests", dependencies: ["RunLoopCore", "Primitives", "RunLoopTestSupport"]),
+        // runloopd's own options: parsed in process, no server started.
+        .testTarget(
+            name: "RunLoopdTests",
+            dependencies: [
+                "runloopd", "RunLoopCore", "RunLoopServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .testTarget(
             name: "RunLoopServerTests",
             dependencies: [

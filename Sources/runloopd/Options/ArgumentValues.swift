@@ -21,13 +21,13 @@ struct Seconds: ExpressibleByArgument, Comparable, Sendable {
 
     static func < (a: Seconds, b: Seconds) -> Bool { a.seconds < b.seconds }
 
-    /// In the largest whole unit (`7d`, `5m`), else in seconds (`0.5`).
+    /// In the largest whole unit (`7d`, `5m`), else in seconds (`0.5s`).
     var defaultValueDescription: String {
-        for (unit, size) in [("w", 604_800.0), ("d", 86_400), ("h", 3600), ("m", 60)]
+        for (unit, size) in [("d", 86_400.0), ("h", 3600), ("m", 60)]
         where seconds >= size && seconds.truncatingRemainder(dividingBy: size) == 0 {
             return "\(Int(seconds / size))\(unit)"
         }
-        return seconds == seconds.rounded() ? "\(Int(seconds))" : "\(seconds)"
+        return (seconds == seconds.rounded() ? "\(Int(seconds))" : "\(seconds)") + "s"
     }
 }
 

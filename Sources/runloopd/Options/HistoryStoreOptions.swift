@@ -18,7 +18,7 @@ struct HistoryStoreOptions: ParsableArguments {
             valueName: "url"))
     var store = Setting(StoreURL.sqlite, env: "STORE")
 
-    @Option(help: "Folder of the SQLite history store (default: $XDG_STATE_HOME/runloopd or ~/.local/state/runloopd).")
+    @Option(help: "Folder of the SQLite history store ($XDG_STATE_HOME/runloopd, else ~/.local/state/runloopd).")
     var dataDir = Setting(StoreOptions.defaultDataDirectory(), env: "DATA_DIR")
 
     @Option(help: "Keep history this long (e.g. 7d, 12h, 30m; 0: no age limit).")
@@ -55,10 +55,10 @@ struct HistoryStoreOptions: ParsableArguments {
     @Option(help: "Most kept events one history page or one resumed event stream (Last-Event-ID) returns.")
     var replayLimit = Setting(Count(StoreOptions().replayLimit), env: "REPLAY_LIMIT")
 
-    @Option(help: "This instance's id in the store (default: host name and port).")
+    @Option(help: "This instance's id in the store (none: host name and port, kept beside an SQLite file).")
     var instanceId = Setting("", env: "INSTANCE_ID")
 
-    @Option(help: "The URL other instances link to for this one's dashboard (default: from host and port).")
+    @Option(help: "The URL other instances link to for this one's dashboard (none: from host and port).")
     var advertiseUrl = Setting("", env: "ADVERTISE_URL")
 
     mutating func validate() throws {
