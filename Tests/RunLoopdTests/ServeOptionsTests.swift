@@ -127,6 +127,16 @@ struct ServeOptionsTests {
             try parseServe(["--no-store", "--no-trace"]).serviceConfiguration(token: nil).diagnostics.tracing == false)
     }
 
+    @Test("docs/setup.md's flag table lists every option of --help with its variable")
+    func documented() throws {
+        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../docs/setup.md")
+        let text = try String(contentsOf: docs, encoding: .utf8)
+        for setting in documentedSettings() {
+            #expect(text.contains("| `\(setting.flag)` | `\(setting.variable)` |"), "\(setting.flag)")
+        }
+    }
+
     @Test("--help shows every option's default and variable, grouped by concern")
     func help() {
         let help = RunLoopdCommand.helpMessage(for: Serve.self, columns: 100_000)

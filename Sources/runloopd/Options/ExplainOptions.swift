@@ -34,7 +34,7 @@ struct ExplainOptions: ParsableArguments {
     @Option(help: "How long work may wait in a mode the thread does not run before mode_never_runs.")
     var modeNeverRunsAfter = Setting(Seconds(DiagnosticsOptions().modeNeverRunsAfter), env: "MODE_NEVER_RUNS_AFTER")
 
-    @Option(help: "How long a run may last with nothing in its mode that can wake it before cannot_wake.")
+    @Option(help: "How long a run may last with nothing in its mode that can wake it before loop_cannot_wake.")
     var cannotWakeAfter = Setting(Seconds(DiagnosticsOptions().cannotWakeSeconds), env: "CANNOT_WAKE_AFTER")
 
     @Option(help: "Utilisation window (busy_loop needs it full).")
