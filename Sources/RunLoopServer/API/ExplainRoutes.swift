@@ -6,9 +6,9 @@ extension API {
     func addExplain(_ r: inout Router) {
         r.add("GET", "/api/threads/{id}/turns") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
-            let since = try Self.queryInteger(ctx, "since", min: 0, max: 9_007_199_254_740_991) ?? 0
+            let since = try API.integerParameter(ctx, "since", in: 0...API.maxExactInteger) ?? 0
             // Past the largest ring a limit asks for nothing more than a whole ring.
-            let asked = try Self.queryInteger(ctx, "limit", min: 1, max: 1_000_000) ?? 100
+            let asked = try API.integerParameter(ctx, "limit", in: 1...1_000_000) ?? 100
             let limit = min(asked, registry.diagnostics.options.maxTurnRingSize)
             let page = target.turns(matching: try Self.turnFilter(ctx), since: since, limit: limit)
             return .json(
@@ -68,7 +68,7 @@ extension API {
             }
             filter.calloutId = text
         }
-        filter.run = try queryInteger(ctx, "run", min: 1, max: 9_007_199_254_740_991)
+        filter.run = try API.integerParameter(ctx, "run", in: 1...API.maxExactInteger)
         filter.from = try queryDate(ctx, "from")
         // A window whose `to` is before its `from` is empty, not an error: it selects no turn.
         filter.to = try queryDate(ctx, "to")
@@ -90,15 +90,5 @@ extension API {
         guard let text = ctx.request.query[name] else { return nil }
         guard text == "true" || text == "false" else { throw .badValue(name, "\(name) must be true or false") }
         return text == "true"
-    }
-
-    /// An integer query parameter within `min...max`, or nil when absent
-    /// (present but empty is not a number: 400).
-    static func queryInteger(_ ctx: RouteContext, _ name: String, min: Int, max: Int) throws(RunLoopError) -> Int? {
-        guard let text = ctx.request.query[name] else { return nil }
-        guard let value = Int(text), value >= min, value <= max else {
-            throw .badValue(name, "\(name) must be an integer in \(min)...\(max)")
-        }
-        return value
     }
 }

@@ -28,20 +28,13 @@ extension API {
         r.add("GET", "/api/history/threads") { ctx throws(RunLoopError) in
             let history = try requireStore()
             let instanceId = ctx.request.query["instance"].flatMap { $0.isEmpty ? nil : $0 }
-            var boot: Int64?
-            if let text = ctx.request.query["boot"] {
-                guard let value = Int64(text), (1...9_007_199_254_740_991).contains(value) else {
-                    throw .badValue("boot", "boot must be a whole number in 1...9007199254740991")
-                }
-                boot = value
-            }
+            let boot = try API.integerParameter(ctx, "boot", in: 1...API.maxExactInteger).map(Int64.init)
             let limit = try Self.limitParameter(ctx, max: history.options.replayLimit, default: 200)
-            let bootFilter = boot
             let current = (history.instance.id, history.status.boot)
             let live = Set(registry.allWorkers.filter { !$0.hasExited }.map(\.id))
             let beat = history.options.heartbeatInterval
             read(ctx, history) { store in
-                let threads = try store.threads(instance: instanceId, boot: bootFilter, limit: limit)
+                let threads = try store.threads(instance: instanceId, boot: boot, limit: limit)
                 // Another instance that stopped answering: its unended threads are lost too.
                 let now = Date().timeIntervalSince1970
                 let outage = history.status.outage
@@ -184,13 +177,9 @@ extension API {
         }
     }
 
-    /// `limit` in 1...max.
+    /// `limit` in 1...max (`value`, at most `max`, when absent).
     static func limitParameter(_ ctx: RouteContext, max: Int, default value: Int) throws(RunLoopError) -> Int {
-        guard let text = ctx.request.query["limit"] else { return min(value, max) }
-        guard let limit = Int(text), (1...max).contains(limit) else {
-            throw .badValue("limit", "limit must be a whole number in 1...\(max)")
-        }
-        return limit
+        try API.integerParameter(ctx, "limit", in: 1...max) ?? min(value, max)
     }
 
     /// The filters of `/api/history`; a page asks for one more event than

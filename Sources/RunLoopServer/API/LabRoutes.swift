@@ -17,13 +17,7 @@ extension API {
         }
         r.add("GET", "/api/journal") { ctx throws(RunLoopError) in
             let since = Int(clamping: try API.sinceParameter(ctx, what: "a journal seq") ?? 0)
-            var limit = 1000
-            if let text = ctx.request.query["limit"] {
-                guard let value = Int(text), (1...10_000).contains(value) else {
-                    throw .badValue("limit", "limit must be a whole number in 1...10000")
-                }
-                limit = value
-            }
+            let limit = try API.integerParameter(ctx, "limit", in: 1...10_000) ?? 1000
             var maxWait = Journal.defaultMaxWait
             if let text = ctx.request.query["maxWait"] {
                 guard let value = Double(text), value.isFinite, (0...60).contains(value) else {
