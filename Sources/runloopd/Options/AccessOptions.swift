@@ -42,8 +42,7 @@ struct AccessOptions: ParsableArguments {
 
     mutating func validate() throws {
         let environment = Environment.current
-        try token.resolve(environment)
-        try tokenFile.resolve(environment)
+        try resolve(\.token, \.tokenFile)
         if !noAuth { noAuth = try environment.toggle("NO_AUTH") ?? false }
         if !readOnly { readOnly = try environment.toggle("READ_ONLY") ?? false }
         if allowedHost.isEmpty { allowedHost = environment.list("ALLOWED_HOST") }

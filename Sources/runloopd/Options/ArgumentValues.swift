@@ -7,84 +7,79 @@ import RunLoopStore
 // The kinds of value the options take, each refusing what it cannot be: a
 // flag or a variable that does not parse stops the start (exit 64).
 
-/// A duration: plain seconds (`0.5`) or with a unit (`500ms`, `30s`, `5m`,
-/// `12h`, `7d`, `1w`); finite and not negative.
-struct Seconds: ExpressibleByArgument, Comparable, Sendable {
-    let seconds: Double
+/// A value read from its text by `parse`, kept and ordered as `raw`.
+protocol ParsedValue: ExpressibleByArgument, Comparable, Sendable {
+    associatedtype Raw: Comparable & Sendable
+    var raw: Raw { get }
+    init(_ raw: Raw)
+    /// The value `text` names, or nil when it names none.
+    static func parse(_ text: String) -> Raw?
+}
 
-    init(_ seconds: Double) { self.seconds = seconds }
-
+extension ParsedValue {
     init?(argument: String) {
-        guard let seconds = parseDuration(argument) else { return nil }
-        self.seconds = seconds
+        guard let raw = Self.parse(argument) else { return nil }
+        self.init(raw)
     }
 
-    static func < (a: Seconds, b: Seconds) -> Bool { a.seconds < b.seconds }
+    static func < (a: Self, b: Self) -> Bool { a.raw < b.raw }
+}
+
+/// A duration: plain seconds (`0.5`) or with a unit (`500ms`, `30s`, `5m`,
+/// `12h`, `7d`, `1w`); finite and not negative.
+struct Seconds: ParsedValue {
+    let raw: Double
+    init(_ raw: Double) { self.raw = raw }
+    static func parse(_ text: String) -> Double? { parseDuration(text) }
+    var seconds: Double { raw }
 
     /// In the largest whole unit (`7d`, `5m`), else in seconds (`0.5s`).
     var defaultValueDescription: String {
-        for (unit, size) in [("d", 86_400.0), ("h", 3600), ("m", 60)]
-        where seconds >= size && seconds.truncatingRemainder(dividingBy: size) == 0 {
-            return "\(Int(seconds / size))\(unit)"
-        }
-        return (seconds == seconds.rounded() ? "\(Int(seconds))" : "\(seconds)") + "s"
+        inWholeUnits(raw, [("d", 86_400), ("h", 3600), ("m", 60)])
+            ?? (raw == raw.rounded() ? "\(Int(raw))" : "\(raw)") + "s"
     }
 }
 
 /// A size in bytes: plain (`65536`) or with a unit (`512KB`, `256MB`,
 /// `1GB`, `1.5GiB`; `k`, `m`, `g` are binary); not negative.
-struct ByteSize: ExpressibleByArgument, Comparable, Sendable {
-    let bytes: Int64
-
-    init(_ bytes: Int64) { self.bytes = bytes }
-
-    init?(argument: String) {
-        guard let bytes = parseByteSize(argument) else { return nil }
-        self.bytes = bytes
-    }
-
-    static func < (a: ByteSize, b: ByteSize) -> Bool { a.bytes < b.bytes }
+struct ByteSize: ParsedValue {
+    let raw: Int64
+    init(_ raw: Int64) { self.raw = raw }
+    static func parse(_ text: String) -> Int64? { parseByteSize(text) }
+    var bytes: Int64 { raw }
 
     var defaultValueDescription: String {
-        for (unit, size) in [("GB", Int64(1_000_000_000)), ("MB", 1_000_000)] where bytes >= size && bytes % size == 0 {
-            return "\(bytes / size)\(unit)"
-        }
-        return "\(bytes)"
+        inWholeUnits(Double(raw), [("GB", 1_000_000_000), ("MB", 1_000_000)]) ?? "\(raw)"
+    }
+}
+
+/// `value` in the largest of `units` that measures it whole (`7d`, `256MB`);
+/// nil when none does.
+func inWholeUnits(_ value: Double, _ units: [(name: String, size: Double)]) -> String? {
+    units.first { value >= $0.size && value.truncatingRemainder(dividingBy: $0.size) == 0 }.map {
+        "\(Int(value / $0.size))\($0.name)"
     }
 }
 
 /// A whole number, not negative.
-struct Count: ExpressibleByArgument, Comparable, ExpressibleByIntegerLiteral, Sendable {
-    let value: Int
-
-    init(_ value: Int) { self.value = value }
-
-    init(integerLiteral value: Int) { self.value = value }
-
-    init?(argument: String) {
-        guard let value = Int(argument.trimmingCharacters(in: .whitespaces)), value >= 0 else { return nil }
-        self.value = value
+struct Count: ParsedValue, ExpressibleByIntegerLiteral {
+    let raw: Int
+    init(_ raw: Int) { self.raw = raw }
+    init(integerLiteral raw: Int) { self.raw = raw }
+    static func parse(_ text: String) -> Int? {
+        Int(text.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 ? $0 : nil }
     }
-
-    static func < (a: Count, b: Count) -> Bool { a.value < b.value }
-
-    var defaultValueDescription: String { "\(value)" }
+    var defaultValueDescription: String { "\(raw)" }
 }
 
 /// A number (a share, a factor): finite.
-struct Number: ExpressibleByArgument, Comparable, Sendable {
-    let value: Double
-
-    init(_ value: Double) { self.value = value }
-
-    init?(argument: String) {
-        guard let value = Double(argument.trimmingCharacters(in: .whitespaces)), value.isFinite else { return nil }
-        self.value = value
+struct Number: ParsedValue {
+    let raw: Double
+    init(_ raw: Double) { self.raw = raw }
+    static func parse(_ text: String) -> Double? {
+        Double(text.trimmingCharacters(in: .whitespaces)).flatMap { $0.isFinite ? $0 : nil }
     }
-
-    static func < (a: Number, b: Number) -> Bool { a.value < b.value }
-
-    var defaultValueDescription: String { "\(value)" }
+    var defaultValueDescription: String { "\(raw)" }
 }
 
 /// Stall thresholds: one to three increasing positive millisecond values

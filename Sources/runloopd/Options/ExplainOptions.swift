@@ -49,17 +49,9 @@ struct ExplainOptions: ParsableArguments {
     mutating func validate() throws {
         let environment = Environment.current
         if trace == nil { trace = try environment.toggle("TRACE") ?? true }
-        try turnRingSize.resolve(environment)
-        try maxTurnRingSize.resolve(environment)
-        try maxCalloutsPerTurn.resolve(environment)
-        try stallThresholds.resolve(environment)
-        try lostWakeupAfter.resolve(environment)
-        try idlePerformAfter.resolve(environment)
-        try modeNeverRunsAfter.resolve(environment)
-        try cannotWakeAfter.resolve(environment)
-        try busyWindow.resolve(environment)
-        try busyThreshold.resolve(environment)
-        try maxWarnings.resolve(environment)
+        try resolve(
+            \.turnRingSize, \.maxTurnRingSize, \.maxCalloutsPerTurn, \.stallThresholds, \.lostWakeupAfter,
+            \.idlePerformAfter, \.modeNeverRunsAfter, \.cannotWakeAfter, \.busyWindow, \.busyThreshold, \.maxWarnings)
         try turnRingSize.check("--turn-ring-size", 1...100_000, "1...100000")
         try maxTurnRingSize.check(
             "--max-turn-ring-size", turnRingSize.value...100_000, "--turn-ring-size (\(turnRingSize.count))...100000")

@@ -53,20 +53,10 @@ struct HTTPOptions: ParsableArguments {
     var publicDir = Setting(ServiceConfiguration().publicDirectory, env: "PUBLIC_DIR")
 
     mutating func validate() throws {
-        try host.resolve()
-        try port.resolve()
-        try httpThreads.resolve()
-        try maxBody.resolve()
-        try maxConnections.resolve()
-        try maxConnectionsPerIp.resolve()
-        try connectionTimeout.resolve()
-        try requestDeadline.resolve()
-        try maxPendingRequests.resolve()
-        try maxQueryParams.resolve()
-        try maxHeaders.resolve()
-        try maxEventClients.resolve()
-        try maxQueuedRequests.resolve()
-        try publicDir.resolve()
+        try resolve(
+            \.host, \.port, \.httpThreads, \.maxBody, \.maxConnections, \.maxConnectionsPerIp, \.connectionTimeout,
+            \.requestDeadline, \.maxPendingRequests, \.maxQueryParams, \.maxHeaders, \.maxEventClients,
+            \.maxQueuedRequests, \.publicDir)
         try httpThreads.check("--http-threads", 1...64, "1...64")
         try maxBody.check("--max-body", ByteSize(0)...ByteSize(Int64(Int32.max)), "0...2147483647 bytes")
         try maxConnections.check("--max-connections", 1..., "at least 1")

@@ -64,19 +64,9 @@ struct HistoryStoreOptions: ParsableArguments {
     mutating func validate() throws {
         let environment = Environment.current
         if !noStore { noStore = try environment.toggle("NO_STORE") ?? false }
-        try store.resolve(environment)
-        try dataDir.resolve(environment)
-        try retention.resolve(environment)
-        try retentionSize.resolve(environment)
-        try retentionScope.resolve(environment)
-        try storePasswordFile.resolve(environment)
-        try storeQueue.resolve(environment)
-        try storeFlushInterval.resolve(environment)
-        try heartbeatInterval.resolve(environment)
-        try storeTimeout.resolve(environment)
-        try replayLimit.resolve(environment)
-        try instanceId.resolve(environment)
-        try advertiseUrl.resolve(environment)
+        try resolve(
+            \.store, \.dataDir, \.retention, \.retentionSize, \.retentionScope, \.storePasswordFile, \.storeQueue,
+            \.storeFlushInterval, \.heartbeatInterval, \.storeTimeout, \.replayLimit, \.instanceId, \.advertiseUrl)
         try storeQueue.check("--store-queue", 1...10_000_000, "1...10000000")
         try replayLimit.check("--replay-limit", 1...1_000_000, "1...1000000")
         try storeFlushInterval.check("--store-flush-interval", Seconds(0.001)...Seconds(60), "0.001...60 seconds")

@@ -62,23 +62,24 @@ struct LimitOptions: ParsableArguments {
     )
     var maxWait = Setting(Seconds(APILimits().maxWaitSeconds), env: "MAX_WAIT")
 
+    /// Each count flag and the `Limits` field it sets.
+    static var countFields: [(flag: WritableKeyPath<Self, Setting<Count>>, field: WritableKeyPath<Limits, Int>)] {
+        [
+            (\.maxThreads, \.maxWorkers), (\.maxTimers, \.maxTimersPerWorker), (\.maxSources, \.maxSourcesPerWorker),
+            (\.maxObservers, \.maxObserversPerWorker), (\.maxQueued, \.maxQueuedCommands), (\.maxTasks, \.taskCapacity),
+            (\.performHistory, \.performHistory), (\.activityRingSize, \.activityRingSize),
+            (\.logRingSize, \.logRingSize), (\.latenessWindow, \.latenessWindow), (\.portQueueSize, \.portQueueSize),
+            (\.maxMessageBytes, \.maxMessageBytes), (\.maxSleepMs, \.maxSleepMillis), (\.maxSpinUs, \.maxSpinMicros),
+            (\.maxNameLength, \.maxNameLength), (\.retainedExitedThreads, \.retainedExitedWorkers),
+        ]
+    }
+
     mutating func validate() throws {
-        for count in [
-            \Self.maxThreads, \.maxTimers, \.maxSources, \.maxObservers, \.maxQueued, \.maxTasks, \.performHistory,
-            \.activityRingSize, \.logRingSize, \.latenessWindow, \.portQueueSize, \.maxMessageBytes, \.maxSleepMs,
-            \.maxSpinUs, \.maxNameLength, \.retainedExitedThreads,
-        ] {
-            try self[keyPath: count].resolve()
-        }
-        try maxSeconds.resolve()
-        try maxWait.resolve()
+        for (flag, _) in Self.countFields { try self[keyPath: flag].resolve() }
+        try resolve(\.maxSeconds, \.maxWait)
         for (flag, setting) in [
             ("--max-threads", maxThreads), ("--max-timers", maxTimers), ("--max-sources", maxSources),
             ("--max-observers", maxObservers), ("--max-queued", maxQueued), ("--max-tasks", maxTasks),
-        ] {
-            try setting.check(flag, 1...1_000_000, "1...1000000")
-        }
-        for (flag, setting) in [
             ("--perform-history", performHistory), ("--activity-ring-size", activityRingSize),
             ("--log-ring-size", logRingSize), ("--lateness-window", latenessWindow),
             ("--port-queue-size", portQueueSize), ("--retained-exited-threads", retainedExitedThreads),
@@ -96,22 +97,7 @@ struct LimitOptions: ParsableArguments {
     /// The engine's bounds these flags give.
     var limits: Limits {
         var limits = Limits()
-        limits.maxWorkers = maxThreads.count
-        limits.maxTimersPerWorker = maxTimers.count
-        limits.maxSourcesPerWorker = maxSources.count
-        limits.maxObserversPerWorker = maxObservers.count
-        limits.maxQueuedCommands = maxQueued.count
-        limits.taskCapacity = maxTasks.count
-        limits.performHistory = performHistory.count
-        limits.activityRingSize = activityRingSize.count
-        limits.logRingSize = logRingSize.count
-        limits.latenessWindow = latenessWindow.count
-        limits.portQueueSize = portQueueSize.count
-        limits.maxMessageBytes = maxMessageBytes.count
-        limits.maxSleepMillis = maxSleepMs.count
-        limits.maxSpinMicros = maxSpinUs.count
-        limits.maxNameLength = maxNameLength.count
-        limits.retainedExitedWorkers = retainedExitedThreads.count
+        for (flag, field) in Self.countFields { limits[keyPath: field] = self[keyPath: flag].count }
         limits.maxSeconds = maxSeconds.seconds
         return limits
     }

@@ -19,10 +19,7 @@ struct LoggingOptions: ParsableArguments {
     var logFormat = Setting(LogFormat.text, env: "LOG_FORMAT")
 
     mutating func validate() throws {
-        let environment = Environment.current
-        try logLevel.resolve(environment)
-        try logLevelFile.resolve(environment)
-        try logFormat.resolve(environment)
+        try resolve(\.logLevel, \.logLevelFile, \.logFormat)
     }
 
     /// The level named in `--log-level-file` (read at start and on each SIGHUP).

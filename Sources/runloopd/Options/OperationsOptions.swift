@@ -30,12 +30,7 @@ struct OperationsOptions: ParsableArguments {
     var experimentsDir = Setting(ServiceConfiguration().experimentsDirectory, env: "EXPERIMENTS_DIR")
 
     mutating func validate() throws {
-        let environment = Environment.current
-        try setup.resolve(environment)
-        try portFile.resolve(environment)
-        try drainDelay.resolve(environment)
-        try journalSize.resolve(environment)
-        try experimentsDir.resolve(environment)
+        try resolve(\.setup, \.portFile, \.drainDelay, \.journalSize, \.experimentsDir)
         try drainDelay.check("--drain-delay", Seconds(0)...Seconds(3600), "0...3600 seconds")
         try journalSize.check("--journal-size", 0...1_000_000, "0...1000000")
     }

@@ -104,6 +104,17 @@ struct Setting<Value: ExpressibleByArgument & Sendable>: ExpressibleByArgument, 
     static var defaultCompletionKind: CompletionKind { Value.defaultCompletionKind }
 }
 
+extension ParsableArguments {
+    /// Resolves the settings named, each once: its flag's value, else its
+    /// variable's, else its default (`Setting.resolve`).
+    mutating func resolve<each Value: ExpressibleByArgument & Sendable>(
+        _ settings: repeat WritableKeyPath<Self, Setting<each Value>>
+    ) throws {
+        let environment = Environment.current
+        repeat try self[keyPath: each settings].resolve(environment)
+    }
+}
+
 extension Setting where Value: Comparable {
     /// Refuses a value outside `range`: "`flag` must be `rule`", naming the
     /// variable when it gave the value.
@@ -125,7 +136,7 @@ extension Setting {
 }
 
 extension Setting where Value == Count {
-    var count: Int { value.value }
+    var count: Int { value.raw }
 }
 
 extension Setting where Value == Seconds {
@@ -137,5 +148,5 @@ extension Setting where Value == ByteSize {
 }
 
 extension Setting where Value == Number {
-    var number: Double { value.value }
+    var number: Double { value.raw }
 }
