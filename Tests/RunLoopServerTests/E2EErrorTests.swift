@@ -105,9 +105,7 @@ struct E2EErrorTests {
 
     @Test("409: not_running, already_running, not_manual, source kinds")
     func conflicts() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             expectError(try await c.post("/api/threads/\(t)/stop"), 409, "not_running")
             async let run = c.post("/api/threads/\(t)/run", ["seconds": 20])
             try await c.waitUntilWaiting(t)

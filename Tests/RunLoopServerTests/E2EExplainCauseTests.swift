@@ -15,9 +15,7 @@ struct E2EExplainCauseTests {
 
     @Test("source_handled: a signalled custom source, with returnAfterSourceHandled")
     func sourceHandled() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
             let s = try #require(source["id"].string)
             let signal = try await c.post("/api/threads/\(t)/sources/\(s)/signal", ["wakeup": true])
@@ -36,9 +34,7 @@ struct E2EExplainCauseTests {
 
     @Test("source_handled: a perform ran through its mode's custom source")
     func sourceHandledByPerform() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "count", "args": ["name": "hits"]])
             #expect(queued.status == 202)
             let p = try #require(queued["performId"].string)
@@ -83,9 +79,7 @@ struct E2EExplainCauseTests {
 
     @Test("stop_request: who stopped the run, with the caller's X-Request-Id")
     func stopRequest() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             async let run = c.run(t, ["seconds": 120])
             try await c.waitUntilWaiting(t, timeout: 60)
             let stop = try await c.send("POST", "/api/threads/\(t)/stop", headers: [("X-Request-Id", "explain-stop-1")])
@@ -104,9 +98,7 @@ struct E2EExplainCauseTests {
 
     @Test("stop_selector: a perform of stop ends the run from inside the loop")
     func stopSelector() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "stop"])
             #expect(queued.status == 202)
             let p = try #require(queued["performId"].string)
@@ -122,9 +114,7 @@ struct E2EExplainCauseTests {
 
     @Test("stop_selector: a timer's stop action names the timer, with no perform detail")
     func stopSelectorByTimer() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let timer = try await c.post(
                 "/api/threads/\(t)/timers", ["interval": 0.05, "action": ["selector": "stop"]])
             let tm = try #require(timer["id"].string)
@@ -140,9 +130,7 @@ struct E2EExplainCauseTests {
 
     @Test("stop_selector: an idle task's stop names the task")
     func stopSelectorByTask() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let task = try await c.post("/api/threads/\(t)/tasks", ["id": "halt", "selector": "stop"])
             #expect(task.status == 201)
             let run = try await c.run(t, ["seconds": 30])
@@ -184,9 +172,7 @@ struct E2EExplainCauseTests {
 
     @Test("thread_ending: DELETE of a thread inside a run; the final snapshot's last exit")
     func threadEnding() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             async let run = c.run(t, ["seconds": 120])
             try await c.waitUntilWaiting(t, timeout: 60)
             let ended = try await c.delete("/api/threads/\(t)")
@@ -221,9 +207,7 @@ struct E2EExplainCauseTests {
 
     @Test("mode_missing: a run in a mode nothing was ever added to")
     func modeMissing() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let run = try await c.run(t, ["seconds": 20, "mode": "nowhere"])
             #expect(run["exitReason"] == "finished")
             #expect(run["mode"] == "nowhere")
@@ -307,9 +291,7 @@ struct E2EExplainCauseTests {
 
     @Test("a delayed perform fires from a timer: never a handled source, counted in timerFires; it empties the mode")
     func delayedPerform() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             _ = try await c.post(
                 "/api/threads/\(t)/perform", ["selector": "count", "args": ["name": "n"], "afterDelay": 0.05])
             let run = try await c.run(t, ["seconds": 1, "returnAfterSourceHandled": true])

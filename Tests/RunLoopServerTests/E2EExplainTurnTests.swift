@@ -8,9 +8,7 @@ import RunLoopTestSupport
 extension E2EExplainCauseTests {
     @Test("wokeBy none and timeout: a run's first turn, and the turn its deadline ends")
     func wokeByNoneAndTimeout() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let run = try await c.run(t, ["seconds": 0.5])
             #expect(run["exitReason"] == "timedOut")
             let runNumber = try #require(run["run"].number)
@@ -36,9 +34,7 @@ extension E2EExplainCauseTests {
 
     @Test("wokeBy none: a run that ends in its first turn has one turn, ended by exit")
     func wokeByNoneSingleTurn() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
             let s = try #require(source["id"].string)
             _ = try await c.post("/api/threads/\(t)/sources/\(s)/signal", ["wakeup": false])
@@ -55,9 +51,7 @@ extension E2EExplainCauseTests {
 
     @Test("wokeBy timer: a repeating timer wakes the loop; its fire is the turn's callout")
     func wokeByTimer() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 0.1])
             let tm = try #require(timer["id"].string)
             let run = try await c.run(t, ["seconds": 1])
@@ -76,9 +70,7 @@ extension E2EExplainCauseTests {
 
     @Test("wokeBy source: a signal with wake-up into a sleeping loop")
     func wokeBySource() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
             let s = try #require(source["id"].string)
             async let run = c.run(t, ["seconds": 120, "returnAfterSourceHandled": true])
@@ -100,9 +92,7 @@ extension E2EExplainCauseTests {
 
     @Test("wokeBy port: a message to a port source wakes the loop")
     func wokeByPort() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let port = try await c.post("/api/threads/\(t)/sources", ["kind": "port"])
             let s = try #require(port["id"].string)
             async let run = c.run(t, ["seconds": 120, "returnAfterSourceHandled": true])
@@ -126,9 +116,7 @@ extension E2EExplainCauseTests {
 
     @Test("wokeBy perform: a perform queued to a sleeping loop")
     func wokeByPerform() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             async let run = c.run(t, ["seconds": 120, "returnAfterSourceHandled": true])
             try await c.waitUntilWaiting(t, timeout: 60)
             let queued = try await c.post("/api/threads/\(t)/perform", ["selector": "count", "args": ["name": "n"]])
@@ -149,9 +137,7 @@ extension E2EExplainCauseTests {
 
     @Test("wokeBy wakeup: POST wakeup with nothing to do; the loop sleeps again")
     func wokeByWakeup() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             async let run = c.run(t, ["seconds": 120])
             try await c.waitUntilWaiting(t, timeout: 60)
             let woken = try await c.post("/api/threads/\(t)/wakeup")
@@ -176,9 +162,7 @@ extension E2EExplainCauseTests {
 
     @Test("an idle task's callout is filed in its turn, also in a mode made common after it first ran")
     func taskCalloutInTurn() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             _ = try await c.run(t, ["seconds": 0.05, "mode": "mine"])
             _ = try await c.post("/api/threads/\(t)/modes/common", ["mode": "mine"])
             // A port keeps "mine" from being empty.
@@ -199,9 +183,7 @@ extension E2EExplainCauseTests {
 
     @Test("GET /turns pages with since and limit; last is the newest turn's number")
     func turnsPaging() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             _ = try await c.run(t, ["seconds": 0.2])
             _ = try await c.run(t, ["seconds": 0.2])
             let all = try await c.get("/api/threads/\(t)/turns")

@@ -27,9 +27,7 @@ struct E2EScenarioTests {
 
     @Test("a kept-alive loop times out")
     func timeout() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let run = try await c.post("/api/threads/\(t)/run", ["seconds": 0.1])
             #expect(run.status == 200)
             #expect(run["exitReason"] == "timedOut")
@@ -40,9 +38,7 @@ struct E2EScenarioTests {
 
     @Test("stop ends a manual run with stopped")
     func stop() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             async let run = c.post("/api/threads/\(t)/run", ["seconds": 20])
             try await c.waitUntilWaiting(t)
             let stop = try await c.post("/api/threads/\(t)/stop")
@@ -59,9 +55,7 @@ struct E2EScenarioTests {
 
     @Test("a signal with wake-up is handled at once (handledSource)")
     func signalWithWakeUp() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
             let s = try #require(source["id"].string)
             async let run = c.post("/api/threads/\(t)/run", ["seconds": 20, "returnAfterSourceHandled": true])
@@ -82,9 +76,7 @@ struct E2EScenarioTests {
 
     @Test("a signal without wake-up waits: timedOut, then the next run handles it")
     func signalWithoutWakeUp() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])
             let s = try #require(source["id"].string)
             // 6 s: room to see the loop asleep before the run times out, even on a
@@ -123,9 +115,7 @@ struct E2EScenarioTests {
 
     @Test("a timer in another mode is silent; it fires when the loop runs in its mode")
     func modeFiltering() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let timer = try await c.post("/api/threads/\(t)/timers", ["interval": 0.01, "mode": "quiet"])
             let tm = try #require(timer["id"].string)
             #expect(timer["mode"] == "quiet")
@@ -163,9 +153,7 @@ struct E2EScenarioTests {
         "a perform whose wait passes on an idle manual thread: 202 with where to follow it, listed pending, runs on the next run"
     )
     func performToIdleThread() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let wait = try await c.post(
                 "/api/threads/\(t)/perform",
                 ["selector": "count", "args": ["name": "hits"], "waitUntilDone": true, "timeout": 0.2])
@@ -226,9 +214,7 @@ struct E2EScenarioTests {
 
     @Test("the idle task queue holds 10; the 11th is refused; tasks run one per turn")
     func taskQueueCapacity() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             for i in 1...10 {
                 let added = try await c.post(
                     "/api/threads/\(t)/tasks", ["id": .string("k\(i)"), "selector": "count", "args": ["name": "tasks"]])
@@ -252,9 +238,7 @@ struct E2EScenarioTests {
 
     @Test("observer order for one turn that handles a pre-signalled source")
     func observerOrder() async throws {
-        try await ServerProcess.with { server in
-            let c = server.client
-            let t = try await c.manualThread()
+        try await ServerProcess.withManualThread { c, t in
             let observer = try await c.post("/api/threads/\(t)/observers", ["activities": "all"])
             #expect(observer.status == 201)
             let source = try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])

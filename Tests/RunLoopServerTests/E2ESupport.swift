@@ -119,6 +119,15 @@ extension ServerProcess {
             throw error
         }
     }
+
+    /// `with`, given its client and one thread whose loop the test runs by hand
+    /// (`keepAlive: port`, `run.style: manual`).
+    static func withManualThread<T>(_ body: (E2EClient, String) async throws -> T) async throws -> T {
+        try await with { server in
+            let client = server.client
+            return try await body(client, try await client.manualThread())
+        }
+    }
 }
 
 extension TestHTTPResponse {

@@ -4,6 +4,7 @@ characters) is refused in the page and never sent. No sleeps: WebDriverWait only
 
 import threading
 import uuid
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -38,6 +39,30 @@ window.fetch = async (input, init) => {
   return window.__realFetch(input, init);
 };
 """
+
+
+@contextmanager
+def crafted_experiment(driver, crafted, values):
+    """While in the block, the page lists `crafted` as one of the server's
+    experiments and answers its captures with `values` (FAKE_FETCH)."""
+    open_lab(driver)
+    driver.execute_script(FAKE_FETCH, crafted, values)
+    try:
+        yield
+    finally:
+        driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
+
+
+def play_crafted(driver, crafted, steps):
+    """Reopens the panel (which lists the experiments again), picks `crafted`
+    and plays it to the end; returns its card."""
+    driver.find_element(By.ID, "lab-close").click()
+    panel = open_lab(driver)
+    summary = {"title": crafted["title"], "explanation": crafted["explanation"], "steps": steps}
+    run = choose(driver, panel, crafted["id"], summary)
+    driver.find_element(By.ID, "lab-play").click()
+    wait(driver, PLAY_DEADLINE).until(lambda d: run.get_attribute("data-state") == "done")
+    return run
 
 
 class Counter(BaseHTTPRequestHandler):
@@ -107,14 +132,8 @@ def test_a_step_whose_path_leaves_this_servers_api_is_not_sent(driver, other_hos
     values = {"next": f"//{other_host}/api/threads", "up": "%2e%2e/%2E%2E/healthz"}
     refused = [1, 2, 3, 4, 6, 7]
 
-    panel = open_lab(driver)
-    driver.execute_script(FAKE_FETCH, crafted, values)
-    try:
-        driver.find_element(By.ID, "lab-close").click()  # reopening lists the experiments again
-        panel = open_lab(driver)
-        run = choose(driver, panel, eid, {"title": crafted["title"], "explanation": crafted["explanation"], "steps": 8})
-        driver.find_element(By.ID, "lab-play").click()
-        wait(driver, PLAY_DEADLINE).until(lambda d: run.get_attribute("data-state") == "done")
+    with crafted_experiment(driver, crafted, values):
+        play_crafted(driver, crafted, steps=8)
         states = step_states(driver)
         assert states == ["fail" if n in refused else "pass" for n in range(1, 9)], failures_text(driver)
         for n in range(1, 9):
@@ -130,8 +149,6 @@ def test_a_step_whose_path_leaves_this_servers_api_is_not_sent(driver, other_hos
         step6 = driver.find_element(By.CSS_SELECTOR, '#lab-steps > li[data-step="6"] .lab-req code').text
         assert step6 == f"POST //{other_host}/api/threads"
         fetched = driver.execute_script("return window.__labFetches")
-    finally:
-        driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
     assert any(u.endswith("/api/version") for u in fetched), fetched  # the plain step was sent
     assert [u for u in fetched if "127.0.0.2" in u or "healthz" in u] == [], fetched
     assert driver.execute_script("return window.__cspViolations") == []  # not even tried

@@ -16,7 +16,7 @@ from selenium.webdriver.common.by import By
 from conftest import api
 from test_dashboard import wait
 from test_lab import PLAY_DEADLINE, card_ids, choose, chosen_ids, failures_text, open_lab, step_states
-from test_lab_paths import FAKE_FETCH
+from test_lab_paths import crafted_experiment, play_crafted
 
 
 def test_record_a_session_and_download_it_for_play(driver, tmp_path):
@@ -98,15 +98,7 @@ def test_the_page_plays_a_recorded_session_with_a_background_run(driver):
 
     eid = "recorded-" + uuid.uuid4().hex[:6]
     crafted = {**session, "id": eid, "title": "A recorded background run and its stop"}
-    panel = open_lab(driver)
-    driver.execute_script(FAKE_FETCH, crafted, {})
-    try:
-        driver.find_element(By.ID, "lab-close").click()  # reopening lists the experiments again
-        panel = open_lab(driver)
-        run = choose(driver, panel, eid, {"title": crafted["title"], "explanation": crafted["explanation"], "steps": 4})
-        driver.find_element(By.ID, "lab-play").click()
-        wait(driver, PLAY_DEADLINE).until(lambda d: run.get_attribute("data-state") == "done")
+    with crafted_experiment(driver, crafted, {}):
+        play_crafted(driver, crafted, steps=4)
         assert step_states(driver) == ["pass"] * 4, failures_text(driver)
         assert driver.find_element(By.ID, "lab-summary").text == "4 of 4 steps passed."
-    finally:
-        driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
