@@ -102,7 +102,7 @@ struct ServeOptionsTests {
         #expect(config.limits.maxTimersPerWorker == 11)
     }
 
-    @Test("every engine limit and every explainer bound is reachable from a flag")
+    @Test("every engine limit, every explainer bound and every HTTP bound is reachable from a flag")
     func everyLimitHasAFlag() throws {
         let limitFields = Set(fields(Limits()).keys)
         let diagnosticFields = Set(fields(DiagnosticsOptions()).keys)
@@ -114,12 +114,17 @@ struct ServeOptionsTests {
         let one = try parseServe(["--no-store"] + numeric.flatMap { [$0.0, $0.1.0] })
         let other = try parseServe(["--no-store"] + numeric.flatMap { [$0.0, $0.1.1] })
         let (a, b) = (one.serviceConfiguration(token: nil), other.serviceConfiguration(token: nil))
+        let http = (fields(a.http), fields(b.http))
         let limits = (fields(a.limits), fields(b.limits))
         let diagnostics = (fields(a.diagnostics), fields(b.diagnostics))
         let unreached =
             limitFields.filter { limits.0[$0] == limits.1[$0] }.map { "Limits." + $0 }
             + diagnosticFields.filter { diagnostics.0[$0] == diagnostics.1[$0] && $0 != "tracing" }.map {
                 "DiagnosticsOptions." + $0
+            }
+            // The host is a name, not a bound; the shutdown grace lives inside the stop's fixed bound.
+            + Set(http.0.keys).subtracting(["host", "shutdownGracePeriod"]).filter { http.0[$0] == http.1[$0] }.map {
+                "HTTPServerConfiguration." + $0
             }
         #expect(unreached.isEmpty, "no flag sets \(unreached.sorted())")
         // tracing is the --trace/--no-trace switch.

@@ -16,6 +16,18 @@ struct HTTPOptions: ParsableArguments {
     @Option(help: "Largest request body (413 beyond), e.g. 65536 or 64KB.")
     var maxBody = Setting(ByteSize(Int64(HTTPServerConfiguration.defaultMaxBodyBytes)), env: "MAX_BODY")
 
+    @Option(help: "Memory per connection for its headers and read buffer (4096 bytes...64MB).")
+    var connectionMemory = Setting(
+        ByteSize(Int64(HTTPServerConfiguration.defaultConnectionMemoryLimit)), env: "CONNECTION_MEMORY")
+
+    @Option(help: "Bytes an event stream may hold for a slow client before it counts as too slow (1024...64MB).")
+    var eventStreamBuffer = Setting(
+        ByteSize(Int64(HTTPServerConfiguration.defaultSSEBufferBytes)), env: "EVENT_STREAM_BUFFER")
+
+    @Option(help: "Time between heartbeat comments on an idle event stream (0.1 s...1h).")
+    var eventStreamHeartbeat = Setting(
+        Seconds(HTTPServerConfiguration.defaultSSEHeartbeat), env: "EVENT_STREAM_HEARTBEAT")
+
     @Option(help: "Concurrent connections (at least 1).")
     var maxConnections = Setting(Count(HTTPServerConfiguration.defaultConnectionLimit), env: "MAX_CONNECTIONS")
 
@@ -54,11 +66,15 @@ struct HTTPOptions: ParsableArguments {
 
     mutating func validate() throws {
         try resolve(
-            \.host, \.port, \.httpThreads, \.maxBody, \.maxConnections, \.maxConnectionsPerIp, \.connectionTimeout,
+            \.host, \.port, \.httpThreads, \.maxBody, \.connectionMemory, \.eventStreamBuffer, \.eventStreamHeartbeat,
+            \.maxConnections, \.maxConnectionsPerIp, \.connectionTimeout,
             \.requestDeadline, \.maxPendingRequests, \.maxQueryParams, \.maxHeaders, \.maxEventClients,
             \.maxQueuedRequests, \.publicDir)
         try httpThreads.check("--http-threads", 1...64, "1...64")
         try maxBody.check("--max-body", ByteSize(0)...ByteSize(Int64(Int32.max)), "0...2147483647 bytes")
+        try connectionMemory.check("--connection-memory", ByteSize(4096)...ByteSize(64_000_000), "4096...64MB")
+        try eventStreamBuffer.check("--event-stream-buffer", ByteSize(1024)...ByteSize(64_000_000), "1024...64MB")
+        try eventStreamHeartbeat.check("--event-stream-heartbeat", Seconds(0.1)...Seconds(3600), "0.1 s...1h")
         try maxConnections.check("--max-connections", 1..., "at least 1")
         try connectionTimeout.check("--connection-timeout", Seconds(0.001)...Seconds(86_400), "0.001 s...1d")
         try requestDeadline.check("--request-deadline", Seconds(0.1)...Seconds(86_400), "0.1 s...1d")
@@ -74,6 +90,9 @@ struct HTTPOptions: ParsableArguments {
         config.http.port = port.value
         config.http.httpThreads = httpThreads.count
         config.http.maxBodyBytes = Int(maxBody.bytes)
+        config.http.connectionMemoryLimit = Int(connectionMemory.bytes)
+        config.http.sseBufferBytes = Int(eventStreamBuffer.bytes)
+        config.http.sseHeartbeat = eventStreamHeartbeat.seconds
         config.http.connectionLimit = maxConnections.count
         config.http.perIPConnectionLimit = maxConnectionsPerIp.count
         config.http.connectionTimeout = connectionTimeout.seconds
