@@ -11,11 +11,11 @@ struct MHDConnection: @unchecked Sendable {
 }
 
 /// Per-request state kept in libmicrohttpd's `*con_cls` (one retain, released
-/// by the request-completed callback).
+/// by the request-completed callback): one state machine behind one lock,
+/// moved only by `transition(_:)`, which answers what the caller does next.
 ///
-/// The reading half is touched only by the connection's libmicrohttpd thread;
-/// the answer half is shared with whoever calls `respond`, so both sit behind
-/// one lock.
+/// The reading events come from the connection's libmicrohttpd thread; a
+/// `deliver` from whoever answers (the control loop, a worker, a timer).
 final class HTTPRequestContext: Sendable {
     /// Where the request is in its life.
     enum Phase {
@@ -25,9 +25,9 @@ final class HTTPRequestContext: Sendable {
         case handling
         /// `handle` returned without an answer; the connection is being suspended.
         case suspending
-        /// The connection is suspended, waiting for `respond`.
+        /// The connection is suspended, waiting for an answer.
         case suspended
-        /// `respond` resumed the connection; the next access call queues the answer.
+        /// An answer resumed the connection; the next access call queues it.
         case resumed
         /// A response was queued.
         case answered
@@ -35,27 +35,54 @@ final class HTTPRequestContext: Sendable {
         case finished
     }
 
-    /// What the libmicrohttpd thread does once `handle` has returned.
-    enum AfterHandle {
-        /// `respond` was called inside `handle`: queue this at once.
-        case respondNow(HTTPResponse)
-        /// Suspend the connection until `respond` is called.
+    /// What happened to the request.
+    enum Event {
+        /// A chunk of the body arrived (dropped once the body passes `limit`).
+        case chunk(UnsafeRawBufferPointer, limit: Int)
+        /// The headers said the body is too large; the layer answers 413 at once.
+        case refusedTooLarge
+        /// An access call with no more body: the request is whole, or an
+        /// answer may be waiting after a resume.
+        case access
+        /// The layer answered the request itself (414, 431, 503 while stopping).
+        case refused
+        /// `handler.handle` returned.
+        case handlerReturned
+        /// `MHD_suspend_connection` returned.
+        case suspended
+        /// An answer (any thread).
+        case deliver(HTTPResponse)
+        /// libmicrohttpd is done with the request.
+        case finished
+    }
+
+    /// What the caller does after a transition.
+    enum Action {
+        /// Nothing (a spurious access call, a stored answer, a finished request).
+        case none
+        /// The body is over its limit: this many bytes were dropped so far.
+        case dropped(Int)
+        /// The whole request arrived with a body over the limit: answer 413.
+        case refuseTooLarge
+        /// The whole request arrived: hand it, with this body, to the handler.
+        case handle(body: [UInt8])
+        /// Queue this answer on the connection now.
+        case queue(HTTPResponse)
+        /// Suspend the connection until an answer arrives.
         case suspend
+        /// Resume the connection: an answer waits for it.
+        case resume(MHDConnection)
+        /// A second answer, or one after the request ended: dropped.
+        case ignored
     }
 
-    /// Body reading state.
-    struct Body {
-        var bytes: [UInt8] = []
-        var tooLarge = false
-        var discarded = 0
-    }
-
-    /// Both halves behind one lock (one allocation per request, not two).
-    private struct State {
+    fileprivate struct State {
         var phase: Phase = .reading
         var pending: HTTPResponse?
         var responded = false
-        var body = Body()
+        var body: [UInt8] = []
+        var tooLarge = false
+        var discarded = 0
     }
 
     let connection: MHDConnection
@@ -67,118 +94,99 @@ final class HTTPRequestContext: Sendable {
         self.peer = peer
     }
 
-    // MARK: Reading (libmicrohttpd thread)
-
-    /// Adds a body chunk, or drops it once the body has passed `limit`.
-    /// Returns how many bytes have been dropped so far (0 while within the limit).
-    func appendBody(_ chunk: UnsafeRawBufferPointer, limit: Int) -> Int {
+    /// The one way the request moves on: one lock acquisition per event.
+    func transition(_ event: Event) -> Action {
         state.withLock { s in
-            if !s.body.tooLarge && s.body.bytes.count + chunk.count > limit {
-                s.body.tooLarge = true
-                s.body.discarded = s.body.bytes.count
-                s.body.bytes = []
+            switch event {
+            case .chunk(let chunk, let limit): return s.append(chunk, limit: limit)
+            case .refusedTooLarge:
+                s.tooLarge = true
+                return s.answeredByLayer()
+            case .access: return s.access()
+            case .refused: return s.answeredByLayer()
+            case .handlerReturned: return s.handlerReturned()
+            case .suspended: return s.suspended(connection)
+            case .deliver(let response): return s.deliver(response, connection)
+            case .finished:
+                s.phase = .finished
+                s.pending = nil
+                return .none
             }
-            if s.body.tooLarge {
-                s.body.discarded += chunk.count
-                return s.body.discarded
+        }
+    }
+}
+
+extension HTTPRequestContext.State {
+    typealias Action = HTTPRequestContext.Action
+
+    mutating func append(_ chunk: UnsafeRawBufferPointer, limit: Int) -> Action {
+        if !tooLarge && body.count + chunk.count > limit {
+            tooLarge = true
+            discarded = body.count
+            body = []
+        }
+        if tooLarge {
+            discarded += chunk.count
+            return .dropped(discarded)
+        }
+        body.append(contentsOf: chunk)
+        return .none
+    }
+
+    mutating func answeredByLayer() -> Action {
+        responded = true
+        phase = .answered
+        return .none
+    }
+
+    mutating func access() -> Action {
+        switch phase {
+        case .reading:
+            if tooLarge {
+                _ = answeredByLayer()
+                return .refuseTooLarge
             }
-            s.body.bytes.append(contentsOf: chunk)
-            return 0
+            phase = .handling
+            let bytes = body
+            body = []
+            return .handle(body: bytes)
+        case .resumed:
+            guard let response = pending else { return .none }
+            pending = nil
+            phase = .answered
+            return .queue(response)
+        case .handling, .suspending, .suspended, .answered, .finished:
+            return .none
         }
     }
 
-    /// Marks the body as too large without reading it (Content-Length said so).
-    func markBodyTooLarge() {
-        state.withLock { $0.body.tooLarge = true }
-    }
-
-    /// Whether the body went over the limit.
-    var bodyTooLarge: Bool { state.withLock { $0.body.tooLarge } }
-
-    /// Takes the collected body.
-    func takeBody() -> [UInt8] {
-        state.withLock { s in
-            let bytes = s.body.bytes
-            s.body.bytes = []
-            return bytes
+    mutating func handlerReturned() -> Action {
+        if let response = pending {
+            pending = nil
+            phase = .answered
+            return .queue(response)
         }
+        phase = .suspending
+        return .suspend
     }
 
-    // MARK: Answering
-
-    /// The current phase.
-    var phase: Phase { state.withLock { $0.phase } }
-
-    /// Records that a response was queued directly (413, 503, …) without the handler.
-    func markAnswered() {
-        state.withLock { a in
-            a.responded = true
-            a.phase = .answered
+    mutating func suspended(_ connection: MHDConnection) -> Action {
+        if pending != nil {
+            phase = .resumed
+            return .resume(connection)
         }
+        phase = .suspended
+        return .none
     }
 
-    /// Enters `.handling` just before `handle` is called.
-    func beginHandling() {
-        state.withLock { $0.phase = .handling }
-    }
-
-    /// Called on the libmicrohttpd thread when `handle` returns.
-    func afterHandle() -> AfterHandle {
-        state.withLock { a in
-            if let response = a.pending {
-                a.pending = nil
-                a.phase = .answered
-                return .respondNow(response)
-            }
-            a.phase = .suspending
-            return .suspend
+    mutating func deliver(_ response: HTTPResponse, _ connection: MHDConnection) -> Action {
+        guard !responded, phase != .finished else { return .ignored }
+        responded = true
+        pending = response
+        if phase == .suspended {
+            phase = .resumed
+            return .resume(connection)
         }
-    }
-
-    /// Called right after `MHD_suspend_connection`; `true` when an answer arrived
-    /// meanwhile and the caller must resume the connection itself.
-    func didSuspend() -> Bool {
-        state.withLock { a in
-            if a.pending != nil {
-                a.phase = .resumed
-                return true
-            }
-            a.phase = .suspended
-            return false
-        }
-    }
-
-    /// Takes the answer stored by `respond` after a resume, if any.
-    func takeResumedResponse() -> HTTPResponse? {
-        state.withLock { a in
-            guard a.phase == .resumed, let response = a.pending else { return nil }
-            a.pending = nil
-            a.phase = .answered
-            return response
-        }
-    }
-
-    /// Stores the answer (any thread). Returns the connection to resume when it
-    /// was suspended; `nil` otherwise. `accepted` is `false` for a second answer
-    /// or one that came after the request ended.
-    func deliver(_ response: HTTPResponse) -> (accepted: Bool, resume: MHDConnection?) {
-        state.withLock { a in
-            guard !a.responded, a.phase != .finished else { return (false, nil) }
-            a.responded = true
-            a.pending = response
-            if a.phase == .suspended {
-                a.phase = .resumed
-                return (true, connection)
-            }
-            return (true, nil)
-        }
-    }
-
-    /// libmicrohttpd is done with the request.
-    func finish() {
-        state.withLock { a in
-            a.phase = .finished
-            a.pending = nil
-        }
+        return .none
     }
 }

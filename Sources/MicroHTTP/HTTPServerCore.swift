@@ -109,15 +109,17 @@ final class HTTPServerCore: Sendable {
     /// when the calling thread is inside `withBatchedResumes`).
     func deliver(_ response: HTTPResponse, to context: HTTPRequestContext) {
         LockCheck.assertNoneHeld("an HTTP answer (it resumes a connection)")
-        let (accepted, resume) = context.deliver(response)
-        if !accepted {
+        switch context.transition(.deliver(response)) {
+        case .resume(let resume):
+            if let batch = ResumeBatch.current {
+                batch.connections.append(resume.pointer)
+            } else {
+                MHD_resume_connection(resume.pointer)
+            }
+        case .ignored:
             logger.debug("HTTP answer ignored: the request was already answered or has ended")
-        }
-        guard let resume else { return }
-        if let batch = ResumeBatch.current {
-            batch.connections.append(resume.pointer)
-        } else {
-            MHD_resume_connection(resume.pointer)
+        default:
+            break
         }
     }
 
@@ -145,55 +147,62 @@ final class HTTPServerCore: Sendable {
             return firstCall(connection: connection, contextSlot: contextSlot)
         }
         let context = Unmanaged<HTTPRequestContext>.fromOpaque(raw).takeUnretainedValue()
-
         if uploadDataSize.pointee > 0 {
-            // MHD refuses a response queued mid-body, so a chunked body over the limit
-            // is drained (and dropped) and answered 413 at its end; one that goes on
-            // far past the limit gets its connection closed instead.
-            let count = uploadDataSize.pointee
-            uploadDataSize.pointee = 0
-            if let uploadData {
-                let chunk = UnsafeRawBufferPointer(start: uploadData, count: count)
-                let discarded = context.appendBody(chunk, limit: configuration.maxBodyBytes)
-                if discarded > drainLimit {
-                    logger.debug("HTTP body far over the limit: closing the connection")
-                    return .NO
-                }
-            }
-            return .YES
+            return collect(uploadData, uploadDataSize, into: context)
         }
-
-        switch context.phase {
-        case .reading:
+        switch context.transition(.access) {
+        case .handle(let body):
             let cutQuery = deadlines.received(connection)
-            if context.bodyTooLarge {
-                context.markAnswered()
-                return queue(payloadTooLarge(), on: connection)
+            if let refusal = layerRefusal(connection, cutQuery: Int(cutQuery)) {
+                _ = context.transition(.refused)
+                return queue(refusal, on: connection)
             }
-            if cutQuery > 0 {
-                context.markAnswered()
-                return queue(
-                    refusal(
-                        414, "too_many_parameters",
-                        "the query has \(cutQuery) parameters; at most \(configuration.maxQueryParameters) are read"),
-                    on: connection)
-            }
-            let headerCount = Int(MHD_get_connection_values(connection, .HEADER_KIND, nil, nil))
-            if headerCount > configuration.maxHeaders {
-                context.markAnswered()
-                return queue(
-                    refusal(
-                        431, "too_many_headers",
-                        "the request has \(headerCount) header fields; at most \(configuration.maxHeaders) are read"),
-                    on: connection)
-            }
-            return dispatch(context: context, connection: connection, url: url, method: method)
-        case .resumed:
-            guard let response = context.takeResumedResponse() else { return .YES }
+            return dispatch(context: context, connection: connection, url: url, method: method, body: body)
+        case .refuseTooLarge:
+            deadlines.received(connection)
+            return queue(payloadTooLarge(), on: connection)
+        case .queue(let response):
             return queue(response, on: connection)
-        case .handling, .suspending, .suspended, .answered, .finished:
+        default:
             return .YES
         }
+    }
+
+    /// A body chunk. MHD refuses a response queued mid-body, so a chunked body
+    /// over the limit is drained (and dropped) and answered 413 at its end; one
+    /// that goes on far past the limit gets its connection closed instead.
+    private func collect(
+        _ uploadData: UnsafePointer<CChar>?, _ uploadDataSize: UnsafeMutablePointer<Int>,
+        into context: HTTPRequestContext
+    ) -> MHD_Result {
+        let count = uploadDataSize.pointee
+        uploadDataSize.pointee = 0
+        guard let uploadData else { return .YES }
+        let chunk = UnsafeRawBufferPointer(start: uploadData, count: count)
+        if case .dropped(let discarded) = context.transition(.chunk(chunk, limit: configuration.maxBodyBytes)),
+            discarded > drainLimit
+        {
+            logger.debug("HTTP body far over the limit: closing the connection")
+            return .NO
+        }
+        return .YES
+    }
+
+    /// The layer's own refusal of a whole request: too many query parameters
+    /// (cut by the URI callback) or header fields. Nil for the usual request.
+    private func layerRefusal(_ connection: OpaquePointer, cutQuery: Int) -> HTTPResponse? {
+        if cutQuery > 0 {
+            return refusal(
+                414, "too_many_parameters",
+                "the query has \(cutQuery) parameters; at most \(configuration.maxQueryParameters) are read")
+        }
+        let headerCount = Int(MHD_get_connection_values(connection, .HEADER_KIND, nil, nil))
+        if headerCount > configuration.maxHeaders {
+            return refusal(
+                431, "too_many_headers",
+                "the request has \(headerCount) header fields; at most \(configuration.maxHeaders) are read")
+        }
+        return nil
     }
 
     private func firstCall(
@@ -209,8 +218,7 @@ final class HTTPServerCore: Sendable {
             // MHD itself rejects a malformed Content-Length; a huge one may not fit in Int.
             let length = Int(text) ?? (text.allSatisfy(\.isNumber) && !text.isEmpty ? Int.max : 0)
             if length > configuration.maxBodyBytes {
-                context.markBodyTooLarge()
-                context.markAnswered()
+                _ = context.transition(.refusedTooLarge)
                 deadlines.received(connection)
                 return queue(payloadTooLarge(), on: connection)
             }
@@ -234,17 +242,13 @@ final class HTTPServerCore: Sendable {
 
     private func dispatch(
         context: HTTPRequestContext, connection: OpaquePointer, url: UnsafePointer<CChar>?,
-        method: UnsafePointer<CChar>?
+        method: UnsafePointer<CChar>?, body: [UInt8]
     ) -> MHD_Result {
-        let id = nextRequestID.add(1, ordering: .relaxed).newValue
         var request = HTTPRequest(
-            id: id,
+            id: nextRequestID.add(1, ordering: .relaxed).newValue,
             method: method.map { String(cString: $0) } ?? "GET",
             path: url.map { String(cString: $0) } ?? "/",
-            query: Self.queryArguments(connection),
-            headers: Self.headerFields(connection),
-            body: context.takeBody()
-        )
+            query: Self.queryArguments(connection), headers: Self.headerFields(connection), body: body)
         request.peer = context.peer
         let accepted = registry.withLock { r in
             if r.stopping { return false }
@@ -252,21 +256,19 @@ final class HTTPServerCore: Sendable {
             return true
         }
         guard accepted else {
-            context.markAnswered()
+            _ = context.transition(.refused)
             return queue(shuttingDown(), on: connection)
         }
-
-        context.beginHandling()
         // Weak: a handler that keeps `respond` around must not keep the server alive.
         handler.handle(request) { [weak self] response in
             self?.deliver(response, to: context)
         }
-        switch context.afterHandle() {
-        case .respondNow(let response):
+        switch context.transition(.handlerReturned) {
+        case .queue(let response):
             return queue(response, on: connection)
-        case .suspend:
+        default:
             MHD_suspend_connection(connection)
-            if context.didSuspend() {
+            if case .resume = context.transition(.suspended) {
                 MHD_resume_connection(connection)
             }
             return .YES
@@ -284,7 +286,7 @@ final class HTTPServerCore: Sendable {
     // MARK: - Request completed
 
     fileprivate func completed(_ context: HTTPRequestContext, code: MHD_RequestTerminationCode) {
-        context.finish()
+        _ = context.transition(.finished)
         liveContexts.subtract(1, ordering: .relaxed)
         if code != .REQUEST_TERMINATED_COMPLETED_OK {
             logger.debug("HTTP request ended early", metadata: ["reason": "\(code.rawValue)"])
