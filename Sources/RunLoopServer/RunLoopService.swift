@@ -6,6 +6,7 @@ import Logging
 import Primitives
 import RunLoopCore
 import RunLoopStore
+import Synchronization
 
 /// runloopd: a libmicrohttpd server whose `/api` requests are posted, as
 /// commands, into the control loop (custom source signal + `CFRunLoopWakeUp`),
@@ -35,8 +36,10 @@ public final class RunLoopService: Sendable {
     let staticFiles: StaticFiles
     /// The state-changing requests answered, for record and replay.
     let journal: Journal
-    /// The bearer token `/api` requires (nil: none); `replaceToken` swaps it (SIGHUP).
-    private let currentToken: Locked<String?>
+    /// What every answer's finisher uses (metrics, journal, store, logs).
+    let finishing: ResponseFinisher.Tools
+    /// Set when `stop` begins: the control loop answers what is still queued 503.
+    let stopping = Atomic<Bool>(false)
     /// The experiment files, read once.
     let experiments: ExperimentLibrary
     /// When this process started (seconds since 1970).
@@ -61,37 +64,11 @@ public final class RunLoopService: Sendable {
         /// SIGTERM's drain: `/readyz` answers 503 so a load balancer takes this
         /// instance out, while every other request is still served.
         var draining = false
+        /// The bearer token `/api` requires (nil: none); `replaceToken` swaps it (SIGHUP).
+        var token: String?
     }
 
     let running = Locked(Running())
-
-    /// One HTTP request on its way to the control loop.
-    struct Job: Sendable {
-        let request: HTTPRequest
-        let respond: @Sendable (HTTPResponse) -> Void
-        let trace: RequestTrace
-        let postedAt: Double
-        /// Sent by the service itself (`--setup`): no token, not refused by `--read-only`.
-        var trusted = false
-    }
-
-    /// Per-request bookkeeping for the access log and metrics: the route
-    /// template is filled in by the control loop once the request is routed.
-    final class RequestTrace: Sendable {
-        let started = DispatchTime.now().uptimeNanoseconds
-        let requestId: String
-        private let routeTemplate: Locked<String>
-
-        init(requestId: String, route: String) {
-            self.requestId = requestId
-            self.routeTemplate = Locked(route)
-        }
-
-        var route: String {
-            get { routeTemplate.withLock { $0 } }
-            set { routeTemplate.withLock { $0 = newValue } }
-        }
-    }
 
     /// The HTTP server's handler: reaches the service without keeping it alive.
     private final class Forwarder: HTTPRequestHandler {
@@ -146,9 +123,12 @@ public final class RunLoopService: Sendable {
         self.hub = hub
         self.staticFiles = StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
         self.journal = Journal(capacity: configuration.journalSize)
-        self.currentToken = Locked(configuration.token)
+        self.finishing = ResponseFinisher.Tools(
+            metrics: metrics, journal: journal, history: history, sequence: sequence, accessLog: accessLog,
+            logger: logger)
         self.experiments = ExperimentLibrary.load(configuration.experimentsDirectory)
         for problem in experiments.problems { logger.warning("experiment skipped: \(problem)") }
+        running.withLock { $0.token = configuration.token }
     }
 
     /// Stalls and loop warnings in the log (they are events too): a stall
@@ -197,9 +177,10 @@ public final class RunLoopService: Sendable {
         // libdispatch's timer machinery (three descriptors for the process's life)
         // is set up here, not by the first request that waits.
         Deadlines.prepare()
+        let server = HTTPServer(configuration: configuration.http, handler: Forwarder(self), logger: logger)
         let control = try ControlLoop<Job>(name: "rl-control", capacity: configuration.maxQueuedRequests) {
             [weak self] batch in
-            self?.handle(batch)
+            self?.handle(batch, server: server)
         }
         let api = API(
             registry: registry, events: hub, limits: configuration.api, version: versionValue(), journal: journal,
@@ -208,7 +189,6 @@ public final class RunLoopService: Sendable {
         let requestGuard = try RequestGuard(
             boundHost: configuration.http.host, allowedHosts: configuration.allowedHosts,
             allowedOrigins: configuration.allowedOrigins)
-        let server = HTTPServer(configuration: configuration.http, handler: Forwarder(self), logger: logger)
         running.withLock {
             $0.control = control
             $0.router = api.makeRouter()
@@ -263,16 +243,16 @@ public final class RunLoopService: Sendable {
     /// bound, so a SIGTERM ends the process within about `timeout` seconds
     /// whatever a handler, a client or the disk is doing.
     /// The token `/api` requires now.
-    var token: String? { currentToken.withLock { $0 } }
+    var token: String? { running.withLock { $0.token } }
 
     /// Replaces the token (a rotated `--token-file`, reread on SIGHUP): requests
     /// that reach the control loop from now on need the new one. Returns
     /// whether it changed. Whether a token is required at all does not change.
     @discardableResult
     public func replaceToken(_ token: String) -> Bool {
-        currentToken.withLock { current in
-            guard current != nil, current != token else { return false }
-            current = token
+        running.withLock { r in
+            guard r.token != nil, r.token != token else { return false }
+            r.token = token
             return true
         }
     }
@@ -290,6 +270,7 @@ public final class RunLoopService: Sendable {
             return (!r.stopped, r.control, r.server)
         }
         guard first else { return }
+        stopping.store(true, ordering: .releasing)
         logger.info("runloopd stopping")
         let started = Monotonic.now()
         let deadline = started + timeout
@@ -318,7 +299,9 @@ public final class RunLoopService: Sendable {
         server?.stop(grace: left(keeping: 0.3))
         finished("http")
         for job in control?.stop(timeout: min(1, left(keeping: 0.2))) ?? [] {
-            job.respond(APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"))
+            job.answer(
+                APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"),
+                route: "unmatched")
         }
         finished("control")
         // Last: the threads' final exits are queued by now; write them.

@@ -361,6 +361,30 @@ struct E2ESecurityTests {
         }
     }
 
+    @Test("a request without the token gets its 401 on the HTTP thread: no control-loop job, still counted by route")
+    func unauthenticatedNeverQueued() async throws {
+        try await ServerProcess.with(["--token", "sixteen-chars-16"]) { server in
+            /// The control loop's jobs so far: one wake-up latency sample per job it runs.
+            func jobs() async throws -> Double {
+                let text = try await server.client.get("/metrics").text
+                let line = text.split(separator: "\n").first { $0.hasPrefix("runloopd_wakeup_latency_seconds_count") }
+                return try #require(line.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) })
+            }
+            let before = try await jobs()
+            for _ in 0..<10 {
+                #expect(try await server.client.get("/api/threads").status == 401)
+                #expect(try await server.client.post("/api/threads", [:]).status == 401)
+            }
+            #expect(try await jobs() == before)
+            let authorized = try await server.client.send(
+                "GET", "/api/threads", headers: [("Authorization", "Bearer sixteen-chars-16")])
+            #expect(authorized.status == 200)
+            #expect(try await jobs() == before + 1)
+            let metrics = try await server.client.get("/metrics").text
+            #expect(metrics.contains("runloopd_http_requests_total{route=\"/api/threads\",status=\"401\"} 20"))
+        }
+    }
+
     @Test("start-up: --no-auth serves a non-loopback bind on purpose, with a loud warning")
     func noAuth() async throws {
         try await ServerProcess.with(["--host", "0.0.0.0", "--no-auth", "--read-only"]) { server in

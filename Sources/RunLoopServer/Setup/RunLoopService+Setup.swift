@@ -32,20 +32,22 @@ extension RunLoopService {
     /// One request through the control loop; waits for its answer (at most
     /// the longest wait a request may take, plus a margin).
     func inProcess(_ method: String, _ path: String, _ body: Value?) -> Result<SetupApplier.Answer, Setup.Failure> {
-        guard let control = running.withLock({ $0.accepting ? $0.control : nil }) else {
+        let (control, router) = running.withLock { ($0.accepting ? $0.control : nil, $0.router) }
+        guard let control else {
             return .failure(Setup.Failure(description: "runloopd is not accepting requests"))
         }
         let request = HTTPRequest(
             method: method, path: path, headers: body == nil ? [:] : ["content-type": "application/json"],
             body: body.map(JSON.serialize) ?? [], remoteAddress: "setup")
         let answer = Locked<HTTPResponse?>(nil)
+        // Straight to the control loop: the HTTP thread's stages (guard,
+        // token, --read-only) are for requests from outside.
         let job = Job(
             request: request,
-            respond: { response in
+            answer: .caller { response in
                 answer.withLock { $0 = response }
                 answer.notifyAll()
-            }, trace: RequestTrace(requestId: "setup", route: "unmatched"), postedAt: Monotonic.now(),
-            trusted: true)
+            }, router: router, postedAt: Monotonic.now())
         guard control.send(job) else {
             return .failure(Setup.Failure(description: "the control loop's queue is full"))
         }

@@ -1,0 +1,82 @@
+import MicroHTTP
+
+/// Stage 2 (HTTP thread): everything outside `/api` is answered here, never
+/// behind the token: the probes (`/healthz`, `/readyz`), the Prometheus scrape
+/// (`/metrics`) and the dashboard's static files.
+struct LocalStage {
+    let service: RunLoopService
+
+    /// The paths answered outside the control loop, GET only, never behind the token.
+    static let probePaths = ["/healthz", "/readyz", "/metrics"]
+
+    /// The metrics label for a non-API path (bounded set: never the raw path).
+    static func label(_ path: String) -> String {
+        probePaths.contains(path) ? path : "static"
+    }
+
+    func run(_ exchange: Exchange) -> StageResult {
+        guard !exchange.isAPI else { return .next }
+        let request = exchange.request
+        let path = request.path
+        if Self.probePaths.contains(path), request.method != "GET" && request.method != "HEAD" {
+            return exchange.answer(
+                APIResponses.error(
+                    status: 405, code: "method_not_allowed",
+                    message: "\(request.method) is not allowed on \(path); allowed: GET, HEAD",
+                    headers: [("Allow", "GET, HEAD")]))
+        }
+        switch path {
+        case "/healthz":
+            return exchange.answer(APIResponses.json(200, ["status": "ok"]))
+        case "/readyz":
+            return exchange.answer(readiness(exchange.state))
+        case "/metrics":
+            scrape(exchange)
+            return .handedOn
+        default:
+            return exchange.answer(
+                service.staticFiles.response(for: request)
+                    ?? APIResponses.error(status: 404, code: "not_found", message: "no such page \(path)"))
+        }
+    }
+
+    /// `/readyz`: 200 once started and `--setup` applied; 503 while draining,
+    /// starting or stopping.
+    private func readiness(_ state: ServiceSnapshot) -> HTTPResponse {
+        if state.draining {
+            // SIGTERM's drain: out of the load balancer, still serving.
+            return GuardStage.unavailable(code: "not_ready", "runloopd is draining before it stops")
+        }
+        guard let control = state.control, control.isRunning else {
+            return GuardStage.unavailable(code: "not_ready", "runloopd is starting or stopping")
+        }
+        let threads = Double(service.registry.allWorkers.count)
+        return APIResponses.json(200, ["status": "ready", "threads": .number(threads)])
+    }
+
+    /// `/metrics`: with a store, the fleet's health is read first (a bounded wait).
+    private func scrape(_ exchange: Exchange) {
+        let service = self.service
+        let queued = exchange.state.loop?.commands.pendingCount ?? 0
+        let answer: @Sendable () -> Void = {
+            exchange.finisher.finish(service.metricsExposition(queued: queued), route: exchange.label)
+        }
+        if let history = service.history { service.metrics.fleet.refresh(history, done: answer) } else { answer() }
+    }
+}
+
+extension RunLoopService {
+    /// The Prometheus exposition of this moment.
+    func metricsExposition(queued: Int) -> HTTPResponse {
+        let workers = registry.allWorkers
+        let sample = ServiceMetrics.Sample(
+            threads: workers.map(\.snapshot),
+            utilizations: workers.filter { !$0.hasExited }.compactMap { $0.load().utilization },
+            warningsActive: registry.diagnostics.warnings.activeCounts(), queued: queued,
+            eventClients: hub.clientCount, version: Self.version, storeKind: history?.store.kind ?? "none",
+            store: history?.status, fleet: history == nil ? nil : metrics.fleet.counts)
+        return HTTPResponse(
+            status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
+            body: metrics.exposition(sample))
+    }
+}

@@ -1,0 +1,19 @@
+import MicroHTTP
+
+/// Stage 4 (HTTP thread, before the hop): `--read-only` refuses every
+/// state-changing method with 403.
+struct ReadOnlyStage {
+    let readOnly: Bool
+
+    func run(_ exchange: Exchange) -> StageResult {
+        let method = exchange.request.method
+        guard readOnly, method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" else {
+            return .next
+        }
+        return exchange.refuse(
+            APIResponses.error(
+                status: 403, code: "read_only",
+                message: "this runloopd is read-only (--read-only): \(method) is refused"
+            ))
+    }
+}
