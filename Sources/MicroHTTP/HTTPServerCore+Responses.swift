@@ -21,12 +21,7 @@ extension HTTPServerCore {
                             status: 500, code: "internal", message: "event stream is already attached to a response")),
                     on: connection)
             }
-            if !headers.contains(where: { $0.0.equalsASCIIIgnoringCase("content-type") }) {
-                headers.append(("Content-Type", "text/event-stream"))
-            }
-            if !headers.contains(where: { $0.0.equalsASCIIIgnoringCase("cache-control") }) {
-                headers.append(("Cache-Control", "no-store"))
-            }
+            Self.addStreamDefaults(&headers)
         } else {
             made = response.body.withUnsafeBytes { bytes in
                 MHD_create_response_from_buffer(
@@ -38,6 +33,23 @@ extension HTTPServerCore {
             return .NO
         }
         defer { MHD_destroy_response(mhdResponse) }
+        add(headers, to: mhdResponse)
+        let status = (100...999).contains(response.status) ? UInt32(response.status) : 500
+        return MHD_queue_response(connection, status, mhdResponse)
+    }
+
+    /// An event stream's Content-Type and Cache-Control unless the handler set them.
+    private static func addStreamDefaults(_ headers: inout [(String, String)]) {
+        if !headers.contains(where: { $0.0.equalsASCIIIgnoringCase("content-type") }) {
+            headers.append(("Content-Type", "text/event-stream"))
+        }
+        if !headers.contains(where: { $0.0.equalsASCIIIgnoringCase("cache-control") }) {
+            headers.append(("Cache-Control", "no-store"))
+        }
+    }
+
+    /// The header lines, but the framing ones libmicrohttpd writes itself.
+    private func add(_ headers: [(String, String)], to mhdResponse: OpaquePointer) {
         for (name, value) in headers {
             if name.equalsASCIIIgnoringCase("content-length") || name.equalsASCIIIgnoringCase("transfer-encoding") {
                 continue
@@ -50,8 +62,6 @@ extension HTTPServerCore {
                 logger.warning("HTTP response header refused", metadata: ["header": "\(name)"])
             }
         }
-        let status = (100...999).contains(response.status) ? UInt32(response.status) : 500
-        return MHD_queue_response(connection, status, mhdResponse)
     }
 
     func makeStreamResponse(_ stream: EventStream, connection: OpaquePointer) -> OpaquePointer? {

@@ -132,25 +132,34 @@ public struct RequestGuard: Sendable {
     {
         let preflight = method == "OPTIONS" && origin != nil
         let mayChange = Self.isStateChanging(method) || preflight
-        let requestHost: Authority?
+        var requestHost: Authority?
         if let host, !host.isEmpty {
             // The usual request (a read, or a change from curl or a script: no Origin,
             // no Referer) with the usual Host (127.0.0.1:8080) needs no parse.
             if (!mayChange || (origin == nil && referer == nil)) && isPlainAllowedHost(host) { return .allow }
             guard let parsed = Self.authority(host), allowsAnyHost || isAllowedHost(parsed) else {
-                return .refuse(
-                    status: 421, code: "misdirected_host",
-                    message:
-                        "Host '\(Self.printable(host))' is not one this runloopd answers to (DNS rebinding guard): "
-                        + "use localhost, 127.0.0.1 or [::1], or start runloopd with --allowed-host <name> "
-                        + "(RUNLOOPD_ALLOWED_HOST)",
-                    field: "Host")
+                return Self.misdirected(host)
             }
             requestHost = parsed
-        } else {
-            requestHost = nil
         }
         guard mayChange else { return .allow }
+        return checkSource(origin: origin, referer: referer, requestHost: requestHost, preflight: preflight)
+    }
+
+    /// 421 for a Host this runloopd does not answer to.
+    private static func misdirected(_ host: String) -> Verdict {
+        .refuse(
+            status: 421, code: "misdirected_host",
+            message:
+                "Host '\(printable(host))' is not one this runloopd answers to (DNS rebinding guard): "
+                + "use localhost, 127.0.0.1 or [::1], or start runloopd with --allowed-host <name> "
+                + "(RUNLOOPD_ALLOWED_HOST)",
+            field: "Host")
+    }
+
+    /// Whether a change (or a preflight) may come from the page that sent it:
+    /// its Origin, else its Referer; neither (curl, scripts) is allowed.
+    private func checkSource(origin: String?, referer: String?, requestHost: Authority?, preflight: Bool) -> Verdict {
         let header: String
         let value: String
         if let origin {

@@ -47,9 +47,8 @@ extension Worker {
         if let deadline { try limits.checkSeconds(deadline.seconds, field: "timeout") }
         var seen = Set<String>()
         let modes = spec.modes.filter { seen.insert($0.name).inserted }
-        let performId = ids.next("p")
         let request = PerformRequest(
-            id: performId, call: call, modes: modes, afterDelay: spec.afterDelay, completion: completion)
+            id: ids.next("p"), call: call, modes: modes, afterDelay: spec.afterDelay, completion: completion)
         // Cocoa's afterDelay: a one-shot timer, even for 0 (a timer never makes
         // a run return handledSource); otherwise the per-mode custom source.
         let delayTimer: CFRunLoopTimer? = spec.afterDelay.map { delay in
@@ -58,77 +57,103 @@ extension Worker {
                 self?.delayedFired(request)
             }
         }
+        let queued = try enqueue(request, delayTimer: delayTimer)
+        announce(request, queued, delayTimer: delayTimer)
+        if let deadline, completion != nil { expire(request, after: deadline) }
+        return request.id
+    }
 
-        let routine: @Sendable (String) -> Void = { [weak self] mode in self?.performRoutine(mode: mode) }
-        // A mode's first perform needs a carrier, a CF source: it is made after
-        // the lock (and the perform queued on a second pass); carriers made
-        // but not used (another perform made one first) are dropped after it.
-        var made: [String: PerformCarrier] = [:]
+    /// What queueing a perform left to do after the book's lock.
+    private struct Enqueued {
         var loop: CFRunLoop?
         var toSignal: [CFRunLoopSource] = []
         var change: PerformQueue.Change?
         var placement = PerformPlacement.idle
+    }
+
+    /// Puts `request` in the book: its delay timer, or the pending queue of
+    /// each of its modes. A mode's first perform needs a carrier, a CF source:
+    /// it is made after the lock (and the perform queued on a second pass);
+    /// carriers made but not used (another perform made one first) are dropped
+    /// after it.
+    private func enqueue(_ request: PerformRequest, delayTimer: CFRunLoopTimer?) throws(RunLoopError) -> Enqueued {
+        let routine: @Sendable (String) -> Void = { [weak self] mode in self?.performRoutine(mode: mode) }
+        var made: [String: PerformCarrier] = [:]
+        var queued = Enqueued()
         while true {
             let missing: [RunLoopMode] = try book.withLock { b throws(RunLoopError) in
-                try b.checkAlive(id)
-                guard b.performs.count < limits.maxQueuedCommands else {
-                    throw .limit(
-                        "queue_full",
-                        "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))"
-                    )
-                }
-                for mode in modes { b.filled(mode.name) }
-                placement = b.placement(of: modes)
-                loop = b.loop
-                if let delayTimer {
-                    b.performs.addDelayed(request, timer: delayTimer)
-                    return []
-                }
-                guard b.loop != nil else { return [] }
-                switch b.performs.enqueue(request, made: &made) {
-                case .needsCarriers(let missing):
-                    return missing
-                case .queued(let signal, let settled, let first):
-                    (toSignal, change) = (signal, first)
-                    // Every carrier is in its mode: a parked worker may run now.
-                    // (Otherwise the applier touches once it added them.)
-                    if settled { b.touch() }
-                    return []
-                }
+                try place(request, delayTimer: delayTimer, in: &b, made: &made, queued: &queued)
             }
             if missing.isEmpty { break }
             for mode in missing { made[mode.name] = PerformCarrier { routine(mode.name) } }
         }
         made.removeAll()  // unused carriers, released after the lock
+        return queued
+    }
+
+    /// One pass of `enqueue` under the book's lock; returns the modes that
+    /// still need a carrier.
+    private func place(
+        _ request: PerformRequest, delayTimer: CFRunLoopTimer?, in b: inout WorkerBook,
+        made: inout [String: PerformCarrier], queued: inout Enqueued
+    ) throws(RunLoopError) -> [RunLoopMode] {
+        try b.checkAlive(id)
+        guard b.performs.count < limits.maxQueuedCommands else {
+            throw .limit(
+                "queue_full",
+                "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))")
+        }
+        for mode in request.modes { b.filled(mode.name) }
+        queued.placement = b.placement(of: request.modes)
+        queued.loop = b.loop
         if let delayTimer {
-            if let loop {
-                for mode in modes { CFRunLoopAddTimer(loop, delayTimer, mode.cfMode) }
+            b.performs.addDelayed(request, timer: delayTimer)
+            return []
+        }
+        guard b.loop != nil else { return [] }
+        switch b.performs.enqueue(request, made: &made) {
+        case .needsCarriers(let missing):
+            return missing
+        case .queued(let signal, let settled, let first):
+            (queued.toSignal, queued.change) = (signal, first)
+            // Every carrier is in its mode: a parked worker may run now.
+            // (Otherwise the applier touches once it added them.)
+            if settled { b.touch() }
+            return []
+        }
+    }
+
+    /// After the lock: the delay timer added, the carriers signalled and the
+    /// loop woken, the explainer told.
+    private func announce(_ request: PerformRequest, _ queued: Enqueued, delayTimer: CFRunLoopTimer?) {
+        if let delayTimer {
+            if let loop = queued.loop {
+                for mode in request.modes { CFRunLoopAddTimer(loop, delayTimer, mode.cfMode) }
             }
             touch()
         } else {
             book.notifyAll()
         }
-        if let loop {
-            for source in toSignal { CFRunLoopSourceSignal(source) }
-            if !toSignal.isEmpty { CFRunLoopWakeUp(loop) }
+        if let loop = queued.loop {
+            for source in queued.toSignal { CFRunLoopSourceSignal(source) }
+            if !queued.toSignal.isEmpty { CFRunLoopWakeUp(loop) }
         }
-        if let change { applyCarrierChanges(from: change, on: loop, loopThread: false) }
-        for mode in modes { noteMode(mode) }
+        if let change = queued.change { applyCarrierChanges(from: change, on: queued.loop, loopThread: false) }
+        for mode in request.modes { noteMode(mode) }
         unwarn("empty_mode_asleep")
-        if placement != .runningInMode { watchPerform(request, idle: placement == .idle) }
-        if let deadline, completion != nil {
-            let emit = self.emit
-            let result = PerformResult(
-                performId: performId, thread: id, selector: call.selector,
-                outcome: .failure(deadline.error(performId)), queuedMs: 0, ranMs: 0)
-            // The caller is told (and the event recorded) only if nothing answered
-            // first; the perform itself stays queued.
-            request.reply.expire(after: deadline.seconds, first: { [id] in emit(.perform(thread: id, result: result)) })
-            {
-                result
-            }
+        if queued.placement != .runningInMode { watchPerform(request, idle: queued.placement == .idle) }
+    }
+
+    /// The caller's deadline: told (and the event recorded) only if nothing
+    /// answered first; the perform itself stays queued.
+    private func expire(_ request: PerformRequest, after deadline: CallerDeadline) {
+        let emit = self.emit
+        let result = PerformResult(
+            performId: request.id, thread: id, selector: request.call.selector,
+            outcome: .failure(deadline.error(request.id)), queuedMs: 0, ranMs: 0)
+        request.reply.expire(after: deadline.seconds, first: { [id] in emit(.perform(thread: id, result: result)) }) {
+            result
         }
-        return performId
     }
 
     /// A delayed perform's timer fired (on this thread): run it now, unless it

@@ -8,79 +8,7 @@ extension API {
     static let performFields: Set<String> = ["selector", "args", "waitUntilDone", "modes", "afterDelay", "timeout"]
 
     func addPerform(_ r: inout Router) {
-        r.add("POST", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
-            let body = try ctx.body(Self.performFields)
-            let target = try worker(ctx)
-            let call = try body.selectorCallHere()
-            let wait = try body.bool("waitUntilDone") ?? false
-            // nil: Cocoa's default for the path (afterDelay: default; onThread: common).
-            var modes: [RunLoopMode]?
-            if let list = body.value("modes"), list != .null {
-                guard case .array(let items) = list, !items.isEmpty, items.count <= 16 else {
-                    throw .badValue("modes", "modes must be a list of 1-16 mode names")
-                }
-                var names: [RunLoopMode] = []
-                for item in items {
-                    guard let name = item.string else { throw .badValue("modes", "each mode must be a string") }
-                    do throws(RunLoopError) {
-                        names.append(try RunLoopMode(name))
-                    } catch {
-                        throw .badValue("modes", error.message)
-                    }
-                }
-                modes = names
-            }
-            let afterDelay = try body.number("afterDelay")
-            // The default is 30 s, capped at --max-wait: an omitted field must never
-            // make a valid request fail with "timeout must be <= max-wait".
-            let timeout = try body.number("timeout") ?? min(30, limits.maxWaitSeconds)
-            try registry.limits.checkSeconds(timeout, field: "timeout")
-            guard timeout <= limits.maxWaitSeconds else {
-                throw .badValue("timeout", "timeout must be <= \(limits.maxWaitSeconds) (--max-wait)")
-            }
-            let spec = PerformSpec(call: call, modes: modes, afterDelay: afterDelay)
-            guard wait else {
-                let performId = try target.perform(spec)
-                return .json(
-                    202,
-                    Rep.performAccepted(
-                        performId, thread: target.id, selector: call.selector,
-                        state: afterDelay == nil ? .pending : .delayed,
-                        extra: [
-                            "modes": .array(spec.modes.map { .string($0.name) }),
-                            "afterDelay": afterDelay.map(Value.number) ?? .null,
-                        ]), headers: [("Location", Rep.performPath(thread: target.id, performId))])
-            }
-            // The caller waits afterDelay + timeout, but never past --max-wait. A
-            // wait that passes is not a failure: the perform was accepted and stays
-            // queued, so the answer is 202 with where to follow it.
-            let callerWait = min(timeout + (afterDelay ?? 0), limits.maxWaitSeconds)
-            let deadline = CallerDeadline(seconds: callerWait) { [id = target.id] performId in
-                RunLoopError(
-                    kind: .deadline, code: "wait_passed",
-                    message:
-                        "perform \(performId) did not finish within the \(callerWait) s wait; it stays queued and runs when thread \(id)'s loop next runs in one of its modes"
-                )
-            }
-            try target.perform(spec, deadline: deadline) { result in
-                guard case .failure(let error) = result.outcome, error.kind == .deadline || error.kind == .gone else {
-                    ctx.reply(200, Rep.performResult(result))
-                    return
-                }
-                guard error.kind == .deadline else {
-                    ctx.fail(error)
-                    return
-                }
-                let state = (try? target.performStatus(result.performId).state) ?? .pending
-                ctx.reply(
-                    202,
-                    Rep.performAccepted(
-                        result.performId, thread: target.id, selector: call.selector, state: state,
-                        extra: ["message": .string(error.message)]),
-                    headers: [("Location", Rep.performPath(thread: target.id, result.performId))])
-            }
-            return .deferred
-        }
+        r.add("POST", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in try perform(ctx) }
         r.add("GET", "/api/threads/{id}/performs/{pid}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             return .json(200, Rep.performStatus(try target.performStatus(ctx.param("pid")), thread: target.id))
@@ -110,5 +38,98 @@ extension API {
                     "selector": .string(selector), "args": args.map(Value.object) ?? .null,
                 ])
         }
+    }
+
+    /// `POST /api/threads/{id}/perform`: queues the selector; with
+    /// `waitUntilDone` the answer waits for its result.
+    func perform(_ ctx: RouteContext) throws(RunLoopError) -> Reply {
+        let body = try ctx.body(Self.performFields)
+        let target = try worker(ctx)
+        let call = try body.selectorCallHere()
+        let wait = try body.bool("waitUntilDone") ?? false
+        let modes = try Self.performModes(body)
+        let afterDelay = try body.number("afterDelay")
+        // The default is 30 s, capped at --max-wait: an omitted field must never
+        // make a valid request fail with "timeout must be <= max-wait".
+        let timeout = try body.number("timeout") ?? min(30, limits.maxWaitSeconds)
+        try registry.limits.checkSeconds(timeout, field: "timeout")
+        guard timeout <= limits.maxWaitSeconds else {
+            throw .badValue("timeout", "timeout must be <= \(limits.maxWaitSeconds) (--max-wait)")
+        }
+        let spec = PerformSpec(call: call, modes: modes, afterDelay: afterDelay)
+        guard wait else {
+            let performId = try target.perform(spec)
+            return .json(
+                202,
+                Rep.performAccepted(
+                    performId, thread: target.id, selector: call.selector,
+                    state: afterDelay == nil ? .pending : .delayed,
+                    extra: [
+                        "modes": .array(spec.modes.map { .string($0.name) }),
+                        "afterDelay": afterDelay.map(Value.number) ?? .null,
+                    ]), headers: [("Location", Rep.performPath(thread: target.id, performId))])
+        }
+        try performAndWait(spec, on: target, timeout: timeout, ctx)
+        return .deferred
+    }
+
+    /// The `modes` field: nil for Cocoa's default of the path (afterDelay:
+    /// default; onThread: common).
+    static func performModes(_ body: Body) throws(RunLoopError) -> [RunLoopMode]? {
+        guard let list = body.value("modes"), list != .null else { return nil }
+        guard case .array(let items) = list, !items.isEmpty, items.count <= 16 else {
+            throw .badValue("modes", "modes must be a list of 1-16 mode names")
+        }
+        var names: [RunLoopMode] = []
+        for item in items {
+            guard let name = item.string else { throw .badValue("modes", "each mode must be a string") }
+            do throws(RunLoopError) {
+                names.append(try RunLoopMode(name))
+            } catch {
+                throw .badValue("modes", error.message)
+            }
+        }
+        return names
+    }
+
+    /// `waitUntilDone`: the answer is the perform's result. The caller waits
+    /// afterDelay + timeout, but never past --max-wait. A wait that passes is
+    /// not a failure: the perform was accepted and stays queued, so the answer
+    /// is 202 with where to follow it.
+    private func performAndWait(
+        _ spec: PerformSpec, on target: Worker, timeout: Double, _ ctx: RouteContext
+    ) throws(RunLoopError) {
+        let callerWait = min(timeout + (spec.afterDelay ?? 0), limits.maxWaitSeconds)
+        let deadline = CallerDeadline(seconds: callerWait) { [id = target.id] performId in
+            RunLoopError(
+                kind: .deadline, code: "wait_passed",
+                message:
+                    "perform \(performId) did not finish within the \(callerWait) s wait; it stays queued and runs when thread \(id)'s loop next runs in one of its modes"
+            )
+        }
+        try target.perform(spec, deadline: deadline) { result in
+            Self.answerPerform(result, selector: spec.call.selector, on: target, ctx)
+        }
+    }
+
+    /// A waited perform's answer: 200 with its result, its error, or 202 when
+    /// the caller's wait passed first.
+    private static func answerPerform(_ result: PerformResult, selector: String, on target: Worker, _ ctx: RouteContext)
+    {
+        guard case .failure(let error) = result.outcome, error.kind == .deadline || error.kind == .gone else {
+            ctx.reply(200, Rep.performResult(result))
+            return
+        }
+        guard error.kind == .deadline else {
+            ctx.fail(error)
+            return
+        }
+        let state = (try? target.performStatus(result.performId).state) ?? .pending
+        ctx.reply(
+            202,
+            Rep.performAccepted(
+                result.performId, thread: target.id, selector: selector, state: state,
+                extra: ["message": .string(error.message)]),
+            headers: [("Location", Rep.performPath(thread: target.id, result.performId))])
     }
 }

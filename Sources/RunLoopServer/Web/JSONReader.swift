@@ -233,8 +233,9 @@ struct JSONReader {
         return value
     }
 
-    private mutating func readNumber() throws(Failure) -> Double {
-        let start = index
+    /// Moves past one number's text (RFC 8259's grammar); whether it is an
+    /// integer (no fraction, no exponent).
+    private mutating func scanNumber() throws(Failure) -> Bool {
         func isDigit(_ i: Int) -> Bool { i < bytes.count && (0x30...0x39).contains(bytes[i]) }
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
         guard isDigit(index) else { throw fail("a number needs digits") }
@@ -260,6 +261,12 @@ struct JSONReader {
             guard isDigit(index) else { throw fail("an exponent needs digits") }
             while isDigit(index) { index += 1 }
         }
+        return integral
+    }
+
+    private mutating func readNumber() throws(Failure) -> Double {
+        let start = index
+        let integral = try scanNumber()
         // Short integers directly; everything else through Swift's correctly
         // rounded parser.
         if integral && index - start <= 15 {
