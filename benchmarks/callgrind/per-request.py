@@ -50,8 +50,15 @@ def wait_up(port, server, path):
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             conn.request("GET", path)
-            conn.getresponse().read()
-            return conn
+            response = conn.getresponse()
+            response.read()
+            # /readyz answers 503 until start() has finished (the store opened).
+            if response.status == 200 or path != "/readyz":
+                return conn
+            conn.close()
+            if time.monotonic() > deadline:
+                raise SystemExit(f"server not ready under valgrind (port {port})")
+            time.sleep(0.2)
         except OSError:
             if time.monotonic() > deadline or server.poll() is not None:
                 raise SystemExit(f"server did not start under valgrind (port {port})")
@@ -65,7 +72,7 @@ def measure(argv_for_port, kind, count, workdir, tag):
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv_for_port(port),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, XDG_STATE_HOME=workdir))
-    conn = wait_up(port, server, "/healthz" if kind.startswith("runloopd") else "/")
+    conn = wait_up(port, server, "/readyz" if kind.startswith("runloopd") else "/")
     headers = {"Content-Type": "application/json"}
     if kind == "runloopd-perform":
         conn.request("POST", "/api/threads", body="{}", headers=headers)

@@ -7,9 +7,23 @@ import MicroHTTP
 /// HTTP request, from any stage, the router or a deferred handler, gets its
 /// `X-Request-Id`, CORS and security headers, its metrics, for a state-changing
 /// `/api` request its journal entry and history record, and an access-log line.
-struct ResponseFinisher: Sendable {
+/// One object per request (made on the HTTP thread, shared by the stages, the
+/// job and a deferred handler); every property is a `let`.
+final class ResponseFinisher: Sendable {
     /// The service's parts every answer touches (made once, with the service).
-    struct Tools: Sendable {
+    final class Tools: Sendable {
+        init(
+            metrics: ServiceMetrics, journal: Journal, history: HistoryRecorder?, sequence: EventSequence,
+            accessLog: (any AccessLogWriter)?, logger: Logger
+        ) {
+            self.metrics = metrics
+            self.journal = journal
+            self.history = history
+            self.sequence = sequence
+            self.accessLog = accessLog
+            self.logger = logger
+        }
+
         let metrics: ServiceMetrics
         let journal: Journal
         let history: HistoryRecorder?

@@ -46,11 +46,11 @@ struct RouteContext: Sendable {
 
     /// Answers a deferred reply with JSON.
     func reply(_ status: Int, _ value: Value, headers: [(String, String)] = []) {
-        respond(APIResponses.json(status, value, headers: headers))
+        answer(APIResponses.json(status, value, headers: headers), route: route)
     }
 
     /// Answers a deferred reply with an error.
     func fail(_ error: RunLoopError) {
-        respond(APIResponses.error(error))
+        answer(APIResponses.error(error), route: route)
     }
 }
