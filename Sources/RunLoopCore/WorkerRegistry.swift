@@ -17,17 +17,24 @@ public final class WorkerRegistry: Sendable {
     private struct Table {
         var workers: [String: Worker] = [:]
         var order: [String] = []
+        /// The number in each id of `order` (`t17` → 17): ids grow, so this is
+        /// sorted and a page's start is a binary search.
+        var numbers: [UInt64] = []
     }
     private let table = Locked(Table())
+    /// Told the ids of exited workers the registry forgets (never under a lock).
+    private let forgotten: @Sendable ([String]) -> Void
 
     /// Creates a registry. `events` receives every `RunLoopEvent` on the thread
     /// where it happened; it must not block.
     public init(
         limits: Limits = Limits(), selectors: SelectorRegistry? = nil,
         diagnostics: DiagnosticsOptions = DiagnosticsOptions(),
+        forgotten: @escaping @Sendable ([String]) -> Void = { _ in },
         events: @escaping @Sendable (RunLoopEvent) -> Void = { _ in }
     ) {
         self.limits = limits
+        self.forgotten = forgotten
         self.selectors = selectors ?? SelectorRegistry(limits: limits)
         // Publishing an event runs the service's code (the store, the SSE hub):
         // a call-out, never under a lock (debug builds stop when it is).
@@ -67,18 +74,30 @@ public final class WorkerRegistry: Sendable {
             id: id, options: options, limits: limits, selectors: selectors, registry: self, events: events)
         let forgotten = table.withLock { t -> [Worker] in
             t.workers[id] = worker
-            t.order.append(id)
+            // In id order even if two creations raced: almost always the end.
+            let number = Self.number(id) ?? 0
+            var slot = t.numbers.count
+            while slot > 0, t.numbers[slot - 1] > number { slot -= 1 }
+            t.order.insert(id, at: slot)
+            t.numbers.insert(number, at: slot)
             // Forgets the oldest exited workers beyond `retainedExitedWorkers`.
             guard exited.count > limits.retainedExitedWorkers else { return [] }
             let forgotten = exited.prefix(exited.count - limits.retainedExitedWorkers).compactMap {
                 t.workers.removeValue(forKey: $0)
             }
-            t.order.removeAll { t.workers[$0] == nil }
+            var kept = 0
+            for index in t.order.indices where t.workers[t.order[index]] != nil {
+                t.order[kept] = t.order[index]
+                t.numbers[kept] = t.numbers[index]
+                kept += 1
+            }
+            t.order.removeSubrange(kept...)
+            t.numbers.removeSubrange(kept...)
             return forgotten
         }
         // Released after the lock: the table may have held a forgotten worker's
         // last reference, and with it its records' (their CF objects are freed then).
-        _ = forgotten
+        if !forgotten.isEmpty { self.forgotten(forgotten.map(\.id)) }
         return worker
     }
 
@@ -122,6 +141,43 @@ public final class WorkerRegistry: Sendable {
     /// Every worker known, in creation order (exited ones are kept for a while).
     public var allWorkers: [Worker] {
         table.withLock { t in t.order.compactMap { t.workers[$0] } }
+    }
+
+    /// How many workers are known (live and recently exited).
+    public var workerCount: Int { table.withLock { $0.order.count } }
+
+    /// The worker with `id`, or nil (no error built: a lookup per event).
+    public func lookup(_ id: String) -> Worker? { table.withLock { $0.workers[id] } }
+
+    /// One page of `allWorkers`: at most `limit` workers created after the
+    /// worker whose id is `after` (from the first when nil), with how many are
+    /// known in all and whether more follow. `after` need not be known any
+    /// more: ids grow, so the page starts at the first id above it. Costs a
+    /// binary search and the page, not a walk of every worker.
+    public func page(after: String?, limit: Int) -> (workers: [Worker], total: Int, more: Bool) {
+        let floor = after.flatMap(Self.number)
+        return table.withLock { t in
+            var start = 0
+            if let floor {
+                var high = t.numbers.count
+                while start < high {
+                    let middle = (start + high) / 2
+                    if t.numbers[middle] <= floor { start = middle + 1 } else { high = middle }
+                }
+            }
+            let end = min(t.order.count, start + max(0, limit))
+            let workers = t.order[start..<end].compactMap { t.workers[$0] }
+            return (workers, t.order.count, end < t.order.count)
+        }
+    }
+
+    /// The number of a worker id (`t17` → 17), nil for anything else.
+    public static func number(_ id: String) -> UInt64? {
+        let digits = id.utf8.dropFirst()
+        guard id.utf8.first == UInt8(ascii: "t"), !digits.isEmpty, digits.count <= 19,
+            digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        else { return nil }
+        return UInt64(Substring(digits))
     }
 
     /// Ends every worker and waits (up to `timeout` in all) for their threads.

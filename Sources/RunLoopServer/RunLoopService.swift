@@ -90,11 +90,16 @@ public final class RunLoopService: Sendable {
         self.logger = logger
         // Kept whatever the level now: SIGHUP may lower it later (`handle` checks it per request).
         self.accessLog = accessLog
-        let hub = EventHub(maxClients: configuration.api.maxEventClients)
+        let hub = EventHub(
+            maxClients: configuration.api.maxEventClients, snapshotMs: configuration.api.streamSnapshotMs,
+            maxBytesPerSecond: configuration.api.streamMaxBytesPerSecond)
         let metrics = self.metrics
         let sequence = self.sequence
         let recorder = Locked<HistoryRecorder?>(nil)
-        self.registry = WorkerRegistry(limits: configuration.limits, diagnostics: configuration.diagnostics) { event in
+        self.registry = WorkerRegistry(
+            limits: configuration.limits, diagnostics: configuration.diagnostics,
+            forgotten: { [weak hub] ids in hub?.forgotten(ids) }
+        ) { event in
             metrics.record(event)
             Self.logNotable(event, logger: logger)
             let id = sequence.next()
@@ -120,6 +125,7 @@ public final class RunLoopService: Sendable {
         self.history = history
         self.storeProblem = storeProblem
         hub.history = history
+        hub.registry = registry
         self.hub = hub
         self.staticFiles = StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
         self.journal = Journal(capacity: configuration.journalSize)

@@ -22,6 +22,7 @@ struct Serve: ParsableCommand {
     )
 
     @OptionGroup(title: "HTTP") var http: HTTPOptions
+    @OptionGroup(title: "Paging and event streams") var streams: StreamOptions
     @OptionGroup(title: "Access") var access: AccessOptions
     @OptionGroup(title: "Limits") var limits: LimitOptions
     @OptionGroup(title: "Explainer") var explain: ExplainOptions
@@ -47,6 +48,7 @@ struct Serve: ParsableCommand {
     func serviceConfiguration(token: String?) -> ServiceConfiguration {
         var config = ServiceConfiguration()
         http.apply(to: &config)
+        streams.apply(to: &config)
         access.apply(to: &config)
         limits.apply(to: &config)
         operations.apply(to: &config)

@@ -42,6 +42,16 @@ public final class WarningTable: Sendable {
     private struct Table {
         var warnings: [Key: LoopWarning] = [:]
         var order: [Key] = []
+        /// Each thread's keys, oldest first: a thread's warnings are read
+        /// without walking everyone's (`GET /api/threads` reads them per thread).
+        var byThread: [String: [Key]] = [:]
+
+        /// Forgets `key` (already out of `order`).
+        mutating func drop(_ key: Key) {
+            warnings[key] = nil
+            byThread[key.thread]?.removeAll { $0 == key }
+            if byThread[key.thread]?.isEmpty == true { byThread[key.thread] = nil }
+        }
     }
     private let table = Locked(Table())
     private let capacity: Int
@@ -78,10 +88,11 @@ public final class WarningTable: Sendable {
                 firstAt: now, lastAt: now, count: 1, active: true)
             t.warnings[key] = warning
             t.order.append(key)
+            t.byThread[thread, default: []].append(key)
             if t.order.count > capacity {
                 // Forget the oldest inactive warning (the oldest of all when every one is active).
                 let index = t.order.firstIndex { t.warnings[$0]?.active == false } ?? 0
-                t.warnings[t.order.remove(at: index)] = nil
+                t.drop(t.order.remove(at: index))
             }
             return warning
         }
@@ -101,8 +112,8 @@ public final class WarningTable: Sendable {
         var resolved: [LoopWarning] = []
         while true {
             let candidates: [(Key, LoopWarning)] = table.withLock { t in
-                t.order.compactMap { key in
-                    guard key.thread == thread, code == nil || key.code == code,
+                (t.byThread[thread] ?? []).compactMap { key in
+                    guard code == nil || key.code == code,
                         subject == nil || key.subject == subject, let warning = t.warnings[key], warning.active
                     else { return nil }
                     return (key, warning)
@@ -135,8 +146,8 @@ public final class WarningTable: Sendable {
     /// Warnings, oldest first, filtered.
     public func list(thread: String? = nil, code: String? = nil, active: Bool? = nil) -> [LoopWarning] {
         table.withLock { t in
-            t.order.compactMap { key -> LoopWarning? in
-                guard thread == nil || key.thread == thread, code == nil || key.code == code,
+            (thread.map { t.byThread[$0] ?? [] } ?? t.order).compactMap { key -> LoopWarning? in
+                guard code == nil || key.code == code,
                     let warning = t.warnings[key], active == nil || warning.active == active
                 else { return nil }
                 return warning

@@ -15,22 +15,54 @@ import RunLoopStore
 /// control loop's); `open` on the control loop. The table of streams is one
 /// `Locked`; streams are written outside it.
 final class EventHub: Sendable {
-    private struct Client {
+    struct Client {
         var stream: EventStream
         var thread: String?
         /// While a resumed stream is replayed from the store, live events wait here.
         var held: [(name: String, text: String, id: Int64)]?
+        /// A `scope=summary` stream's scope (nil: every event, as before).
+        var scope: StreamScope?
+        /// A summary stream owed a snapshot of every thread (just opened or resumed).
+        var needsFull = false
+        /// A summary stream's byte budget (bytes it may still be sent now) and when it was refilled.
+        var tokens = 0.0
+        var refilledAt = 0.0
+        /// Inspected events skipped for the byte budget since the last snapshot.
+        var skipped = 0
     }
 
-    private struct Clients {
+    struct Clients {
         var streams: [UInt64: Client] = [:]
         var nextClient: UInt64 = 0
         var dropped = 0
+        /// Summary streams open: while none, nothing is marked or coalesced.
+        var summaryClients = 0
+        /// Threads with an event since the last snapshot (only while a summary stream is open).
+        var dirty: Set<String> = []
+        /// Whether a snapshot is scheduled (the timer is armed only while one is due).
+        var flushArmed = false
+        /// The earliest the next snapshot may go (the interval and the byte budget).
+        var nextFlushAt = 0.0
     }
 
-    private let clients = Locked(Clients())
+    let clients = Locked(Clients())
     private let maxClients: Int
     private let recorder = Locked<HistoryRecorder?>(nil)
+    /// Where snapshots read the threads (set once by the service; nil: summary
+    /// streams get no rows). Weak: the registry's event sink holds the hub.
+    private final class RegistryLink: Sendable {
+        weak let registry: WorkerRegistry?
+        init(_ registry: WorkerRegistry?) { self.registry = registry }
+    }
+    private let rowSource = Locked(RegistryLink(nil))
+    /// The snapshot side's memory: only the snapshot queue touches it.
+    let book = Locked(SnapshotBook())
+    /// Where snapshots are built and sent (one at a time).
+    let snapshotQueue = DispatchQueue(label: "rl-stream", qos: .utility)
+    /// Shortest time between snapshots, seconds.
+    let snapshotInterval: Double
+    /// Most bytes per second a summary stream is sent.
+    let maxBytesPerSecond: Double
 
     /// The store's recorder (set once by the service): `Last-Event-ID` replays from it.
     var history: HistoryRecorder? {
@@ -38,14 +70,29 @@ final class EventHub: Sendable {
         set { recorder.withLock { $0 = newValue } }
     }
 
+    /// The registry snapshots read (set once by the service).
+    var registry: WorkerRegistry? {
+        get { rowSource.withLock { $0 }.registry }
+        set {
+            let link = RegistryLink(newValue)
+            rowSource.withLock { $0 = link }
+        }
+    }
+
     /// Live events a resumed stream may hold while its replay is read (default).
     static let defaultMaxHeld = 10_000
     /// Live events a resumed stream may hold; past it the stream is closed (the client resumes again).
     let maxHeld: Int
 
-    init(maxClients: Int, maxHeld: Int = EventHub.defaultMaxHeld) {
+    init(
+        maxClients: Int, maxHeld: Int = EventHub.defaultMaxHeld,
+        snapshotMs: Int = APILimits().streamSnapshotMs,
+        maxBytesPerSecond: Int = APILimits().streamMaxBytesPerSecond
+    ) {
         self.maxClients = maxClients
         self.maxHeld = maxHeld
+        self.snapshotInterval = Double(max(1, snapshotMs)) / 1000
+        self.maxBytesPerSecond = Double(max(1, maxBytesPerSecond))
     }
 
     /// Open streams now.
@@ -58,33 +105,53 @@ final class EventHub: Sendable {
     /// event that lists `threads` (every thread now). With a store and a
     /// `Last-Event-ID` header (what a browser's EventSource sends when it
     /// reconnects), the kept events after that id follow first, then a
-    /// `resumed` event, then the live ones.
-    func open(_ ctx: RouteContext, threads: [Value]) throws(RunLoopError) -> Reply {
-        let filter = ctx.request.query["thread"].flatMap { $0.isEmpty ? nil : $0 }
+    /// `resumed` event, then the live ones. With `scope` (`scope=summary`),
+    /// the threads come as coalesced `snapshot` events instead (the first one
+    /// carries every thread) and only the scope's events flow.
+    func open(_ ctx: RouteContext, scope: StreamScope? = nil, threads: [Value]) throws(RunLoopError) -> Reply {
+        let filter = scope != nil ? nil : ctx.request.query["thread"].flatMap { $0.isEmpty ? nil : $0 }
         let stream = EventStream()
         let maxClients = self.maxClients
         let history = self.history
         let resumeFrom = ctx.request.headers["last-event-id"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
         let replays = history != nil && resumeFrom != nil
-        let client = try clients.withLock { c throws(RunLoopError) in
+        let now = Monotonic.now()
+        let budget = maxBytesPerSecond
+        let (client, arm) = try clients.withLock { c throws(RunLoopError) in
             guard c.streams.count < maxClients else {
                 throw .limit(
                     "too_many_clients", "\(maxClients) event-stream clients are connected (--max-event-clients)")
             }
             c.nextClient += 1
-            c.streams[c.nextClient] = Client(stream: stream, thread: filter, held: replays ? [] : nil)
-            return c.nextClient
+            c.streams[c.nextClient] = Client(
+                stream: stream, thread: filter, held: replays ? [] : nil, scope: scope, needsFull: scope != nil,
+                tokens: budget, refilledAt: now)
+            guard scope != nil else { return (c.nextClient, false) }
+            c.summaryClients += 1
+            // A resumed stream gets its first snapshot when its replay is done.
+            return (c.nextClient, replays ? false : Self.armFlush(&c))
         }
         stream.onClose { [weak self] reason in
             self?.clients.withLock { c in
-                c.streams[client] = nil
+                if c.streams.removeValue(forKey: client)?.scope != nil {
+                    c.summaryClients -= 1
+                    if c.summaryClients == 0 { c.dirty.removeAll() }
+                }
                 if reason == .clientTooSlow { c.dropped += 1 }
             }
         }
-        stream.send(
-            event: "hello", data: JSON.string(["threads": .array(threads), "client": .number(Double(client))]))
+        var hello: [String: Value] = ["threads": .array(threads), "client": .number(Double(client))]
+        if scope != nil {
+            hello["scope"] = "summary"
+            hello["snapshotMs"] = .number((snapshotInterval * 1000).rounded())
+            hello["maxBytesPerSecond"] = .number(maxBytesPerSecond)
+        }
+        stream.send(event: "hello", data: JSON.string(.object(hello)))
+        if arm { scheduleFlush() }
         if let history, let resumeFrom {
-            history.readers.async { [self] in replay(client, stream, after: resumeFrom, thread: filter, from: history) }
+            history.readers.async { [self] in
+                replay(client, stream, after: resumeFrom, thread: filter, scope: scope, from: history)
+            }
         }
         return .response(
             HTTPResponse(
@@ -99,26 +166,39 @@ final class EventHub: Sendable {
     /// meanwhile (without repeats), then a `resumed` event; runs on the
     /// recorder's reader queue.
     private func replay(
-        _ client: UInt64, _ stream: EventStream, after: Int64, thread: String?, from history: HistoryRecorder
+        _ client: UInt64, _ stream: EventStream, after: Int64, thread: String?, scope: StreamScope?,
+        from history: HistoryRecorder
     ) {
         // Queued first: an event leaves the queue only once it is stored.
         let pending = history.pending(after: after)
         let limit = history.options.replayLimit
         var replayed: [StoredEvent] = []
         var failure: String?
+        // What is read: the stream's thread (or all); for a scope, each inspected
+        // thread's kept types it lists, and every thread's warnings.
+        var queries: [(thread: String?, types: [String])] = [(thread, Self.replayedTypes)]
+        if let scope {
+            let types = Self.replayedTypes.filter { scope.types?.contains($0) ?? true }
+            queries = scope.inspect.sorted().map { ($0, types) }.filter { !$0.types.isEmpty }
+            queries.append((nil, ["warning"]))
+        }
         do {
-            // One more than the limit: whether the replay is cut short.
-            replayed = try history.store.events(
-                HistoryQuery(
-                    instance: history.instance.id, thread: thread, types: Self.replayedTypes, afterSeq: after,
-                    limit: limit + 1))
+            for query in queries {
+                // One more than the limit: whether the replay is cut short.
+                replayed += try history.store.events(
+                    HistoryQuery(
+                        instance: history.instance.id, thread: query.thread, types: query.types, afterSeq: after,
+                        limit: limit + 1))
+            }
         } catch {
             failure = "\(error)"
         }
-        var seen = Set(replayed.map(\.seq))
+        var seen = Set<Int64>()
+        replayed = replayed.filter { seen.insert($0.seq).inserted }
         for event in pending
         where !seen.contains(event.seq) && (thread == nil || event.thread == thread)
             && Self.replayedTypes.contains(event.type)
+            && (scope.map { scope in scope.wants(event.type, thread: event.thread ?? "") } ?? true)
         {
             replayed.append(event)
             seen.insert(event.seq)
@@ -145,10 +225,14 @@ final class EventHub: Sendable {
                 c.streams[client]?.held = held.isEmpty ? nil : []
                 return held.isEmpty ? nil : held
             }
-            guard let batch else { return }
+            guard let batch else { break }
             for event in batch where !seen.contains(event.id) {
                 guard stream.send(event: event.name, data: event.text, id: UInt64(event.id)) else { return }
             }
+        }
+        // A summary stream's first snapshot follows its replay.
+        if scope != nil, clients.withLock({ c in c.streams[client] != nil ? Self.armFlush(&c) : false }) {
+            scheduleFlush()
         }
     }
 
@@ -156,25 +240,63 @@ final class EventHub: Sendable {
     static let replayedTypes = API.historyTypes.filter { $0 != "request" && $0 != "instance" }
 
     /// Publishes one engine event (its id from the service's sequence) to
-    /// every interested client.
+    /// every interested client. An event no client wants is not serialized; a
+    /// summary stream only marks its thread for the next snapshot.
     func publish(_ event: RunLoopEvent, id: Int64) {
-        guard clients.withLock({ !$0.streams.isEmpty }) else { return }
-        let (name, thread, data) = Self.describe(event)
+        let (name, thread) = Self.name(of: event)
+        // First pass: who wants it, and the thread marked for the snapshots.
+        let (wanted, arm) = clients.withLock { c -> (Bool, Bool) in
+            guard !c.streams.isEmpty else { return (false, false) }
+            var arm = false
+            if c.summaryClients > 0, c.dirty.insert(thread).inserted {
+                arm = Self.armFlush(&c)
+            }
+            for client in c.streams.values {
+                if let scope = client.scope {
+                    if scope.wants(name, thread: thread) { return (true, arm) }
+                } else if client.thread == nil || client.thread == thread {
+                    return (true, arm)
+                }
+            }
+            return (false, arm)
+        }
+        if arm { scheduleFlush() }
+        guard wanted else { return }
+        let (_, _, data) = Self.describe(event)
         var stamped = data.object ?? [:]
         if stamped["at"] == nil { stamped["at"] = Timestamp.value(Date()) }
         let text = JSON.string(.object(stamped))
         let maxHeld = self.maxHeld
+        let cost = Double(text.utf8.count + name.utf8.count + 32)
+        let now = Monotonic.now()
+        let rate = maxBytesPerSecond
         // Collected under the lock, acted on after it: a send or a close can run
         // the stream's close handlers, which take this lock (ARCHITECTURE.md, "Locks").
         let (live, overflow): ([EventStream], [EventStream]) = clients.withLock { c in
             var live: [EventStream] = []
             var overflow: [EventStream] = []
-            for (key, client) in c.streams where client.thread == nil || client.thread == thread {
+            for (key, client) in c.streams {
+                if let scope = client.scope {
+                    guard scope.wants(name, thread: thread) else { continue }
+                } else if client.thread != nil && client.thread != thread {
+                    continue
+                }
                 if let held = client.held {
                     if held.count >= maxHeld {
                         overflow.append(client.stream)
                     } else {
                         c.streams[key]?.held?.append((name, text, id))
+                    }
+                } else if client.scope != nil && name != "warning" {
+                    // Inspected events spend the stream's byte budget; past it they are skipped.
+                    let tokens = min(rate, client.tokens + (now - client.refilledAt) * rate)
+                    c.streams[key]?.refilledAt = now
+                    if tokens >= cost {
+                        c.streams[key]?.tokens = tokens - cost
+                        live.append(client.stream)
+                    } else {
+                        c.streams[key]?.tokens = tokens
+                        c.streams[key]?.skipped += 1
                     }
                 } else {
                     live.append(client.stream)
@@ -189,6 +311,16 @@ final class EventHub: Sendable {
         for stream in live {
             stream.send(event: name, data: text, id: UInt64(id))
         }
+    }
+
+    /// The exited threads the registry forgot: the next snapshot lists them as removed.
+    func forgotten(_ ids: [String]) {
+        let arm = clients.withLock { c -> Bool in
+            guard c.summaryClients > 0 else { return false }
+            c.dirty.formUnion(ids)
+            return Self.armFlush(&c)
+        }
+        if arm { scheduleFlush() }
     }
 
     #if DEBUG
@@ -210,10 +342,32 @@ final class EventHub: Sendable {
     /// Closes every stream (shutdown).
     func closeAll() {
         let all = clients.withLock { c in
-            defer { c.streams.removeAll() }
+            defer {
+                c.streams.removeAll()
+                c.summaryClients = 0
+                c.dirty.removeAll()
+            }
             return c.streams.values.map(\.stream)
         }
         for stream in all { stream.close() }
+    }
+
+    /// The SSE event name and its thread, without building the payload.
+    static func name(of event: RunLoopEvent) -> (String, String) {
+        switch event {
+        case .thread(let snapshot, _): ("thread", snapshot.id)
+        case .runExit(let thread, _): ("run-exit", thread)
+        case .timer(let thread, _, _, _, _): ("timer", thread)
+        case .perform(let thread, _): ("perform", thread)
+        case .source(let thread, _, _, _, _): ("source", thread)
+        case .itemMode(let thread, let kind, _, _, _): ("\(kind)-mode", thread)
+        case .task(let thread, _, _, _): ("task", thread)
+        case .activity(let thread, _): ("activity", thread)
+        case .turn(let thread, _): ("turn", thread)
+        case .warning(let warning): ("warning", warning.thread)
+        case .stall(let stall, _): ("stall", stall.thread)
+        case .stallEnded(let stall): ("stall-ended", stall.thread)
+        }
     }
 
     /// The SSE event name, its thread and its JSON payload.

@@ -74,9 +74,9 @@ extension Rep {
     }
 
     /// A thread as listed, with its load and warnings.
-    static func explainedThread(_ worker: Worker) -> Value {
+    static func explainedThread(_ worker: Worker, load known: LoadSnapshot? = nil) -> Value {
         var object = thread(worker.snapshot).object ?? [:]
-        object["load"] = load(worker.load())
+        object["load"] = load(known ?? worker.load())
         object["warnings"] = .array(worker.warnings().map(warning))
         return .object(object)
     }

@@ -67,6 +67,8 @@ enum OpenAPIDocument {
             "max-queued": number(limits.maxQueuedCommands),
             "max-tasks": number(limits.taskCapacity),
             "max-event-clients": number(api.maxEventClients),
+            "max-thread-page": number(api.maxThreadPage),
+            "stream-max-inspect": number(api.streamMaxInspect),
             "max-turn-ring-size": number(configuration.diagnostics.maxTurnRingSize),
         ]
     }

@@ -19,6 +19,17 @@ public struct APILimits: Sendable, Hashable {
     /// process when a repeating timer's interval rounds to 0 ns, and a
     /// shorter one would only spin the loop.
     public var minTimerInterval: Double = 0.0001
+    /// Largest `limit` of `GET /api/threads` (`--max-thread-page`).
+    public var maxThreadPage = 1000
+    /// Shortest time between two `snapshot` events of a `scope=summary`
+    /// stream, in milliseconds (`--stream-snapshot-ms`).
+    public var streamSnapshotMs = 250
+    /// Most bytes per second a `scope=summary` stream is sent
+    /// (`--stream-max-bytes`): past it snapshots come less often and inspected
+    /// events are skipped (and counted in the next snapshot).
+    public var streamMaxBytesPerSecond = 2_000_000
+    /// Most threads one stream may inspect (`--stream-max-inspect`).
+    public var streamMaxInspect = 64
 
     /// The defaults.
     public init() {}
@@ -56,7 +67,10 @@ struct API: Sendable {
             .json(200, ["selectors": .array(registry.selectors.all.map(Rep.selector))])
         }
         r.add("GET", "/api/events") { ctx throws(RunLoopError) in
-            try events.open(ctx, threads: registry.allWorkers.map { Rep.thread($0.snapshot) })
+            let scope = try StreamScope(ctx.request.query, limits: limits)
+            // A summary stream's first snapshot carries the threads; its hello does not.
+            return try events.open(
+                ctx, scope: scope, threads: scope == nil ? registry.allWorkers.map { Rep.thread($0.snapshot) } : [])
         }
         addThreads(&r)
         addExplain(&r)

@@ -4,6 +4,30 @@ import RunLoopCore
 
 /// Threads: create, list, read, end, run, stop, wake up, log. Run on the control loop.
 extension API {
+    /// `limit` (1...`--max-thread-page`, nil: every thread) and `cursor` (the
+    /// `nextCursor` of the page before: the id of its last thread) of `GET /api/threads`.
+    func threadPage(_ ctx: RouteContext) throws(RunLoopError) -> (limit: Int?, cursor: String?) {
+        var limit: Int?
+        if let text = ctx.request.query["limit"] {
+            guard text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text),
+                (1...limits.maxThreadPage).contains(value)
+            else {
+                throw .badValue(
+                    "limit",
+                    "limit must be a whole number 1...\(limits.maxThreadPage) (the server's bound, --max-thread-page)")
+            }
+            limit = value
+        }
+        var cursor: String?
+        if let text = ctx.request.query["cursor"] {
+            guard WorkerRegistry.number(text) != nil else {
+                throw .badValue("cursor", "cursor must be the nextCursor of an earlier page (a thread id such as t17)")
+            }
+            cursor = text
+        }
+        return (limit, cursor)
+    }
+
     func addThreads(_ r: inout Router) {
         r.add("POST", "/api/threads") { ctx throws(RunLoopError) in
             let body = try ctx.body(["name", "keepAlive", "run", "turnRingSize"])
@@ -43,8 +67,16 @@ extension API {
                 201, API.hinting(Rep.thread(created.snapshot), options.policy.mode),
                 headers: [("Location", "/api/threads/\(created.id)")])
         }
-        r.add("GET", "/api/threads") { _ throws(RunLoopError) in
-            .json(200, ["threads": .array(registry.allWorkers.map(Rep.explainedThread))])
+        r.add("GET", "/api/threads") { ctx throws(RunLoopError) in
+            let (limit, cursor) = try threadPage(ctx)
+            let page = registry.page(after: cursor, limit: limit ?? .max)
+            let next = page.more ? page.workers.last.map { Value.string($0.id) } ?? .null : .null
+            return .json(
+                200,
+                [
+                    "threads": .array(page.workers.map { Rep.explainedThread($0) }), "nextCursor": next,
+                    "total": .number(Double(page.total)),
+                ])
         }
         r.add("GET", "/api/threads/{id}") { ctx throws(RunLoopError) in
             .json(200, Rep.explainedThread(try worker(ctx)))
