@@ -30,8 +30,8 @@ public final class WorkerRegistry: Sendable {
     public init(
         limits: Limits = Limits(), selectors: SelectorRegistry? = nil,
         diagnostics: DiagnosticsOptions = DiagnosticsOptions(),
-        forgotten: @escaping @Sendable ([String]) -> Void = { _ in },
-        events: @escaping @Sendable (RunLoopEvent) -> Void = { _ in }
+        events: @escaping @Sendable (RunLoopEvent) -> Void = { _ in },
+        forgotten: @escaping @Sendable ([String]) -> Void = { _ in }
     ) {
         self.limits = limits
         self.forgotten = forgotten

@@ -96,10 +96,7 @@ public final class RunLoopService: Sendable {
         let metrics = self.metrics
         let sequence = self.sequence
         let recorder = Locked<HistoryRecorder?>(nil)
-        self.registry = WorkerRegistry(
-            limits: configuration.limits, diagnostics: configuration.diagnostics,
-            forgotten: { [weak hub] ids in hub?.forgotten(ids) }
-        ) { event in
+        self.registry = WorkerRegistry(limits: configuration.limits, diagnostics: configuration.diagnostics) { event in
             metrics.record(event)
             Self.logNotable(event, logger: logger)
             let id = sequence.next()
@@ -109,6 +106,8 @@ public final class RunLoopService: Sendable {
                 history.record(.event(event), seq: id)
             }
             hub.publish(event, id: id)
+        } forgotten: { [weak hub] ids in
+            hub?.forgotten(ids)
         }
         var history: HistoryRecorder?
         var storeProblem: String?

@@ -179,10 +179,11 @@ struct OpenAPIContractTests {
         #expect(stream?["schema", "$ref"] == "#/components/schemas/ServerSentEvent")
         let alternatives = Self.document["components", "schemas", "ServerSentEvent", "oneOf"].items
         let names = alternatives.compactMap { $0["properties", "event", "const"].string }
-        // hello and resumed (EventHub.open, EventHub.replay) and one per RunLoopEvent case (EventHub.describe).
+        // hello, resumed and snapshot (EventHub.open, EventHub.replay, EventHub.flush) and one
+        // per RunLoopEvent case (EventHub.describe).
         #expect(
             Set(names) == [
-                "hello", "resumed", "thread", "run-exit", "timer", "perform", "source", "task", "activity", "turn",
+                "hello", "resumed", "snapshot", "thread", "run-exit", "timer", "perform", "source", "task", "activity", "turn",
                 "warning", "stall", "stall-ended", "source-mode", "timer-mode",
             ])
         for alternative in alternatives {

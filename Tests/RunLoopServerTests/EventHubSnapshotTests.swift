@@ -1,0 +1,126 @@
+import Dispatch
+import Foundation
+import Primitives
+import RunLoopTestSupport
+import Testing
+
+@testable import MicroHTTP
+@testable import RunLoopCore
+@testable import RunLoopServer
+
+/// The coalescing of `scope=summary` streams, in process: nothing is marked
+/// or armed while no summary stream is open, and a thread the registry
+/// forgets is listed as removed.
+@Suite("EventHub: summary snapshots")
+struct EventHubSnapshotTests {
+    /// A hub fed by a registry of its own (ids from one counter), as the service wires them.
+    private static func wired(_ limits: Limits = Limits(), snapshotMs: Int = 20) -> (EventHub, WorkerRegistry) {
+        let hub = EventHub(maxClients: 4, snapshotMs: snapshotMs)
+        let ids = Locked<Int64>(0)
+        let registry = WorkerRegistry(limits: limits) { [weak hub] event in
+            let id = ids.withLock { n -> Int64 in
+                n += 1
+                return n
+            }
+            hub?.publish(event, id: id)
+        } forgotten: { [weak hub] ids in
+            hub?.forgotten(ids)
+        }
+        hub.registry = registry
+        return (hub, registry)
+    }
+
+    private static func open(_ hub: EventHub, _ query: [String: String]) throws -> EventStream {
+        let context = RouteContext(
+            request: HTTPRequest(method: "GET", path: "/api/events", query: query), params: [:], respond: { _ in })
+        let scope = try StreamScope(query, limits: APILimits())
+        guard case .response(let response) = try hub.open(context, scope: scope, threads: []),
+            let stream = response.stream
+        else { throw NoStream() }
+        return stream
+    }
+
+    /// The `snapshot` events buffered on `stream` so far, parsed.
+    private static func snapshots(_ stream: EventStream) -> [Value] {
+        let text = String(decoding: stream.bufferedText, as: UTF8.self)
+        return text.components(separatedBy: "\n\n").compactMap { block -> Value? in
+            guard block.hasPrefix("event: snapshot\n"), let line = block.split(separator: "\n").last,
+                line.hasPrefix("data: ")
+            else { return nil }
+            return try? JSON.parse(Array(line.dropFirst(6).utf8))
+        }
+    }
+
+    /// Waits (re-checking every few milliseconds, at most `timeout` seconds) until `predicate` holds.
+    private static func eventually(_ timeout: Double = 10, _ predicate: () -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while !predicate() {
+            guard Date() < deadline else { return false }
+            usleep(2000)
+        }
+        return true
+    }
+
+    @Test("without a summary stream nothing is marked and no snapshot is armed, whatever is published")
+    func idleWithoutSummaryClients() async throws {
+        let (hub, registry) = Self.wired()
+        defer { registry.endAll() }
+        let plain = try Self.open(hub, [:])
+        let worker = try registry.createWorker(
+            WorkerOptions(policy: RunPolicy(style: .loop, mode: .default, seconds: 30)))
+        for n in 1...50 {
+            hub.publish(.task(thread: worker.id, task: "x\(n)", change: .added, runs: n), id: 1000 + Int64(n))
+        }
+        let (armed, dirty, summaries) = hub.clients.withLock { ($0.flushArmed, $0.dirty.count, $0.summaryClients) }
+        #expect(!armed)
+        #expect(dirty == 0)
+        #expect(summaries == 0)
+        #expect(Self.snapshots(plain).isEmpty)
+        // A summary stream arms one snapshot; once it has gone and the stream
+        // closes, events mark nothing again.
+        let summary = try Self.open(hub, ["scope": "summary"])
+        #expect(Self.eventually { !Self.snapshots(summary).isEmpty })
+        summary.close()
+        #expect(Self.eventually { hub.clients.withLock { $0.summaryClients == 0 } })
+        for n in 51...60 {
+            hub.publish(.task(thread: worker.id, task: "x\(n)", change: .added, runs: n), id: 1000 + Int64(n))
+        }
+        #expect(hub.clients.withLock { $0.dirty.isEmpty })
+    }
+
+    @Test("a thread the registry forgets is listed in the next snapshot's removed, and its row is gone")
+    func forgottenThreadsAreRemoved() async throws {
+        var limits = Limits()
+        limits.retainedExitedWorkers = 1
+        let (hub, registry) = Self.wired(limits)
+        defer { registry.endAll() }
+        let manual = WorkerOptions(policy: RunPolicy(style: .manual, mode: .default, seconds: 30))
+        let first = try registry.createWorker(manual)
+        let second = try registry.createWorker(manual)
+        let stream = try Self.open(hub, ["scope": "summary"])
+        #expect(Self.eventually { Self.snapshots(stream).count == 1 })
+        let all = try #require(Self.snapshots(stream).first)
+        #expect(all["rows"].items.compactMap { $0["id"].string } == [first.id, second.id])
+        // Both end; the next creation forgets the older exited one (one is retained).
+        for worker in [first, second] {
+            let ended = DispatchSemaphore(value: 0)
+            worker.end { _ in ended.signal() }
+            #expect(ended.wait(timeout: .now() + 10) == .success)
+        }
+        let third = try registry.createWorker(manual)
+        #expect((try? registry.worker(first.id)) == nil)
+        #expect(
+            Self.eventually {
+                Self.snapshots(stream).contains { $0["removed"].items.contains(.string(first.id)) }
+            })
+        let removal = try #require(Self.snapshots(stream).first { $0["removed"].items.contains(.string(first.id)) })
+        #expect(!removal["rows"].items.contains { $0["id"] == .string(first.id) })
+        #expect(removal["summary", "threads"] == 2)
+        #expect(
+            Self.eventually {
+                Self.snapshots(stream).contains { $0["rows"].items.contains { $0["id"] == .string(third.id) } }
+            })
+    }
+}
+
+private struct NoStream: Error {}
