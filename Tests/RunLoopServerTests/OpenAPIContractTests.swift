@@ -183,7 +183,8 @@ struct OpenAPIContractTests {
         // per RunLoopEvent case (EventHub.describe).
         #expect(
             Set(names) == [
-                "hello", "resumed", "snapshot", "thread", "run-exit", "timer", "perform", "source", "task", "activity", "turn",
+                "hello", "resumed", "snapshot", "thread", "run-exit", "timer", "perform", "source", "task", "activity",
+                "turn",
                 "warning", "stall", "stall-ended", "source-mode", "timer-mode",
             ])
         for alternative in alternatives {
