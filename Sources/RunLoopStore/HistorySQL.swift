@@ -14,10 +14,34 @@ public enum SQLValue: Sendable, Equatable {
 struct HistorySQL {
     enum Dialect { case sqlite, postgres }
     let dialect: Dialect
+    /// `insertEvent(rows: 1 << i)` for i in 0...9, made once: a batch is
+    /// written in chunks of these sizes, so each statement is prepared once
+    /// and found again in the connection's cache.
+    let insertEventTexts: [String]
+
+    init(dialect: Dialect) {
+        self.dialect = dialect
+        var texts: [String] = []
+        for power in 0...Self.largestInsertPower {
+            texts.append(Self.insertEvent(rows: 1 << power, dialect: dialect))
+        }
+        insertEventTexts = texts
+    }
+
+    /// The largest chunk of events one statement inserts: 2^9 = 512 rows (3,584 values).
+    static let largestInsertPower = 9
 
     /// The placeholders for `count` values starting at `first` (1-based).
     func marks(_ count: Int, from first: Int = 1) -> String {
-        (first..<(first + count)).map { dialect == .sqlite ? "?" : "$\($0)" }.joined(separator: ", ")
+        Marks(dialect: dialect).marks(count, from: first)
+    }
+
+    /// Placeholders in a dialect (usable before a `HistorySQL` exists).
+    struct Marks {
+        let dialect: Dialect
+        func marks(_ count: Int, from first: Int = 1) -> String {
+            (first..<(first + count)).map { dialect == .sqlite ? "?" : "$\($0)" }.joined(separator: ", ")
+        }
     }
 
     private var real: String { dialect == .sqlite ? "REAL" : "DOUBLE PRECISION" }
@@ -57,8 +81,11 @@ struct HistorySQL {
     static let threadColumns = "instance, boot, thread, name, style, created_at, ended_at, ended_how, last_exit, final"
     static let instanceColumns = "id, url, version, host, pid, boot, started_at, heartbeat_at, stopped_at, seq_ceiling"
 
-    func insertEvent(rows: Int) -> String {
-        let tuples = (0..<rows).map { "(\(marks(7, from: $0 * 7 + 1)))" }.joined(separator: ", ")
+    func insertEvent(rows: Int) -> String { Self.insertEvent(rows: rows, dialect: dialect) }
+
+    static func insertEvent(rows: Int, dialect: Dialect) -> String {
+        let sql = HistorySQL.Marks(dialect: dialect)
+        let tuples = (0..<rows).map { "(\(sql.marks(7, from: $0 * 7 + 1)))" }.joined(separator: ", ")
         return "INSERT INTO events (instance, boot, seq, at, type, thread, data) VALUES \(tuples)"
     }
 
@@ -285,12 +312,16 @@ struct HistoryLogic {
         }
     }
 
-    /// Events as multi-row INSERTs of at most `rowsPerInsert` rows.
+    /// Events as multi-row INSERTs in chunks of a power of two rows (512,
+    /// then the binary digits of what is left): ten statement texts in all,
+    /// each prepared once per connection and reused from its cache.
     private func insertRows(_ events: [StoredEvent]) throws {
         var start = 0
         while start < events.count {
-            let chunk = events[start..<min(start + Self.rowsPerInsert, events.count)]
-            _ = try execute(sql.insertEvent(rows: chunk.count), chunk.flatMap(HistorySQL.eventValues), false)
+            var power = HistorySQL.largestInsertPower
+            while 1 << power > events.count - start { power -= 1 }
+            let chunk = events[start..<(start + (1 << power))]
+            _ = try execute(sql.insertEventTexts[power], chunk.flatMap(HistorySQL.eventValues), true)
             start += chunk.count
         }
     }

@@ -33,28 +33,40 @@ extension HistoryRecorder {
             if early > 0 { state.withLock(when: { $0.stopping || $0.flushWanted }, timeout: early) { _, _ in } }
             // The whole queue changes hands in O(1): the recording threads
             // never wait behind a copy (a transaction holds up to --store-queue events).
-            let (taken, stopping) = state.withLock { s -> (Deque<Queued>, Bool) in
+            // The queue's storage is recycled: the next queue is the batch
+            // before last's buffer, emptied (see `State.spare`).
+            var (taken, stopping) = state.withLock { s -> (Deque<Queued>, Bool) in
                 s.flushWanted = false
                 s.inFlight = s.queue
-                s.queue = Deque()
+                s.queue = s.spare
+                s.spare = Deque()
                 return (s.inFlight, s.stopping)
             }
-            let items = Array(taken)
+            let count = taken.count
             var ok = state.withLock { $0.status.registered } || register()
-            if ok && (!items.isEmpty || (beats && Monotonic.now() - lastBeat >= options.heartbeatInterval)) {
+            if ok && (count > 0 || (beats && Monotonic.now() - lastBeat >= options.heartbeatInterval)) {
                 let started = Monotonic.now()
                 do {
-                    try store.write(batch(items))
+                    try store.write(batch(taken))
                     let seconds = Monotonic.now() - started
                     lastBeat = Monotonic.now()
-                    state.withLock { s in
+                    let spare = state.withLock { s -> Deque<Queued> in
                         s.inFlight = []
-                        s.status.written += items.count
-                        s.status.batches += items.isEmpty ? 0 : 1
+                        s.status.written += count
+                        s.status.batches += count == 0 ? 0 : 1
                         s.status.lastCommitAt = Date().timeIntervalSince1970
                         s.status.lastCommitSeconds = seconds
+                        return s.spare
                     }
                     state.notifyAll()
+                    // Emptied outside the lock (the events' last references go
+                    // here), then kept as the next spare if none came meanwhile.
+                    if spare.isEmpty, taken.count <= Self.recycledCapacity {
+                        var emptied = taken
+                        taken = Deque()
+                        emptied.removeAll(keepingCapacity: true)
+                        state.withLock { s in if s.spare.isEmpty { s.spare = emptied } }
+                    }
                     recovered()
                 } catch {
                     ok = false
@@ -62,17 +74,17 @@ extension HistoryRecorder {
                 }
             }
             if !ok {
-                requeue(items)
+                requeue(taken)
                 if stopping { break }
                 backoff = min(max(backoff * 2, 0.25), Self.longestBackoff)
                 continue
             }
             backoff = 0
-            if !items.isEmpty { lastCommit = Monotonic.now() }
+            if count > 0 { lastCommit = Monotonic.now() }
             // By the clock, and (SQLite) whenever the file and its WAL pass
             // the size bound's trigger: a stat after each commit.
             if Monotonic.now() - lastPrune >= options.retentionInterval
-                || (!items.isEmpty && store.overLimit(options.retention))
+                || (count > 0 && store.overLimit(options.retention))
             {
                 lastPrune = Monotonic.now()
                 prune()
@@ -102,11 +114,15 @@ extension HistoryRecorder {
     /// comes back (fleet health allows for it).
     static let longestBackoff = 5.0
 
+    /// The largest batch whose buffer is kept for the next queue (events):
+    /// a burst's larger buffer is given back.
+    static let recycledCapacity = 16_384
+
     /// The writer thread's nice value (higher: less CPU when the CPUs are busy).
     static let writerNice: Int32 = 5
 
     /// Puts an uncommitted batch back at the front (the queue's bound still holds: the oldest go first).
-    func requeue(_ items: [Queued]) {
+    func requeue(_ items: some Collection<Queued>) {
         guard !items.isEmpty else { return }
         let capacity = options.queueCapacity
         state.withLock { s in
@@ -177,10 +193,11 @@ extension HistoryRecorder {
     }
 
     /// Rows for a batch (serialized here, on the writer's thread).
-    func batch(_ items: [Queued]) -> StoreBatch {
+    func batch(_ items: Deque<Queued>) -> StoreBatch {
         let (boot, instance) = state.withLock { ($0.status.boot, $0.instance) }
         var batch = StoreBatch(
             heartbeat: (instance.id, Date().timeIntervalSince1970, sequence.current + Self.seqReserve))
+        batch.events.reserveCapacity(items.count)
         for queued in items {
             let (event, thread) = Self.stored(queued, instance: instance.id, boot: boot)
             batch.events.append(event)

@@ -53,6 +53,11 @@ final class HistoryRecorder: Sendable {
         var queue = Deque<Queued>()
         /// Taken by the writer, not yet committed (for a resumed stream).
         var inFlight = Deque<Queued>()
+        /// The buffer of the batch before last, emptied with its capacity
+        /// kept: it becomes the next queue, so a recording thread appends
+        /// into storage that is already there instead of growing a new
+        /// queue (and copying it) every batch.
+        var spare = Deque<Queued>()
         var status = Status()
         var stopping = false
         var flushWanted = false
