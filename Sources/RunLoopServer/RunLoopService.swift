@@ -92,7 +92,8 @@ public final class RunLoopService: Sendable {
         self.accessLog = accessLog
         let hub = EventHub(
             maxClients: configuration.api.maxEventClients, snapshotMs: configuration.api.streamSnapshotMs,
-            maxBytesPerSecond: configuration.api.streamMaxBytesPerSecond)
+            maxBytesPerSecond: configuration.api.streamMaxBytesPerSecond,
+            sseBufferBytes: configuration.http.sseBufferBytes)
         let metrics = self.metrics
         let sequence = self.sequence
         let recorder = Locked<HistoryRecorder?>(nil)

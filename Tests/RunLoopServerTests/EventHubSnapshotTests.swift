@@ -88,6 +88,26 @@ struct EventHubSnapshotTests {
         #expect(hub.clients.withLock { $0.dirty.isEmpty })
     }
 
+    @Test("a hello larger than the server's stream buffer (every thread, at scale) does not drop the client")
+    func largeHello() throws {
+        let hub = EventHub(maxClients: 2, sseBufferBytes: 64 * 1024)
+        // 300 threads of 1 KB: a hello of about 300 KB, more than the 64 KiB buffer.
+        let threads = (1...300).map { n -> Value in
+            ["id": .string("t\(n)"), "padding": .string(String(repeating: "x", count: 1000))]
+        }
+        let context = RouteContext(
+            request: HTTPRequest(method: "GET", path: "/api/events"), params: [:], respond: { _ in })
+        guard case .response(let response) = try hub.open(context, threads: threads), let stream = response.stream
+        else { throw NoStream() }
+        #expect(stream.closeReason == nil)
+        let text = String(decoding: stream.bufferedText, as: UTF8.self)
+        #expect(text.hasPrefix("event: hello\ndata: {\"client\":1,"))
+        #expect(text.count > 300_000)
+        // Live events still fit behind it.
+        hub.publish(.task(thread: "t1", task: "x", change: .added, runs: 1), id: 1)
+        #expect(stream.closeReason == nil)
+    }
+
     @Test("a thread the registry forgets is listed in the next snapshot's removed, and its row is gone")
     func forgottenThreadsAreRemoved() async throws {
         var limits = Limits()

@@ -63,6 +63,8 @@ final class EventHub: Sendable {
     let snapshotInterval: Double
     /// Most bytes per second a summary stream is sent.
     let maxBytesPerSecond: Double
+    /// The HTTP server's event-stream buffer (`HTTPServerConfiguration.sseBufferBytes`).
+    let sseBufferBytes: Int
 
     /// The store's recorder (set once by the service): `Last-Event-ID` replays from it.
     var history: HistoryRecorder? {
@@ -87,8 +89,10 @@ final class EventHub: Sendable {
     init(
         maxClients: Int, maxHeld: Int = EventHub.defaultMaxHeld,
         snapshotMs: Int = APILimits().streamSnapshotMs,
-        maxBytesPerSecond: Int = APILimits().streamMaxBytesPerSecond
+        maxBytesPerSecond: Int = APILimits().streamMaxBytesPerSecond,
+        sseBufferBytes: Int = HTTPServerConfiguration.defaultSSEBufferBytes
     ) {
+        self.sseBufferBytes = sseBufferBytes
         self.maxClients = maxClients
         self.maxHeld = maxHeld
         self.snapshotInterval = Double(max(1, snapshotMs)) / 1000
@@ -110,7 +114,20 @@ final class EventHub: Sendable {
     /// carries every thread) and only the scope's events flow.
     func open(_ ctx: RouteContext, scope: StreamScope? = nil, threads: [Value]) throws(RunLoopError) -> Reply {
         let filter = scope != nil ? nil : ctx.request.query["thread"].flatMap { $0.isEmpty ? nil : $0 }
-        let stream = EventStream()
+        var hello: [String: Value] = ["threads": .array(threads)]
+        if scope != nil {
+            hello["scope"] = "summary"
+            hello["snapshotMs"] = .number((snapshotInterval * 1000).rounded())
+            hello["maxBytesPerSecond"] = .number(maxBytesPerSecond)
+        }
+        // The buffer a client may fall behind by before it is dropped: the
+        // server's, plus the hello (every thread: about 0.7 MB at 1,000), or
+        // for a summary stream two seconds of its byte budget (a first
+        // snapshot carries every thread).
+        let helloText = JSON.string(.object(hello))
+        let stream = EventStream(
+            bufferBytes: scope == nil
+                ? sseBufferBytes + helloText.utf8.count : max(sseBufferBytes, Int(2 * maxBytesPerSecond)))
         let maxClients = self.maxClients
         let history = self.history
         let resumeFrom = ctx.request.headers["last-event-id"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
@@ -140,13 +157,8 @@ final class EventHub: Sendable {
                 if reason == .clientTooSlow { c.dropped += 1 }
             }
         }
-        var hello: [String: Value] = ["threads": .array(threads), "client": .number(Double(client))]
-        if scope != nil {
-            hello["scope"] = "summary"
-            hello["snapshotMs"] = .number((snapshotInterval * 1000).rounded())
-            hello["maxBytesPerSecond"] = .number(maxBytesPerSecond)
-        }
-        stream.send(event: "hello", data: JSON.string(.object(hello)))
+        // The client's number goes in front of the members already serialized.
+        stream.send(event: "hello", data: "{\"client\":\(client)," + helloText.dropFirst())
         if arm { scheduleFlush() }
         if let history, let resumeFrom {
             history.readers.async { [self] in
