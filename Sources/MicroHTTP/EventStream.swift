@@ -114,17 +114,39 @@ public final class EventStream: Sendable {
 
     // MARK: - Frames
 
+    /// Built from bytes: CR, LF and CRLF are single bytes in UTF-8 (never
+    /// inside a multi-byte character), so each ends a `data:` line without
+    /// decoding the text (a summary snapshot is a megabyte of JSON).
     static func frame(event: String, data: String, id: UInt64?) -> [UInt8] {
-        var text = ""
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(data.utf8.count + event.utf8.count + 32)
         let name = singleLine(event)
-        if !name.isEmpty { text += "event: \(name)\n" }
-        if let id { text += "id: \(id)\n" }
-        let normalized = data.replacingCRLF()
-        for line in normalized.split(separator: "\n", omittingEmptySubsequences: false) {
-            text += "data: \(line)\n"
+        if !name.isEmpty { bytes += Array("event: \(name)\n".utf8) }
+        if let id { bytes += Array("id: \(id)\n".utf8) }
+        let prefix = Array("data: ".utf8)
+        bytes += prefix
+        let cr = UInt8(ascii: "\r")
+        let lf = UInt8(ascii: "\n")
+        if !data.utf8.contains(where: { $0 == cr || $0 == lf }) {
+            bytes += data.utf8
+        } else {
+            var previousCR = false
+            for byte in data.utf8 {
+                if byte == lf && previousCR {
+                    previousCR = false
+                    continue
+                }
+                previousCR = byte == cr
+                if byte == cr || byte == lf {
+                    bytes.append(lf)
+                    bytes += prefix
+                } else {
+                    bytes.append(byte)
+                }
+            }
         }
-        text += "\n"
-        return Array(text.utf8)
+        bytes += [lf, lf]
+        return bytes
     }
 
     private static func singleLine(_ s: String) -> String {
@@ -294,25 +316,4 @@ public final class EventStream: Sendable {
     private static let openingComment = Array(": open\n\n".utf8)
 
     private static let heartbeatQueue = DispatchQueue(label: "runloopd.http.sse-heartbeat")
-}
-
-extension String {
-    fileprivate func replacingCRLF() -> String {
-        var out = ""
-        var previousCR = false
-        for scalar in unicodeScalars {
-            if scalar == "\r" {
-                out += "\n"
-                previousCR = true
-                continue
-            }
-            if scalar == "\n" && previousCR {
-                previousCR = false
-                continue
-            }
-            previousCR = false
-            out.unicodeScalars.append(scalar)
-        }
-        return out
-    }
 }

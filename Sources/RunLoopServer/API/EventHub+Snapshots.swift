@@ -49,6 +49,8 @@ extension EventHub {
     /// Builds and sends one snapshot (on `snapshotQueue`).
     func flush() {
         let now = Monotonic.now()
+        // When the snapshot is taken: its rows are read from here on.
+        let at = Timestamp.value(Date())
         let interval = snapshotInterval
         enum Step {
             case early
@@ -57,7 +59,7 @@ extension EventHub {
         }
         let step: Step = clients.withLock { c in
             // Armed before a larger snapshot pushed the next one back: wait for it.
-            if now < c.nextFlushAt - 0.001 { return .early }
+            if now < c.nextFlushAt { return .early }
             c.flushArmed = false
             let dirty = c.dirty
             c.dirty.removeAll(keepingCapacity: true)
@@ -163,7 +165,6 @@ extension EventHub {
         let summary = Self.summary(memory, total: registry.workerCount, warnings: registry.diagnostics.warnings)
         book.withLock { $0 = memory }
 
-        let at = Timestamp.value(Date())
         func text(_ rows: [Value], skipped: Int) -> String {
             var object: [String: Value] = [
                 "at": at, "rows": .array(rows), "removed": .array(removed.map(Value.string)), "summary": summary,
