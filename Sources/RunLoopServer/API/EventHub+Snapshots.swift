@@ -55,7 +55,9 @@ extension EventHub {
         enum Step {
             case early
             case idle
-            case send(dirty: Set<String>, targets: [(key: UInt64, stream: EventStream, full: Bool, skipped: Int)])
+            case send(
+                dirty: Set<String>, targets: [(key: UInt64, stream: EventStream, full: Bool, skipped: Int)], stale: Bool
+            )
         }
         let step: Step = clients.withLock { c in
             // Armed before a larger snapshot pushed the next one back: wait for it.
@@ -71,10 +73,12 @@ extension EventHub {
             }
             guard !targets.isEmpty else { return .idle }
             c.nextFlushAt = now + interval
-            return .send(dirty: dirty, targets: targets)
+            defer { c.bookStale = false }
+            return .send(dirty: dirty, targets: targets, stale: c.bookStale)
         }
         let dirty: Set<String>
         let targets: [(key: UInt64, stream: EventStream, full: Bool, skipped: Int)]
+        let stale: Bool
         switch step {
         case .early:
             scheduleFlush()
@@ -82,9 +86,10 @@ extension EventHub {
         case .idle:
             book.withLock { $0 = SnapshotBook() }
             return
-        case .send(let d, let t):
+        case .send(let d, let t, let s):
             dirty = d
             targets = t
+            stale = s
         }
         guard let registry else { return }
         let full = targets.contains { $0.full }
@@ -92,10 +97,8 @@ extension EventHub {
             defer { b = SnapshotBook() }
             return b
         }
-        // After a pause (no summary stream for a while) the old samples say nothing.
-        if memory.lastFlushAt.map({ now - $0 > 4 * interval }) ?? true {
-            memory = SnapshotBook()
-        }
+        // After a pause (every summary stream closed meanwhile) the old samples say nothing.
+        if stale { memory = SnapshotBook() }
         let changed = dirty.union(memory.active)
         var workers: [Worker] = []
         var removed: [String] = []

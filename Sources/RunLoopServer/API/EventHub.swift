@@ -43,6 +43,8 @@ final class EventHub: Sendable {
         var flushArmed = false
         /// The earliest the next snapshot may go (the interval and the byte budget).
         var nextFlushAt = 0.0
+        /// The last summary stream closed: the snapshots' memory is old by the next one.
+        var bookStale = false
     }
 
     let clients = Locked(Clients())
@@ -152,7 +154,10 @@ final class EventHub: Sendable {
             self?.clients.withLock { c in
                 if c.streams.removeValue(forKey: client)?.scope != nil {
                     c.summaryClients -= 1
-                    if c.summaryClients == 0 { c.dirty.removeAll() }
+                    if c.summaryClients == 0 {
+                        c.dirty.removeAll()
+                        c.bookStale = true
+                    }
                 }
                 if reason == .clientTooSlow { c.dropped += 1 }
             }
@@ -358,6 +363,7 @@ final class EventHub: Sendable {
                 c.streams.removeAll()
                 c.summaryClients = 0
                 c.dirty.removeAll()
+                c.bookStale = true
             }
             return c.streams.values.map(\.stream)
         }

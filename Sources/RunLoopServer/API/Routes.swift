@@ -26,8 +26,10 @@ public struct APILimits: Sendable, Hashable {
     public var streamSnapshotMs = 250
     /// Most bytes per second a `scope=summary` stream is sent
     /// (`--stream-max-bytes`): past it snapshots come less often and inspected
-    /// events are skipped (and counted in the next snapshot).
-    public var streamMaxBytesPerSecond = 2_000_000
+    /// events are skipped (and counted in the next snapshot). It bounds the
+    /// stream's CPU too: building and sending a snapshot costs about 40 ms of
+    /// a core per megabyte (BENCHMARKS.md, "A thousand threads").
+    public var streamMaxBytesPerSecond = 1_000_000
     /// Most threads one stream may inspect (`--stream-max-inspect`).
     public var streamMaxInspect = 64
 
