@@ -185,17 +185,21 @@ extension EventHub {
                 : (target.full ? fullText : changedText)
             if target.stream.send(event: "snapshot", data: body) { sent.append((target.key, body.utf8.count)) }
         }
-        // The byte budget: the next snapshot waits until the largest one sent is paid for.
-        let largest = Double(sent.map(\.bytes).max() ?? 0)
+        // The byte budget: each stream's tokens pay for the snapshot (going
+        // below zero); the next snapshot waits until the stream furthest in
+        // debt is paid up, and inspected events wait for tokens too, so
+        // snapshots and events together stay within the budget.
         let rate = maxBytesPerSecond
         clients.withLock { c in
-            c.nextFlushAt = max(c.nextFlushAt, now + largest / rate)
+            var debt = 0.0
             for (key, bytes) in sent {
                 guard let client = c.streams[key] else { continue }
-                let tokens = min(rate, client.tokens + (now - client.refilledAt) * rate)
-                c.streams[key]?.tokens = tokens - Double(bytes)
+                let tokens = min(rate, client.tokens + (now - client.refilledAt) * rate) - Double(bytes)
+                c.streams[key]?.tokens = tokens
                 c.streams[key]?.refilledAt = now
+                debt = max(debt, -tokens)
             }
+            c.nextFlushAt = max(c.nextFlushAt, now + debt / rate)
         }
     }
 

@@ -304,8 +304,9 @@ final class EventHub: Sendable {
                     } else {
                         c.streams[key]?.held?.append((name, text, id))
                     }
-                } else if client.scope != nil && name != "warning" {
-                    // Inspected events spend the stream's byte budget; past it they are skipped.
+                } else if client.scope != nil {
+                    // Inspected events and warnings spend the stream's byte budget; past
+                    // it they are skipped (a row carries its thread's warnings anyway).
                     let tokens = min(rate, client.tokens + (now - client.refilledAt) * rate)
                     c.streams[key]?.refilledAt = now
                     if tokens >= cost {
