@@ -3,6 +3,7 @@
 #   benchmarks/run.sh                      every benchmark (what `make bench` runs)
 #   benchmarks/run.sh wakeup timers        a subset (BENCHMARKS.md keeps the others' last results)
 #   benchmarks/run.sh callgrind            instructions per request under valgrind
+#   benchmarks/run.sh many                 1,000 threads: paged list, scoped stream, RSS per worker
 # Environment: BENCH_OUT (results folder), BENCH_REPORT (report path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ OUT=${BENCH_OUT:-$SCRATCH/results}
 REPORT=${BENCH_REPORT:-BENCHMARKS.md}
 SWIFT=${SWIFT:-swift}
 benches=("$@")
-[ ${#benches[@]} -eq 0 ] && benches=(hop callgrind wakeup trace store timers idle scale)
+[ ${#benches[@]} -eq 0 ] && benches=(hop callgrind wakeup trace store timers idle scale many)
 
 # wrk (Debian) for the HTTP hop; libmicrohttpd-dev for the bare baseline.
 need=()
@@ -45,6 +46,7 @@ for bench in "${benches[@]}"; do
     trace)  "$BIN/rlbench" trace --runloopd "$BIN/runloopd" --out "$OUT" ;;
     hop)    "$BIN/rlbench" hop --runloopd "$BIN/runloopd" --hello "$SCRATCH/hello" --minimal-hop "$SCRATCH/minimal-hop" --out "$OUT" ;;
     scale)  "$BIN/rlbench" scale --runloopd "$BIN/runloopd" --out "$OUT" ;;
+    many)   "$BIN/rlbench" many --runloopd "$BIN/runloopd" --out "$OUT" ;;
     store)  "$BIN/rlbench" store --runloopd "$BIN/runloopd" --out "$OUT" ;;
     callgrind) python3 benchmarks/callgrind/per-request.py "$SCRATCH" --section "$OUT/callgrind.json" ;;
     wakeup|timers|idle) "$BIN/rlbench" "$bench" --out "$OUT" ;;

@@ -135,7 +135,6 @@ final class EventHub: Sendable {
         let resumeFrom = ctx.request.headers["last-event-id"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
         let replays = history != nil && resumeFrom != nil
         let now = Monotonic.now()
-        let budget = maxBytesPerSecond
         let (client, arm) = try clients.withLock { c throws(RunLoopError) in
             guard c.streams.count < maxClients else {
                 throw .limit(
@@ -144,7 +143,7 @@ final class EventHub: Sendable {
             c.nextClient += 1
             c.streams[c.nextClient] = Client(
                 stream: stream, thread: filter, held: replays ? [] : nil, scope: scope, needsFull: scope != nil,
-                tokens: budget, refilledAt: now)
+                tokens: 0, refilledAt: now)
             guard scope != nil else { return (c.nextClient, false) }
             c.summaryClients += 1
             // A resumed stream gets its first snapshot when its replay is done.

@@ -10,6 +10,7 @@ import Foundation
 //   rlbench timers  [--timers 10000] [--workers 16] [--seconds 10]
 //   rlbench idle    [--workers 64] [--seconds 10] [--rss-workers 1000]
 //   rlbench scale   --runloopd PATH [--samples 1000] [--budget 150]
+//   rlbench many    --runloopd PATH [--threads 1000] [--samples 200] [--seconds 10]
 //   rlbench store   --runloopd PATH [--rounds 5] [--seconds 3] [--store URL] [--versus PATH [--versus-store URL]]
 //   rlbench report  [--to BENCHMARKS.md] [--total SECONDS]
 
@@ -54,6 +55,11 @@ case "scale":
     ScaleBenchmark.run(
         runloopd: option("runloopd", ".build/release/runloopd"), publicDir: publicDir,
         getSamples: Int(number("samples", 1000)), budget: number("budget", 150), out: out)
+case "many":
+    ManyBenchmark.run(
+        runloopd: option("runloopd", ".build/release/runloopd"), publicDir: publicDir,
+        threads: Int(number("threads", 1000)), samples: Int(number("samples", 200)), seconds: number("seconds", 10),
+        out: out)
 case "store":
     StoreBenchmark.run(
         runloopd: option("runloopd", ".build/release/runloopd"), publicDir: publicDir,
@@ -74,7 +80,7 @@ case "report":
         exit(1)
     }
 default:
-    print("usage: rlbench hop|wakeup|trace|timers|idle|scale|report [--option value]...")
+    print("usage: rlbench hop|wakeup|trace|timers|idle|scale|many|store|report [--option value]...")
     exit(command == "help" ? 0 : 2)
 }
 exit(0)
