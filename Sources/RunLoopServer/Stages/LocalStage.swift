@@ -50,7 +50,7 @@ struct LocalStage {
         guard let control = state.control, control.isRunning else {
             return GuardStage.unavailable(code: "not_ready", "runloopd is starting or stopping")
         }
-        let threads = Double(service.registry.allWorkers.count)
+        let threads = Double(service.registry.workerCount)
         return APIResponses.json(200, ["status": "ready", "threads": .number(threads)])
     }
 
