@@ -102,13 +102,18 @@ extension EventHub {
         let changed = dirty.union(memory.active)
         var workers: [Worker] = []
         var removed: [String] = []
+        // Removed: threads gone from the registry that a row was sent for.
         if full {
             workers = registry.allWorkers
             let known = Set(workers.map(\.id))
-            removed = changed.filter { !known.contains($0) }.sorted()
+            removed = changed.filter { !known.contains($0) && memory.states[$0] != nil }.sorted(by: Self.idOrder)
         } else {
             for id in changed.sorted(by: Self.idOrder) {
-                if let worker = registry.lookup(id) { workers.append(worker) } else { removed.append(id) }
+                if let worker = registry.lookup(id) {
+                    workers.append(worker)
+                } else if memory.states[id] != nil {
+                    removed.append(id)
+                }
             }
         }
         for id in removed {

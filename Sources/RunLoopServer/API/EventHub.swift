@@ -264,7 +264,8 @@ final class EventHub: Sendable {
         let (wanted, arm) = clients.withLock { c -> (Bool, Bool) in
             guard !c.streams.isEmpty else { return (false, false) }
             var arm = false
-            if c.summaryClients > 0, c.dirty.insert(thread).inserted {
+            // (A service-wide warning has no thread: it changes no row.)
+            if c.summaryClients > 0, !thread.isEmpty, c.dirty.insert(thread).inserted {
                 arm = Self.armFlush(&c)
             }
             for client in c.streams.values {
