@@ -34,6 +34,10 @@ public struct WhySnapshot: Sendable {
         public var performs: [Perform]
         public var observers: Int
         public var verdict: String
+        /// What a run in the mode would return: with no deadline and without
+        /// returnAfterSourceHandled, or, in the mode of a thread that runs
+        /// itself, the thread's own run (`Worker.ownRun`).
+        public var prediction: Prediction? = nil
     }
     public var thread: String
     public var state: WorkerState
@@ -100,6 +104,16 @@ extension Worker {
                 .init(
                     mode: name, running: running, sources: modeSources, ports: modePorts, timers: modeTimers,
                     performs: modePerforms, observers: modeObservers, verdict: verdict))
+        }
+        var model = loopModel()
+        model.depth = 0
+        let own = ownRun
+        for index in result.indices where result[index].mode != "common" && snap.state != .exited {
+            let name = result[index].mode
+            let mine = policy.style != .manual && name == own.mode.name
+            result[index].prediction = Self.predict(
+                model, mode: name, seconds: mine ? own.seconds : RunPolicy.distantFuture,
+                returnAfterSourceHandled: mine ? own.returnAfterSourceHandled : false)
         }
         let focus = snap.currentMode ?? keepAliveMode
         let focusVerdict = result.first { $0.mode == focus }?.verdict ?? ""

@@ -104,6 +104,7 @@ extension Rep {
                         ["performId": .string($0.id), "selector": .string($0.selector), "delayed": .bool($0.delayed)]
                     }),
                 "observers": .number(Double(m.observers)), "verdict": .string(m.verdict),
+                "prediction": m.prediction.map(prediction) ?? .null,
             ]
         }
         return [

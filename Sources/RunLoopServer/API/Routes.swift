@@ -76,6 +76,7 @@ struct API: Sendable {
         }
         addThreads(&r)
         addExplain(&r)
+        addPredict(&r)
         addPerform(&r)
         addTimers(&r)
         addSources(&r)

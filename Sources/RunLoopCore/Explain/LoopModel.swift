@@ -1,0 +1,175 @@
+import Foundation
+
+/// A worker's loop as the predictor sees it: plain values, read once (as
+/// `Worker.why()` reads), with every time in seconds from the moment it
+/// was read. Modes are expanded: an item in `common` lists every common mode.
+public struct LoopModel: Sendable {
+    /// A timer (a user's, the keep-alive, or a delayed perform's one-shot).
+    public struct Timer: Sendable {
+        public var id: String
+        /// The mode names it was added to, as recorded (`common` kept).
+        public var modeNames: [String]
+        /// Every mode it is in (common expanded).
+        public var modes: Set<String>
+        /// Seconds until its next fire (negative: already due).
+        public var next: Double
+        /// Seconds between fires; nil for a one-shot timer.
+        public var interval: Double?
+        /// Fires so far, and the limit (`maxFires`).
+        public var fires: Int
+        public var maxFires: Int?
+        public var role: ItemRole
+        /// The selector its fire runs (a delayed perform's selector).
+        public var selector: String?
+        /// A delayed perform's timer: its fire is the perform's callout.
+        public var perform: Bool
+        public var valid = true
+
+        public init(
+            id: String, modeNames: [String], modes: Set<String>, next: Double, interval: Double?, fires: Int = 0,
+            maxFires: Int? = nil, role: ItemRole = .user, selector: String? = nil, perform: Bool = false
+        ) {
+            self.id = id
+            self.modeNames = modeNames
+            self.modes = modes
+            self.next = next
+            self.interval = interval
+            self.fires = fires
+            self.maxFires = maxFires
+            self.role = role
+            self.selector = selector
+            self.perform = perform
+        }
+    }
+
+    /// A custom (version-0) or port (version-1) source.
+    public struct Source: Sendable {
+        public var id: String
+        public var port: Bool
+        public var modeNames: [String]
+        public var modes: Set<String>
+        public var order: Int
+        public var signalled: Bool
+        /// Port messages queued, not yet handled.
+        public var queued: Int
+        public var selector: String?
+        public var role: ItemRole
+        public var valid = true
+
+        public init(
+            id: String, port: Bool, modeNames: [String], modes: Set<String>, order: Int = 0, signalled: Bool = false,
+            queued: Int = 0, selector: String? = nil, role: ItemRole = .user
+        ) {
+            self.id = id
+            self.port = port
+            self.modeNames = modeNames
+            self.modes = modes
+            self.order = order
+            self.signalled = signalled
+            self.queued = queued
+            self.selector = selector
+            self.role = role
+        }
+    }
+
+    /// A queued (not delayed) perform, in queue order.
+    public struct Perform: Sendable {
+        public var id: String
+        /// Its mode names as given (`common` kept): one carrier source each.
+        public var keys: [String]
+        public var selector: String
+
+        public init(id: String, keys: [String], selector: String) {
+            self.id = id
+            self.keys = keys
+            self.selector = selector
+        }
+    }
+
+    /// A user observer.
+    public struct Observer: Sendable {
+        public var id: String
+        public var activities: Set<Activity>
+        public var repeats: Bool
+        public var modes: Set<String>
+        public var order: Int
+        public var selector: String?
+        public var valid = true
+
+        public init(
+            id: String, activities: Set<Activity>, repeats: Bool, modes: Set<String>, order: Int,
+            selector: String? = nil
+        ) {
+            self.id = id
+            self.activities = activities
+            self.repeats = repeats
+            self.modes = modes
+            self.order = order
+            self.selector = selector
+        }
+    }
+
+    public var commonModes: [String]
+    public var timers: [Timer]
+    public var sources: [Source]
+    public var performs: [Perform]
+    public var observers: [Observer]
+    /// Modes anything was ever added to (`common` expanded).
+    public var everFilled: Set<String>
+    /// Runs under way (innermost last): the predicted run would be nested.
+    public var depth: Int
+
+    public init(
+        commonModes: [String] = ["default"], timers: [Timer] = [], sources: [Source] = [], performs: [Perform] = [],
+        observers: [Observer] = [], everFilled: Set<String> = [], depth: Int = 0
+    ) {
+        self.commonModes = commonModes
+        self.timers = timers
+        self.sources = sources
+        self.performs = performs
+        self.observers = observers
+        self.everFilled = everFilled
+        self.depth = depth
+    }
+
+    /// `names` with `common` replaced by the common modes.
+    public func expand(_ names: [String]) -> Set<String> {
+        var out = Set<String>()
+        for name in names {
+            if name == "common" { out.formUnion(commonModes) } else { out.insert(name) }
+        }
+        return out
+    }
+}
+
+/// Something that happens to a loop from outside during a predicted run, at
+/// a time from the moment the model was read: the predictor cannot know
+/// these by itself (a stop, a wake-up, a signal, a message); a test that
+/// will cause them says so, and the prediction takes them into account.
+public struct Stimulus: Sendable {
+    public enum Kind: Sendable {
+        /// `CFRunLoopStop` (it also wakes the loop).
+        case stop(StopOrigin)
+        /// `CFRunLoopWakeUp`.
+        case wakeUp
+        /// `CFRunLoopSourceSignal`, with or without a wake-up.
+        case signal(source: String, wakeUp: Bool)
+        /// A message written to a port source.
+        case message(source: String)
+        /// `CFRunLoopSourceInvalidate` (never wakes the loop unless asked).
+        case invalidateSource(String, wakeUp: Bool)
+        /// `CFRunLoopTimerInvalidate`.
+        case invalidateTimer(String, wakeUp: Bool)
+        /// A perform queued now (`performSelector:onThread:`): signal + wake-up.
+        case perform(LoopModel.Perform)
+        /// `cancelPreviousPerformRequests` for a delayed perform's selector.
+        case cancelDelayed(selector: String)
+    }
+    public var at: Double
+    public var kind: Kind
+
+    public init(at: Double, _ kind: Kind) {
+        self.at = at
+        self.kind = kind
+    }
+}

@@ -1,0 +1,243 @@
+import Foundation
+
+/// Predicts what one `CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled)`
+/// returns, by playing swift-corelibs-foundation's `__CFRunLoopRun` over a
+/// `LoopModel`: an empty mode finishes at entry; each pass notifies
+/// `beforeTimers` and `beforeSources`, runs the signalled version-0 sources
+/// by order (only the first with `returnAfterSourceHandled`), polls instead
+/// of sleeping after a handled one, otherwise notifies `beforeWaiting` and
+/// sleeps until one descriptor is ready (a due timer, a port with messages,
+/// a wake-up, the run's timeout), handles it, and checks, in CF's order:
+/// handled source, timed out, stopped, mode empty.
+///
+/// Callouts are taken to last no time. Where two things would be ready
+/// within `margin` seconds of each other, the order is a race.
+struct RunSimulator {
+    var model: LoopModel
+    let mode: String
+    let seconds: Double
+    let returnAfterSourceHandled: Bool
+    var stimuli: [Stimulus]
+    let margin: Double
+
+    // The run as it goes.
+    var now = 0.0
+    var stopped = false
+    var stopBy: StopOrigin?
+    var wakePending = false
+    var timerFires = 0
+    var passSources: [CalloutRef] = []
+    var lastSource: CalloutRef?
+    var lastRemoval: [String: (kind: String, id: String, how: String)] = [:]
+    var turns: [Prediction.Turn] = []
+    var turn = OpenTurn(wokeBy: WokeBy(kind: .none), afterWake: false)
+    /// Per carrier key: signalled and in the loop.
+    var carriers: [String: Bool] = [:]
+    var reasons: [String] = []
+    var races: [String] = []
+    var entered = false
+    /// The race decision (counted from 0) to take the other way, if any.
+    var flip: Int?
+    var decisions = 0
+
+    struct OpenTurn {
+        var wokeBy: WokeBy?
+        var afterWake: Bool
+        var callouts: [CalloutRef] = []
+    }
+
+    enum Live {
+        case timer
+        case port(Int)
+        case wakeUp(timeout: Bool)
+        case never
+    }
+
+    /// CF's `TIMER_INTERVAL_LIMIT`: a longer run has no timeout timer at all.
+    static let intervalLimit = 504_911_232.0
+
+    init(
+        model: LoopModel, mode: String, seconds: Double, returnAfterSourceHandled: Bool, stimuli: [Stimulus],
+        margin: Double
+    ) {
+        self.model = model
+        self.mode = mode
+        self.seconds = seconds
+        self.returnAfterSourceHandled = returnAfterSourceHandled
+        self.stimuli = stimuli.sorted { $0.at < $1.at }
+        self.margin = margin
+        for perform in model.performs {
+            for key in perform.keys { carriers[key] = true }
+        }
+    }
+
+    var hasTimeout: Bool { seconds > 0 && seconds <= Self.intervalLimit }
+
+    // MARK: - The run
+
+    mutating func run() -> Prediction {
+        if isEmpty() {
+            reasons.append(
+                everFilled
+                    ? "mode \(mode) holds no source, timer or perform now, so CF returns finished at entry"
+                    : "nothing was ever added to mode \(mode): CF returns finished at entry")
+            return finish(.finished, cause: finishedCause(atEntry: true))
+        }
+        entered = true
+        notify(.entry)
+        while true {
+            if let end = pass() { return end }
+        }
+    }
+
+    /// One pass of `__CFRunLoopRun`'s loop; returns the run's end if it ends.
+    private mutating func pass() -> Prediction? {
+        notify(.beforeTimers)
+        notify(.beforeSources)
+        var handled = doSources0()
+        let poll = handled || seconds <= 0
+        let live: Live
+        if poll {
+            live = readyNow() ?? .never
+        } else {
+            notify(.beforeWaiting)
+            closeTurn(end: .sleep)
+            live = sleep()
+            if case .never = live {
+                reasons.append(
+                    "nothing left in \(mode) can wake the loop and the run has no timeout: it sleeps until a stop, a wake-up or something added"
+                )
+                return Prediction(
+                    mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
+                    outcome: .init(exitReason: nil, cause: nil, atMs: nil), windowMs: nil, certain: races.isEmpty,
+                    race: nil, reasons: reasons, turns: turns)
+            }
+            openTurn()
+            notify(.afterWaiting)
+        }
+        switch live {
+        case .timer: doTimers()
+        case .port(let index): handled = doSource1(index) || handled
+        case .wakeUp: wakePending = false
+        case .never: break
+        }
+        return endOfPass(handled: handled)
+    }
+
+    /// CF's checks at the end of a pass, in its order.
+    private mutating func endOfPass(handled: Bool) -> Prediction? {
+        if handled && returnAfterSourceHandled {
+            reasons.append("a source was handled and the run was asked to return after one")
+            return finish(.handledSource, cause: .sourceHandled(lastSource, pass: passSources))
+        }
+        if seconds <= 0 || (hasTimeout && now >= seconds) {
+            reasons.append(
+                timerFires > 0
+                    ? "the run's \(ExitCause.seconds(seconds)) pass; its \(timerFires) timer fires never count as handled sources"
+                    : "the run's \(ExitCause.seconds(seconds)) pass with nothing ending it before")
+            return finish(.timedOut, cause: .deadline(seconds: seconds, timerFires: timerFires))
+        }
+        if stopped {
+            reasons.append("CFRunLoopStop was called during the run: the pass ends it")
+            return finish(.stopped, cause: .stop(stopBy))
+        }
+        if isEmpty() {
+            reasons.append("the mode \(mode) is left without sources or timers: CF returns finished")
+            return finish(.finished, cause: finishedCause(atEntry: false))
+        }
+        return nil
+    }
+
+    private var everFilled: Bool { model.everFilled.contains(mode) }
+
+    private func finishedCause(atEntry: Bool) -> ExitCause {
+        guard everFilled else { return ExitCause.modeMissing(mode).hinting(mode) }
+        let removal = atEntry ? nil : lastRemoval[mode]
+        let cause = ExitCause.modeEmpty(
+            mode, emptiedBy: removal.map { Removal(kind: $0.kind, id: $0.id, how: $0.how, mono: 0) })
+        return cause.hinting(mode)
+    }
+
+    private mutating func finish(_ reason: ExitReason, cause: ExitCause) -> Prediction {
+        if entered { notify(.exit) }
+        closeTurn(end: .exit, reason: reason)
+        return Prediction(
+            mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
+            outcome: .init(exitReason: reason, cause: cause, atMs: (now * 1_000_000).rounded() / 1000), windowMs: nil,
+            certain: races.isEmpty, race: nil, reasons: reasons, turns: turns)
+    }
+
+    // MARK: - Sleeping
+
+    /// What a poll (epoll with no wait) finds ready now.
+    private mutating func readyNow() -> Live? {
+        applyStimuli(upTo: now)
+        var ready: [(String, Live)] = []
+        if let due = dueTimers().first, due <= now + 1e-9 { ready.append(("a due timer", .timer)) }
+        for (index, source) in model.sources.enumerated()
+        where source.valid && source.port && source.queued > 0 && source.modes.contains(mode) {
+            ready.append(("port \(source.id)'s message", .port(index)))
+        }
+        if wakePending { ready.append(("a wake-up", .wakeUp(timeout: false))) }
+        if ready.count > 1 {
+            races.append(
+                "\(ready.map(\.0).joined(separator: " and ")) are ready at once: epoll hands CF one of them per pass")
+            if decide() { return ready[1].1 }
+        }
+        return ready.first?.1
+    }
+
+    /// Sleeps until one descriptor is ready; applies the stimuli that come
+    /// meanwhile.
+    private mutating func sleep() -> Live {
+        while true {
+            if let live = readyNow() { return live }
+            var candidates: [(at: Double, what: String)] = []
+            if let due = dueTimers().first { candidates.append((max(due, now), "timer")) }
+            if hasTimeout { candidates.append((max(seconds, now), "timeout")) }
+            if let next = stimuli.first { candidates.append((max(next.at, now), "stimulus")) }
+            guard var first = candidates.min(by: { $0.at < $1.at }) else { return .never }
+            let close = candidates.filter { $0.at - first.at < margin && $0.what != first.what }
+            if !close.isEmpty {
+                races.append(
+                    "\(first.what) and \(close.map(\.what).joined(separator: ", ")) fall within \(Int(margin * 1000)) ms of each other at \(Int(first.at * 1000)) ms"
+                )
+                if decide() { first = close[0] }
+            }
+            now = first.at
+            switch first.what {
+            case "timer": return .timer
+            case "timeout":
+                reasons.append("nothing wakes the loop before the run's timeout")
+                return .wakeUp(timeout: true)
+            default: applyStimuli(upTo: now)
+            }
+        }
+    }
+
+    /// Fire dates of the valid timers in the mode, earliest first.
+    func dueTimers() -> [Double] {
+        model.timers.filter { $0.valid && $0.modes.contains(mode) }.map(\.next).sorted()
+    }
+
+    /// A race decision: whether to take the other way this time.
+    mutating func decide() -> Bool {
+        defer { decisions += 1 }
+        return flip == decisions
+    }
+
+    // MARK: - The mode's contents
+
+    /// `__CFRunLoopModeIsEmpty`: no source (version 0 or 1), timer or carrier.
+    func isEmpty() -> Bool {
+        if model.timers.contains(where: { $0.valid && $0.modes.contains(mode) }) { return false }
+        if model.sources.contains(where: { $0.valid && $0.modes.contains(mode) }) { return false }
+        return !carriers.keys.contains { model.expand([$0]).contains(mode) }
+    }
+
+    /// Records the removal of an item from its modes (the explainer's
+    /// `lastRemoval`).
+    mutating func removed(_ kind: String, _ id: String, how: String, from names: [String]) {
+        for name in model.expand(names) { lastRemoval[name] = (kind, id, how) }
+    }
+}

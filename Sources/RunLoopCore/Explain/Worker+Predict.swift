@@ -1,0 +1,157 @@
+import CoreFoundation
+import Foundation
+
+/// Predict, then run: what a run would return, from the loop's state now,
+/// without touching the loop.
+extension Worker {
+    /// What `CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled)`
+    /// started now would return. Validates as `run` does (a mode to run in,
+    /// seconds within the limits, a thread still alive). `stimuli`: what
+    /// will happen to the loop from outside meanwhile (a test's stops,
+    /// signals, messages), at seconds from now.
+    public func predict(
+        mode: RunLoopMode, seconds: Double, returnAfterSourceHandled: Bool, stimuli: [Stimulus] = []
+    ) throws(RunLoopError) -> Prediction {
+        guard !mode.isCommon else {
+            throw .badValue("mode", "a loop runs in one mode; common is a set of modes, not a mode to run in")
+        }
+        try limits.checkSeconds(seconds, field: "seconds")
+        try book.withLock { b throws(RunLoopError) in try b.checkAlive(id) }
+        return Self.predict(
+            loopModel(), mode: mode.name, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
+            stimuli: stimuli)
+    }
+
+    /// What the next run of the thread's own style (`ownRun`) would
+    /// return, played as if it began now: for a thread inside its run, that
+    /// run from here on.
+    public func predictOwnRun() throws(RunLoopError) -> Prediction {
+        try book.withLock { b throws(RunLoopError) in try b.checkAlive(id) }
+        var model = loopModel()
+        let inRun = model.depth > 0
+        model.depth = 0
+        let own = ownRun
+        var prediction = Self.predict(
+            model, mode: own.mode.name, seconds: own.seconds, returnAfterSourceHandled: own.returnAfterSourceHandled)
+        prediction.reasons.insert(
+            "\(id) runs \(policy.style.cocoaName): "
+                + (inRun ? "its run under way, played from now" : "its next run, played as if it began now"), at: 0)
+        return prediction
+    }
+
+    /// Whether a manual thread has a requested run waiting or under way.
+    public var hasRequestedRun: Bool { book.withLock { $0.manualRequest != nil } }
+
+    /// The run the thread's own style makes next (loop, forever, the
+    /// Cocoa styles): its mode, seconds and flag.
+    public var ownRun: (mode: RunLoopMode, seconds: Double, returnAfterSourceHandled: Bool) {
+        switch policy.style {
+        case .forever: return (.default, RunPolicy.distantFuture, false)
+        case .run: return (.default, RunPolicy.distantFuture, true)
+        case .runUntilDate: return (.default, policy.seconds, true)
+        case .runModeOnce: return (policy.mode, policy.seconds, true)
+        case .loop, .manual: return (policy.mode, policy.seconds, policy.returnAfterSourceHandled)
+        }
+    }
+
+    /// What a run with these parameters does on `model` (pure: no worker
+    /// involved). Where timing decides, each race is played both ways.
+    public static func predict(
+        _ model: LoopModel, mode: String, seconds: Double, returnAfterSourceHandled: Bool,
+        stimuli: [Stimulus] = [], margin: Double = 0.002
+    ) -> Prediction {
+        func play(flip: Int?) -> (Prediction, Int) {
+            var sim = RunSimulator(
+                model: model, mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
+                stimuli: stimuli, margin: margin)
+            sim.flip = flip
+            let prediction = sim.run()
+            return (prediction, sim.decisions)
+        }
+        var (base, decisions) = play(flip: nil)
+        if model.depth > 0 {
+            base.reasons.insert(
+                "the thread is inside \(model.depth) run\(model.depth == 1 ? "" : "s") now: this run would be nested in them",
+                at: 0)
+        }
+        guard decisions > 0 else { return base }
+        var outcomes = [base.outcome]
+        var whys = base.reasons
+        for flip in 0..<min(decisions, 4) {
+            let (other, _) = play(flip: flip)
+            outcomes.append(other.outcome)
+            whys.append(contentsOf: other.reasons.filter { !whys.contains($0) })
+        }
+        let key: (Prediction.Outcome) -> String = { o in
+            "\(o.exitReason?.name ?? "none")|\(o.cause?.code ?? "")|\(o.cause.map { "\($0.details)" } ?? "")"
+        }
+        var distinct: [Prediction.Outcome] = []
+        for outcome in outcomes where !distinct.contains(where: { key($0) == key(outcome) }) {
+            distinct.append(outcome)
+        }
+        let times = outcomes.compactMap(\.atMs)
+        if let lo = times.min(), let hi = times.max(), hi > lo { base.windowMs = [lo, hi] }
+        if distinct.count > 1 {
+            base.certain = false
+            base.race = Prediction.Race(
+                outcomes: distinct,
+                why: "timing decides: " + (base.reasons.last ?? "two things are ready at nearly the same moment"))
+        } else {
+            base.certain = true
+        }
+        return base
+    }
+
+    /// The loop's state as the predictor reads it: one read of the book,
+    /// then the records' own reads (CF validity, fire dates, modes) after
+    /// the lock, as `why()` does.
+    public func loopModel() -> LoopModel {
+        let (timers, sources, observers, pending, delayed, common, everFilled, depth) = book.withLock { b in
+            (
+                b.timers.all, b.sources.all, b.observers.all, b.performs.pending.map(\.request),
+                b.performs.delayedTimers, b.commonModes, b.everFilled, b.runStack.count
+            )
+        }
+        var model = LoopModel(commonModes: common, depth: depth)
+        model.everFilled = model.expand(Array(everFilled))
+        let now = CFAbsoluteTimeGetCurrent()
+        for timer in timers where timer.isValid {
+            let snap = timer.snapshot
+            guard let next = snap.nextFireAt else { continue }
+            model.timers.append(
+                LoopModel.Timer(
+                    id: timer.id, modeNames: snap.modes, modes: model.expand(snap.modes),
+                    next: next.timeIntervalSinceReferenceDate - now, interval: snap.repeats ? snap.interval : nil,
+                    fires: snap.fires, maxFires: snap.maxFires, role: snap.role, selector: snap.action?.selector))
+        }
+        for (request, timer) in delayed where CFRunLoopTimerIsValid(timer) {
+            let names = request.modes.map(\.name)
+            model.timers.append(
+                LoopModel.Timer(
+                    id: request.id, modeNames: names, modes: model.expand(names),
+                    next: CFRunLoopTimerGetNextFireDate(timer) - now, interval: nil, role: .performDelay,
+                    selector: request.call.selector, perform: true))
+        }
+        for source in sources where source.isValid {
+            let snap = source.snapshot
+            model.sources.append(
+                LoopModel.Source(
+                    id: source.id, port: snap.kind == .port, modeNames: snap.modes, modes: model.expand(snap.modes),
+                    order: snap.order, signalled: snap.signalled, queued: snap.queued,
+                    selector: snap.action?.selector, role: snap.role))
+        }
+        for request in pending {
+            model.performs.append(
+                LoopModel.Perform(id: request.id, keys: request.modes.map(\.name), selector: request.call.selector))
+        }
+        for observer in observers where observer.isLive {
+            let snap = observer.snapshot
+            guard snap.valid else { continue }
+            model.observers.append(
+                LoopModel.Observer(
+                    id: snap.id, activities: Set(snap.activities), repeats: snap.repeats,
+                    modes: model.expand([snap.mode]), order: snap.order, selector: snap.action?.selector))
+        }
+        return model
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import RunLoopCore
+
+/// Predict, then run: `POST /api/threads/{id}/predict` says what a run would
+/// return without touching the loop. Run on the control loop.
+extension API {
+    func addPredict(_ r: inout Router) {
+        r.add("POST", "/api/threads/{id}/predict") { ctx throws(RunLoopError) in
+            let body = try ctx.body(["mode", "seconds", "returnAfterSourceHandled"])
+            let target = try worker(ctx)
+            // Read (and so checked) even when the thread's own style decides.
+            let asked = try body.mode("mode")
+            let askedSeconds = try body.number("seconds")
+            let askedFlag = try body.bool("returnAfterSourceHandled")
+            guard target.policy.style == .manual else {
+                // A thread that runs its loop itself: its own style's next run.
+                let prediction = try target.predictOwnRun()
+                return .json(200, Rep.predicted(target, prediction, ownStyle: true))
+            }
+            // A manual thread: exactly what /run would accept, and its errors.
+            guard let seconds = askedSeconds else {
+                throw .badValue("seconds", "seconds is required (how long this run may last)")
+            }
+            guard seconds <= limits.maxWaitSeconds else {
+                throw .badValue(
+                    "seconds", "seconds must be <= \(limits.maxWaitSeconds) (the server's longest wait, --max-wait)")
+            }
+            let mode = asked ?? target.policy.mode
+            let prediction = try target.predict(
+                mode: mode, seconds: seconds, returnAfterSourceHandled: askedFlag ?? false)
+            if target.hasRequestedRun {
+                throw .conflict("already_running", "thread \(target.id) is already running a requested run")
+            }
+            return .json(200, Rep.predicted(target, prediction, ownStyle: false))
+        }
+    }
+}
+
+extension Rep {
+    /// The answer of `POST /api/threads/{id}/predict`.
+    static func predicted(_ worker: Worker, _ p: Prediction, ownStyle: Bool) -> Value {
+        [
+            "thread": .string(worker.id), "mode": .string(p.mode), "seconds": .number(p.seconds),
+            "returnAfterSourceHandled": .bool(p.returnAfterSourceHandled),
+            "style": .string(ownStyle ? worker.policy.style.rawValue : "manual"),
+            "prediction": prediction(p),
+        ]
+    }
+
+    /// A prediction: exit reason, cause, when, certainty, race, reasons.
+    static func prediction(_ p: Prediction) -> Value {
+        var race: Value = .null
+        if let r = p.race {
+            race = ["outcomes": .array(r.outcomes.map(outcome)), "why": .string(r.why)]
+        }
+        return [
+            "exitReason": p.exitReason.map { .string($0.name) } ?? .null,
+            "cause": cause(p.cause),
+            "atMs": p.atMs.map { .number(rounded3($0)) } ?? .null,
+            "windowMs": p.windowMs.map { .array($0.map { .number(rounded3($0)) }) } ?? .null,
+            "certain": .bool(p.certain), "race": race,
+            "reasons": .array(p.reasons.map(Value.string)),
+        ]
+    }
+
+    static func outcome(_ o: Prediction.Outcome) -> Value {
+        [
+            "exitReason": o.exitReason.map { .string($0.name) } ?? .null, "cause": cause(o.cause),
+            "atMs": o.atMs.map { .number(rounded3($0)) } ?? .null,
+        ]
+    }
+}
