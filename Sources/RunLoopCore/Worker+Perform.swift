@@ -130,6 +130,7 @@ extension Worker {
             if let loop = queued.loop {
                 for mode in request.modes { CFRunLoopAddTimer(loop, delayTimer, mode.cfMode) }
             }
+            noteTimerAdded(to: modes.map(\.name))
             touch()
         } else {
             book.notifyAll()
@@ -313,8 +314,23 @@ extension Worker {
             // would refuse match nothing queued, so they are compared as given.
             match = checked.args
         }
-        let cancelled = book.withLock { [match] in $0.performs.cancelDelayed(selector: selector, args: match) }
-        for entry in cancelled { CFRunLoopTimerInvalidate(entry.timer) }
+        let cancelled = book.withLock { [match] b in
+            let cancelled = b.performs.cancelDelayed(selector: selector, args: match)
+            // Its one-shot timer leaves its modes: what may empty them.
+            for entry in cancelled {
+                for mode in entry.request.modes {
+                    b.removed(
+                        "perform", entry.request.id, how: "was cancelled before its delay passed", from: mode.name)
+                }
+            }
+            return cancelled
+        }
+        for entry in cancelled {
+            if let date = Self.fireDate(entry.timer) {
+                noteTimersLeaving([(entry.request.id, date)], from: entry.request.modes.map(\.name))
+            }
+            CFRunLoopTimerInvalidate(entry.timer)
+        }
         for entry in cancelled {
             answer(
                 entry.request,

@@ -124,6 +124,10 @@ extension Worker {
             b.runs += 1
             b.exits[reason, default: 0] += 1
             b.lastExit = exit
+            // A stale timerfd in this mode that expired during the run was read by it.
+            if let stale = b.timerfdStale[mode.name], stale <= CFAbsoluteTimeGetCurrent() {
+                b.timerfdStale[mode.name] = nil
+            }
             b.turnSince = nil
             b.asleepSince = nil
             let waiting = b.stopWaiters.filter { $0.seq == seq }.map(\.reply)

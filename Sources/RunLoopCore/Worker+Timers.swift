@@ -37,6 +37,7 @@ extension Worker {
         }
         _ = pruned  // released after the lock
         if let loop { CFRunLoopAddTimer(loop, record.timer, checked.mode.cfMode) }
+        noteTimerAdded(to: [checked.mode.name])
         touch()
         noteMode(checked.mode)
         unwarn("loop_cannot_wake")
@@ -102,6 +103,7 @@ extension Worker {
     /// `CFRunLoopAddTimer` in one more mode (one timer may be in any number of modes).
     public func addTimerMode(_ timerId: String, mode: RunLoopMode) throws(RunLoopError) -> TimerSnapshot {
         let record = try timerRecord(timerId)
+        defer { noteTimerAdded(to: [mode.name]) }
         if try addToMode(
             record, kind: "timer", itemId: timerId, mode: mode,
             add: {
@@ -118,6 +120,9 @@ extension Worker {
         -> TimerSnapshot
     {
         let record = try timerRecord(timerId)
+        if record.isValid && record.modes.contains(mode.name), let date = Self.fireDate(record.timer) {
+            noteTimersLeaving([(timerId, date)], from: [mode.name])
+        }
         try removeFromMode(record, kind: "timer", itemId: timerId, mode: mode, wakeUp: wakeUp) {
             CFRunLoopRemoveTimer($0, record.timer, mode.cfMode)
         }
@@ -130,6 +135,7 @@ extension Worker {
     public func invalidateTimer(_ timerId: String, wakeUp: Bool = false) throws(RunLoopError) -> TimerSnapshot {
         let record = try timerRecord(timerId)
         let modes = record.modes
+        if let date = Self.fireDate(record.timer) { noteTimersLeaving([(timerId, date)], from: modes) }
         record.invalidate(
             how: record.spec.role == .keepAlive ? "(the keep-alive timer) was invalidated" : "was invalidated")
         afterRemoval(from: modes, wakeUp: wakeUp)

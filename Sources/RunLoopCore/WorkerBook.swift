@@ -40,6 +40,9 @@ struct WorkerBook {
     /// The tracer's `beforeWaiting` observer (added with the entry observer).
     var sleepObserver: CFRunLoopObserver?
     var entryObserverModes = Set<String>()
+    /// Per mode: the date its timerfd stays armed at after its last timer
+    /// left (see `Worker.noteTimersLeaving`).
+    var timerfdStale: [String: CFAbsoluteTime] = [:]
 
     // MARK: what the loop holds
 

@@ -118,6 +118,9 @@ public struct LoopModel: Sendable {
     public var everFilled: Set<String>
     /// Runs under way (innermost last): the predicted run would be nested.
     public var depth: Int
+    /// Per mode: seconds until (negative: since) the date its timerfd stays
+    /// armed at although no timer is left there (CF on Linux never disarms it).
+    public var staleTimerfd: [String: Double] = [:]
 
     public init(
         commonModes: [String] = ["default"], timers: [Timer] = [], sources: [Source] = [], performs: [Perform] = [],
@@ -162,8 +165,8 @@ public struct Stimulus: Sendable {
         case invalidateTimer(String, wakeUp: Bool)
         /// A perform queued now (`performSelector:onThread:`): signal + wake-up.
         case perform(LoopModel.Perform)
-        /// `cancelPreviousPerformRequests` for a delayed perform's selector.
-        case cancelDelayed(selector: String)
+        /// `cancelPreviousPerformRequests` matching these delayed performs.
+        case cancelDelayed(ids: [String])
     }
     public var at: Double
     public var kind: Kind

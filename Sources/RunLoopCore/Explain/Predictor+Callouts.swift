@@ -67,6 +67,7 @@ extension RunSimulator {
             model.timers[$0].valid && model.timers[$0].modes.contains(mode) && model.timers[$0].next <= now + 1e-9
         }.sorted { model.timers[$0].next < model.timers[$1].next }
         for index in due { fire(index) }
+        rearm(keepStale: false)
     }
 
     private mutating func fire(_ index: Int) {
@@ -108,6 +109,7 @@ extension RunSimulator {
     /// queued message in one callout.
     mutating func doSource1(_ index: Int) -> Bool {
         model.sources[index].queued = 0
+        portSince[index] = nil
         let source = model.sources[index]
         callout(CalloutRef(kind: .port, id: source.id, selector: source.selector))
         return true
@@ -127,6 +129,7 @@ extension RunSimulator {
         if ref.selector == "stop" {
             stopped = true
             stopBy = .selector(callout: ref)
+            wake()
         }
     }
 
@@ -164,21 +167,28 @@ extension RunSimulator {
         }
     }
 
+    /// `CFRunLoopWakeUp`: the wake-up descriptor is readable from now on
+    /// (a second wake-up before CF reads it changes nothing).
+    mutating func wake() {
+        if wakeSince == nil && !ignoringWakeUps { wakeSince = now }
+    }
+
     private mutating func apply(_ kind: Stimulus.Kind) {
         switch kind {
         case .stop(let origin):
             stopped = true
-            if stopBy == nil { stopBy = origin }
-            wakePending = true
+            if stopOrigin == nil { stopOrigin = origin }
+            wake()
         case .wakeUp:
-            wakePending = true
+            wake()
         case .signal(let id, let wake):
             if let index = model.sources.firstIndex(where: { $0.id == id && $0.valid }) {
                 model.sources[index].signalled = true
             }
-            if wake { wakePending = true }
+            if wake { self.wake() }
         case .message(let id):
             if let index = model.sources.firstIndex(where: { $0.id == id && $0.valid }) {
+                if model.sources[index].queued == 0 { portSince[index] = now }
                 model.sources[index].queued += 1
             }
         case .invalidateSource(let id, let wake):
@@ -188,26 +198,31 @@ extension RunSimulator {
                 let how = source.role == .keepAlive ? "(the keep-alive port) was invalidated" : "was invalidated"
                 removed("source", id, how: how, from: source.modeNames)
             }
-            if wake { wakePending = true }
+            if wake { self.wake() }
         case .invalidateTimer(let id, let wake):
             if let index = model.timers.firstIndex(where: { $0.id == id && $0.valid }) {
                 model.timers[index].valid = false
                 let timer = model.timers[index]
                 let how = timer.role == .keepAlive ? "(the keep-alive timer) was invalidated" : "was invalidated"
                 removed("timer", id, how: how, from: timer.modeNames)
+                rearm(keepStale: true)
             }
-            if wake { wakePending = true }
+            if wake { self.wake() }
         case .perform(let perform):
+            // A carrier already signalled is not signalled (nor the loop
+            // woken) again: a burst of performs costs one wake-up.
+            let wakes = perform.keys.contains { carriers[$0] != true }
             model.performs.append(perform)
             for key in perform.keys { carriers[key] = true }
-            wakePending = true
-        case .cancelDelayed(let selector):
+            if wakes { wake() }
+        case .cancelDelayed(let ids):
             for index in model.timers.indices
-            where model.timers[index].perform && model.timers[index].valid && model.timers[index].selector == selector {
+            where model.timers[index].perform && model.timers[index].valid && ids.contains(model.timers[index].id) {
                 model.timers[index].valid = false
                 removed(
                     "perform", model.timers[index].id, how: "was cancelled before its delay passed",
                     from: model.timers[index].modeNames)
+                rearm(keepStale: true)
             }
         }
     }

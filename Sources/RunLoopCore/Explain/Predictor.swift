@@ -23,8 +23,21 @@ struct RunSimulator {
     // The run as it goes.
     var now = 0.0
     var stopped = false
+    /// Who stopped the run: from outside (wins, as the run's own record
+    /// does), or the `stop` selector's last callout.
+    var stopOrigin: StopOrigin?
     var stopBy: StopOrigin?
-    var wakePending = false
+    /// Since when CF's wake-up descriptor is readable (nil: it is not). A
+    /// wake-up outside a run, or between waking and the next pass, is
+    /// ignored (CF's per-run `ignoreWakeUps`).
+    var wakeSince: Double?
+    var ignoringWakeUps = false
+    /// Per port source (index): since when its descriptor is readable.
+    var portSince: [Int: Double] = [:]
+    /// When the mode's timerfd expires (nil: disarmed or read): its
+    /// earliest timer's fire date, or the date it kept after its last timer
+    /// left (CF on Linux never disarms it).
+    var armed: Double?
     var timerFires = 0
     var passSources: [CalloutRef] = []
     var lastSource: CalloutRef?
@@ -69,6 +82,12 @@ struct RunSimulator {
         for perform in model.performs {
             for key in perform.keys { carriers[key] = true }
         }
+        armed =
+            model.timers.filter { $0.valid && $0.modes.contains(mode) }.map(\.next).min()
+            ?? model.staleTimerfd[mode]
+        for (index, source) in model.sources.enumerated() where source.port && source.queued > 0 {
+            portSince[index] = -1
+        }
     }
 
     var hasTimeout: Bool { seconds > 0 && seconds <= Self.intervalLimit }
@@ -92,6 +111,7 @@ struct RunSimulator {
 
     /// One pass of `__CFRunLoopRun`'s loop; returns the run's end if it ends.
     private mutating func pass() -> Prediction? {
+        ignoringWakeUps = false
         notify(.beforeTimers)
         notify(.beforeSources)
         var handled = doSources0()
@@ -115,10 +135,11 @@ struct RunSimulator {
             openTurn()
             notify(.afterWaiting)
         }
+        ignoringWakeUps = true
         switch live {
         case .timer: doTimers()
         case .port(let index): handled = doSource1(index) || handled
-        case .wakeUp: wakePending = false
+        case .wakeUp: wakeSince = nil
         case .never: break
         }
         return endOfPass(handled: handled)
@@ -139,7 +160,7 @@ struct RunSimulator {
         }
         if stopped {
             reasons.append("CFRunLoopStop was called during the run: the pass ends it")
-            return finish(.stopped, cause: .stop(stopBy))
+            return finish(.stopped, cause: .stop(stopOrigin ?? stopBy))
         }
         if isEmpty() {
             reasons.append("the mode \(mode) is left without sources or timers: CF returns finished")
@@ -169,22 +190,25 @@ struct RunSimulator {
 
     // MARK: - Sleeping
 
-    /// What a poll (epoll with no wait) finds ready now.
+    /// What a poll (epoll with no wait) finds ready now: epoll hands CF one
+    /// descriptor, the one ready longest (its ready list is first in,
+    /// first out).
     private mutating func readyNow() -> Live? {
         applyStimuli(upTo: now)
-        var ready: [(String, Live)] = []
-        if let due = dueTimers().first, due <= now + 1e-9 { ready.append(("a due timer", .timer)) }
+        var ready: [(since: Double, what: String, live: Live)] = []
+        if let due = armed, due <= now + 1e-9 { ready.append((due, "the timer descriptor", .timer)) }
         for (index, source) in model.sources.enumerated()
         where source.valid && source.port && source.queued > 0 && source.modes.contains(mode) {
-            ready.append(("port \(source.id)'s message", .port(index)))
+            ready.append((portSince[index] ?? now, "port \(source.id)'s message", .port(index)))
         }
-        if wakePending { ready.append(("a wake-up", .wakeUp(timeout: false))) }
-        if ready.count > 1 {
+        if let since = wakeSince { ready.append((since, "a wake-up", .wakeUp(timeout: false))) }
+        ready.sort { $0.since < $1.since }
+        if ready.count > 1 && ready[1].since - ready[0].since < margin {
             races.append(
-                "\(ready.map(\.0).joined(separator: " and ")) are ready at once: epoll hands CF one of them per pass")
-            if decide() { return ready[1].1 }
+                "\(ready[0].what) and \(ready[1].what) are ready at once: epoll hands CF one of them per pass")
+            if decide() { return ready[1].live }
         }
-        return ready.first?.1
+        return ready.first?.live
     }
 
     /// Sleeps until one descriptor is ready; applies the stimuli that come
@@ -193,7 +217,7 @@ struct RunSimulator {
         while true {
             if let live = readyNow() { return live }
             var candidates: [(at: Double, what: String)] = []
-            if let due = dueTimers().first { candidates.append((max(due, now), "timer")) }
+            if let due = armed { candidates.append((max(due, now), "timer")) }
             if hasTimeout { candidates.append((max(seconds, now), "timeout")) }
             if let next = stimuli.first { candidates.append((max(next.at, now), "stimulus")) }
             guard var first = candidates.min(by: { $0.at < $1.at }) else { return .never }
@@ -215,9 +239,11 @@ struct RunSimulator {
         }
     }
 
-    /// Fire dates of the valid timers in the mode, earliest first.
-    func dueTimers() -> [Double] {
-        model.timers.filter { $0.valid && $0.modes.contains(mode) }.map(\.next).sorted()
+    /// CF re-arms the mode's timerfd at its earliest timer; with none left
+    /// it keeps what it had (`keepStale`) or, once read, stays quiet.
+    mutating func rearm(keepStale: Bool) {
+        let next = model.timers.filter { $0.valid && $0.modes.contains(mode) }.map(\.next).min()
+        armed = next ?? (keepStale ? armed : nil)
     }
 
     /// A race decision: whether to take the other way this time.

@@ -106,15 +106,16 @@ extension Worker {
     /// then the records' own reads (CF validity, fire dates, modes) after
     /// the lock, as `why()` does.
     public func loopModel() -> LoopModel {
-        let (timers, sources, observers, pending, delayed, common, everFilled, depth) = book.withLock { b in
+        let (timers, sources, observers, pending, delayed, common, everFilled, depth, stale) = book.withLock { b in
             (
                 b.timers.all, b.sources.all, b.observers.all, b.performs.pending.map(\.request),
-                b.performs.delayedTimers, b.commonModes, b.everFilled, b.runStack.count
+                b.performs.delayedTimers, b.commonModes, b.everFilled, b.runStack.count, b.timerfdStale
             )
         }
         var model = LoopModel(commonModes: common, depth: depth)
         model.everFilled = model.expand(Array(everFilled))
         let now = CFAbsoluteTimeGetCurrent()
+        model.staleTimerfd = stale.mapValues { $0 - now }
         for timer in timers where timer.isValid {
             let snap = timer.snapshot
             guard let next = snap.nextFireAt else { continue }

@@ -1,0 +1,141 @@
+import Foundation
+import Primitives
+import Testing
+
+@testable import RunLoopCore
+
+extension PredictHarness {
+    /// Every way the real run differs from the prediction.
+    func compare(
+        _ p: Prediction, _ exit: RunExit, _ turns: [TurnRecord], atMs: Double, _ rename: (String) -> String
+    ) -> [String] {
+        var out: [String] = []
+        guard p.certain else { return ["the predictor saw a race in a setup meant to have none: \(p.reasons)"] }
+        if p.exitReason != exit.reason {
+            out.append("exitReason: predicted \(p.exitReason?.name ?? "none"), got \(exit.reason.name)")
+        }
+        if p.cause?.code != exit.cause?.code {
+            out.append("cause code: predicted \(p.cause?.code ?? "none"), got \(exit.cause?.code ?? "none")")
+        } else if let predicted = p.cause.map({ Self.renamed(.object($0.details), rename) }),
+            predicted != .object(exit.cause?.details ?? [:])
+        {
+            out.append("cause details: predicted \(predicted), got \(exit.cause?.details ?? [:])")
+        }
+        if let predictedMs = p.atMs, abs(predictedMs - atMs) > Self.toleranceMs {
+            out.append("time: predicted \(predictedMs) ms, got \(atMs) ms")
+        }
+        let expected = p.turns.map { Self.describe($0.wokeBy, $0.callouts, $0.end, rename) }
+        let got = turns.map { Self.describe($0.wokeBy, $0.callouts.map(\.ref), $0.end, { $0 }) }
+        if expected != got { out.append("turns: predicted \(expected), got \(got)") }
+        return out
+    }
+
+    static func describe(_ woke: WokeBy, _ callouts: [CalloutRef], _ end: TurnEnd, _ rename: (String) -> String)
+        -> String
+    {
+        let list = callouts.map { "\($0.kind.rawValue) \(rename($0.id))" }.joined(separator: ", ")
+        return "[\(woke.kind.rawValue)\(woke.id.map { " " + rename($0) } ?? ""): \(list) | \(end.rawValue)]"
+    }
+
+    /// `value` with every string passed through `rename` (placeholder ids).
+    static func renamed(_ value: Value, _ rename: (String) -> String) -> Value {
+        switch value {
+        case .string(let text):
+            if text.hasPrefix("perform:") { return .string("perform:" + rename(String(text.dropFirst(8)))) }
+            return .string(rename(text))
+        case .array(let items): return .array(items.map { renamed($0, rename) })
+        case .object(let fields): return .object(fields.mapValues { renamed($0, rename) })
+        default: return value
+        }
+    }
+}
+
+/// The differential test: generated loops, predicted, then run for real.
+@Suite struct PredictDifferentialTests {
+    static let seedsFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("predict-failed-seeds.txt")
+
+    /// The seeds that ever failed, replayed every run.
+    static func keptSeeds() -> [UInt64] {
+        let text = (try? String(contentsOf: seedsFile, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line in
+            UInt64(line.split(separator: "#").first?.trimmingCharacters(in: .whitespaces) ?? "")
+        }
+    }
+
+    /// The setups' seeds: the first is the run's seed itself, so
+    /// `PREDICT_SEED=s PREDICT_SETUPS=1` replays one setup.
+    static func seeds(run seed: UInt64, count: Int) -> [UInt64] {
+        var mix = SplitMix(seed)
+        return [seed] + (1..<max(1, count)).map { _ in mix.next() }
+    }
+
+    @Test func predictionsAgreeWithRealRuns() throws {
+        let env = ProcessInfo.processInfo.environment
+        let seed = env["PREDICT_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
+        let count = env["PREDICT_SETUPS"].flatMap { Int($0) } ?? 1000
+        let kept = Self.keptSeeds()
+        print("predict differential: seed \(seed), \(count) setups, \(kept.count) kept seeds")
+        let all = kept + Self.seeds(run: seed, count: count)
+        let started = Monotonic.now()
+        let (failures, replays) = try Self.playAll(all)
+        print(
+            "predict differential: \(all.count) setups in \(String(format: "%.1f", Monotonic.now() - started)) s, \(failures.count) disagreements, \(replays) replays of setups played late"
+        )
+        for (setup, problems) in failures.prefix(20) {
+            Issue.record("setup \(setup.seed) disagrees: \(problems.joined(separator: "; "))\n\(setup)")
+        }
+        let fresh = failures.map(\.0.seed).filter { !kept.contains($0) }
+        if !fresh.isEmpty {
+            let lines = fresh.map { "\($0)  # run seed \(seed)\n" }.joined()
+            if let handle = try? FileHandle(forWritingTo: Self.seedsFile) {
+                handle.seekToEndOfFile()
+                handle.write(Data(lines.utf8))
+                try? handle.close()
+            } else {
+                try? lines.write(to: Self.seedsFile, atomically: true, encoding: .utf8)
+            }
+        }
+        #expect(failures.isEmpty)
+    }
+
+    /// Attempts at a setup the machine could not play on time.
+    static let attempts = 5
+
+    /// Plays every seed on `threads` threads at once (runs mostly sleep).
+    /// A setup played late (see `PredictHarness.play`) is played again.
+    static func playAll(_ seeds: [UInt64], threads: Int = 8) throws -> (
+        failures: [(PredictSetup, [String])], replays: Int
+    ) {
+        let (registry, _) = makeRegistry(Limits())
+        let harness = PredictHarness(registry: registry)
+        let state = Locked((next: 0, done: 0, replays: 0, failures: [(PredictSetup, [String])]()))
+        for _ in 0..<threads {
+            Thread {
+                while true {
+                    let index = state.withLock { s in
+                        defer { s.next += 1 }
+                        return s.next
+                    }
+                    guard index < seeds.count else { break }
+                    let setup = PredictSetup.make(seed: seeds[index])
+                    var problems: [String]?
+                    var attempt = 0
+                    while problems == nil && attempt < attempts {
+                        attempt += 1
+                        do { problems = try harness.play(setup) } catch { problems = ["setup failed: \(error)"] }
+                    }
+                    let outcome =
+                        problems ?? ["could not be played on time in \(attempts) attempts (the machine is too busy)"]
+                    state.withLock { s in
+                        s.replays += attempt - 1
+                        if !outcome.isEmpty { s.failures.append((setup, outcome)) }
+                    }
+                }
+                state.withLock { $0.done += 1 }
+                state.notifyAll()
+            }.start()
+        }
+        return state.withLock(when: { $0.done == threads }) { ($0.failures, $0.replays) }
+    }
+}

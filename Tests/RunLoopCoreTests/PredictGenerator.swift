@@ -1,0 +1,229 @@
+import Foundation
+
+@testable import RunLoopCore
+
+/// SplitMix64: a small seeded generator (every setup is replayable by seed).
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(_ seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func chance(_ p: Double) -> Bool { Double.random(in: 0..<1, using: &self) < p }
+    mutating func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &self)] }
+}
+
+/// One generated loop and one run of it. Every event (a timer's fire, a
+/// delayed perform, a stimulus, the deadline) sits on its own slot of a
+/// `quantum`-wide grid, so no two fall within a quantum of each other and
+/// the truth does not depend on timing.
+struct PredictSetup: CustomStringConvertible {
+    struct TimerPlan {
+        var modes: [String]
+        var firstSlot: Int
+        var intervalSlots: Int?
+        var maxFires: Int?
+        var invalidated: Bool
+        var stop: Bool
+    }
+    struct SourcePlan {
+        var port: Bool
+        var modes: [String]
+        var order: Int
+        var signalled: Bool
+        var wakeUp: Bool
+        var messages: Int
+    }
+    struct PerformPlan {
+        var keys: [String]
+        var delaySlot: Int?
+        var cancelled: Bool
+        var stop: Bool
+    }
+    struct ObserverPlan {
+        var activities: [Activity]
+        var repeats: Bool
+        var mode: String
+        var order: Int
+    }
+    enum StimulusPlan {
+        case stop
+        case wakeUp
+        case signal(source: Int, wakeUp: Bool)
+        case message(source: Int)
+        case invalidateSource(Int, wakeUp: Bool)
+        case invalidateTimer(Int, wakeUp: Bool)
+        case perform(keys: [String], stop: Bool)
+        case cancelDelayed(perform: Int)
+    }
+
+    static let quantum = 0.025
+
+    var seed: UInt64
+    var keepAlive: KeepAlive
+    var runMode: String
+    var trackingIsCommon: Bool
+    var timers: [TimerPlan] = []
+    var sources: [SourcePlan] = []
+    var performs: [PerformPlan] = []
+    var observers: [ObserverPlan] = []
+    var stimuli: [(slot: Int, what: StimulusPlan)] = []
+    /// The deadline's slot; 0: a run of 0 seconds (one poll).
+    var deadlineSlot: Int
+    var returnAfterSourceHandled: Bool
+
+    var description: String {
+        "seed \(seed): keepAlive \(keepAlive), run \(runMode) for \(deadlineSlot) slots"
+            + " rash=\(returnAfterSourceHandled), tracking common=\(trackingIsCommon); timers \(timers);"
+            + " sources \(sources); performs \(performs); observers \(observers); stimuli \(stimuli)"
+    }
+
+    /// A random setup from `seed`.
+    static func make(seed: UInt64) -> PredictSetup {
+        var builder = Builder(rng: SplitMix(seed))
+        return builder.build(seed: seed)
+    }
+}
+
+/// Builds a setup, claiming grid slots so events never collide.
+private struct Builder {
+    var rng: SplitMix
+    var occupied = Set<Int>()
+    var setup = PredictSetup(
+        seed: 0, keepAlive: .port, runMode: "default", trackingIsCommon: false, deadlineSlot: 4,
+        returnAfterSourceHandled: false)
+    var portWithMessages = false
+    var performKeys = ["default"]
+
+    mutating func build(seed: UInt64) -> PredictSetup {
+        setup.seed = seed
+        setup.keepAlive = rng.pick([.port, .timer, .none, .none])
+        setup.runMode = rng.chance(0.7) ? "default" : "tracking"
+        setup.trackingIsCommon = rng.chance(0.4)
+        setup.returnAfterSourceHandled = rng.chance(0.5)
+        setup.deadlineSlot = rng.chance(0.08) ? 0 : Int.random(in: 2...8, using: &rng)
+        occupied.insert(setup.deadlineSlot)
+        let horizon = max(setup.deadlineSlot, 1) + 1
+        for _ in 0..<Int.random(in: 0...3, using: &rng) { addTimer(horizon: horizon) }
+        for index in 0..<Int.random(in: 0...3, using: &rng) { addSource(order: index + 1) }
+        addPerforms(horizon: horizon)
+        for index in 0..<Int.random(in: 0...2, using: &rng) { addObserver(order: index + 1) }
+        if setup.deadlineSlot > 0 {
+            for _ in 0..<Int.random(in: 0...3, using: &rng) { addStimulus(horizon: setup.deadlineSlot) }
+            setup.stimuli.sort { $0.slot < $1.slot }
+        }
+
+        return setup
+    }
+
+    mutating func modes() -> [String] {
+        rng.pick([["default"], ["default"], ["tracking"], ["common"], ["default", "tracking"]])
+    }
+
+    /// Claims `slots` if all are free.
+    mutating func claim(_ slots: [Int]) -> Bool {
+        guard slots.allSatisfy({ !occupied.contains($0) }) else { return false }
+        occupied.formUnion(slots)
+        return true
+    }
+
+    mutating func addTimer(horizon: Int) {
+        let first = Int.random(in: 1...horizon, using: &rng)
+        let interval: Int? = rng.chance(0.5) ? Int.random(in: 1...3, using: &rng) : nil
+        let maxFires: Int? = interval != nil && rng.chance(0.4) ? Int.random(in: 1...3, using: &rng) : nil
+        let invalidated = rng.chance(0.15)
+        // An invalidated timer leaves its mode's timerfd armed at its date
+        // (CF on Linux never disarms it): that slot is an event too.
+        var slots: [Int] = invalidated ? [first] : []
+        if !invalidated {
+            var slot = first
+            while slot <= horizon + 1 && slots.count < (maxFires ?? 100) {
+                slots.append(slot)
+                guard let interval else { break }
+                slot += interval
+            }
+        }
+        guard claim(slots) else { return }
+        setup.timers.append(
+            .init(
+                modes: modes(), firstSlot: first, intervalSlots: interval, maxFires: maxFires,
+                invalidated: invalidated, stop: rng.chance(0.1)))
+    }
+
+    mutating func addSource(order: Int) {
+        let port = rng.chance(0.4)
+        var messages = 0
+        // One port with messages at the start at most: two ready descriptors
+        // at once are a race epoll decides.
+        if port && !portWithMessages && rng.chance(0.4) {
+            messages = Int.random(in: 1...3, using: &rng)
+            portWithMessages = true
+        }
+        let signalled = !port && rng.chance(0.4)
+        setup.sources.append(
+            .init(
+                port: port, modes: modes(), order: order, signalled: signalled, wakeUp: rng.chance(0.5),
+                messages: messages))
+    }
+
+    mutating func addPerforms(horizon: Int) {
+        // One set of keys per setup: two carriers in one mode have equal order.
+        let keys = rng.pick([["default"], ["common"], ["tracking"], ["default", "tracking"]])
+        performKeys = keys
+        for _ in 0..<Int.random(in: 0...3, using: &rng) {
+            var plan = PredictSetup.PerformPlan(keys: keys, delaySlot: nil, cancelled: false, stop: rng.chance(0.1))
+            if rng.chance(0.4) {
+                let slot = Int.random(in: 1...horizon, using: &rng)
+                plan.keys = rng.pick([["default"], ["default"], ["tracking"], ["common"]])
+                plan.cancelled = rng.chance(0.2)
+                // A stop perform is cancelled by selector alone: it would
+                // cancel every other delayed stop too.
+                plan.stop = false
+                guard claim([slot]) else { continue }
+                plan.delaySlot = slot
+            }
+            setup.performs.append(plan)
+        }
+    }
+
+    mutating func addObserver(order: Int) {
+        let activities = Activity.allCases.filter { _ in rng.chance(0.5) }
+        guard !activities.isEmpty else { return }
+        setup.observers.append(
+            .init(
+                activities: activities, repeats: rng.chance(0.7), mode: rng.pick(["common", "default", "tracking"]),
+                order: order))
+    }
+
+    mutating func addStimulus(horizon: Int) {
+        let slot = Int.random(in: 1...max(1, horizon - 1), using: &rng)
+        guard slot < horizon, claim([slot]) else { return }
+        var choices: [PredictSetup.StimulusPlan] = [
+            // One mode: a perform into two modes whose carriers are not in
+            // them yet wakes the loop once per mode, as the queueing thread
+            // adds each: how many of those wake-ups find it asleep is timing.
+            .stop, .wakeUp, .perform(keys: [performKeys[0]], stop: rng.chance(0.1)),
+        ]
+        if let source = setup.sources.indices.randomElement(using: &rng) {
+            if setup.sources[source].port {
+                choices.append(.message(source: source))
+            } else {
+                choices.append(.signal(source: source, wakeUp: rng.chance(0.5)))
+            }
+            choices.append(.invalidateSource(source, wakeUp: rng.chance(0.5)))
+        }
+        if let timer = setup.timers.indices.randomElement(using: &rng) {
+            choices.append(.invalidateTimer(timer, wakeUp: rng.chance(0.5)))
+        }
+        if let perform = setup.performs.indices.first(where: {
+            setup.performs[$0].delaySlot != nil && !setup.performs[$0].cancelled
+        }) {
+            choices.append(.cancelDelayed(perform: perform))
+        }
+        setup.stimuli.append((slot, rng.pick(choices)))
+    }
+}
