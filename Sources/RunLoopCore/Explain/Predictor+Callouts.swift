@@ -182,10 +182,11 @@ extension RunSimulator {
         case .wakeUp:
             wake()
         case .signal(let id, let wake):
+            // runloopd refuses to signal an invalidated source: no wake-up either.
             if let index = model.sources.firstIndex(where: { $0.id == id && $0.valid }) {
                 model.sources[index].signalled = true
+                if wake { self.wake() }
             }
-            if wake { self.wake() }
         case .message(let id):
             if let index = model.sources.firstIndex(where: { $0.id == id && $0.valid }) {
                 if model.sources[index].queued == 0 { portSince[index] = now }
