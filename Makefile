@@ -6,7 +6,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/runloopd
 BIN_RELEASE := .build/release/runloopd
 
-.PHONY: run deps build release test test-swift test-tsan test-browser test-prometheus test-container lint format clean bench
+.PHONY: run deps build release test test-swift test-predict test-tsan test-browser test-prometheus test-container lint format clean bench
 
 deps:
 	@bash scripts/install-deps.sh
@@ -38,6 +38,12 @@ test: deps
 test-swift: deps
 	$(SWIFT) build --build-tests
 	bash scripts/with-postgres.sh $(SWIFT) test --skip-build
+
+## The predictor's differential test over 10,000 generated loops (make test
+## plays 1,000): PREDICT_SEED=s replays a run (with PREDICT_SETUPS=1, one setup).
+test-predict: deps
+	$(SWIFT) build --build-tests
+	PREDICT_SETUPS=$${PREDICT_SETUPS:-10000} $(SWIFT) test --skip-build --filter PredictDifferentialTests
 
 ## ThreadSanitizer over the Swift suite (its own build folder, .build-tsan);
 ## any report fails. About 2 minutes.

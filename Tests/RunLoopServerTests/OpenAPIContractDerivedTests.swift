@@ -56,6 +56,7 @@ struct OpenAPIContractDerivedTests {
     static let validBodies: [String: Value?] = [
         "/api/threads": nil,
         "/api/threads/{id}/run": ["seconds": 0.05],
+        "/api/threads/{id}/predict": ["seconds": 0.05],
         "/api/threads/{id}/stop": nil,
         "/api/threads/{id}/wakeup": nil,
         "/api/threads/{id}/modes/common": ["mode": "tracking"],

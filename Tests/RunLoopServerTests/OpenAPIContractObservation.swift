@@ -187,6 +187,9 @@ extension OpenAPIContractDerivedTests {
                 state = try await c.call("GET", base, json: nil)["state"]
             } while state != "running" && Date() < deadline
             #expect(state == "running")
+            // Predicting a run while one runs: 409 already_running, as /run says.
+            let busy = try await c.call("POST", "\(base)/predict", json: ["seconds": 0.05])
+            seen.note("POST /api/threads/{id}/predict", busy.status, busy.json)
             async let stop = c.call("POST", "\(base)/stop", json: nil)
             let end = try await c.call("DELETE", base, json: nil)
             for (operation, r) in [

@@ -49,6 +49,10 @@ struct RunSimulator {
     var reasons: [String] = []
     var races: [String] = []
     var entered = false
+    var passes = 0
+    /// Passes played one by one; past them, only repeating timers are left
+    /// to count (`fastForward`), or the prediction gives up.
+    static let maxPasses = 4000
     /// The race decision (counted from 0) to take the other way, if any.
     var flip: Int?
     var decisions = 0
@@ -106,6 +110,8 @@ struct RunSimulator {
         notify(.entry)
         while true {
             if let end = pass() { return end }
+            passes += 1
+            if passes >= Self.maxPasses { return fastForward() }
         }
     }
 

@@ -1,0 +1,97 @@
+import Foundation
+import RunLoopCore
+import RunLoopServer
+import RunLoopTestSupport
+import Testing
+
+/// Predict, then run, over HTTP against the real binary: what
+/// `POST /predict` says a run returns is what `POST /run` then returns
+/// (exit reason, cause code and details, time), and `/predict` answers the
+/// errors `/run` would.
+@Suite("E2E predict: POST /predict, then POST /run")
+struct E2EPredictTests {
+    /// The cause without its sentence (the details are compared exactly).
+    static func details(_ cause: Value) -> Value {
+        guard case .object(var fields) = cause else { return cause }
+        fields["message"] = nil
+        return .object(fields)
+    }
+
+    /// Predicts `body` on `thread`, runs it, and checks they agree.
+    static func predictThenRun(_ c: E2EClient, _ thread: String, _ body: Value) async throws {
+        let predicted = try await c.post("/api/threads/\(thread)/predict", body)
+        #expect(predicted.status == 200, "\(predicted)")
+        #expect(predicted["prediction", "certain"] == true)
+        let run = try await c.post("/api/threads/\(thread)/run", body, timeout: (body["seconds"].number ?? 0) + 30)
+        #expect(run.status == 200, "\(run)")
+        #expect(predicted["prediction", "exitReason"] == run["exitReason"], "\(predicted) vs \(run)")
+        #expect(details(predicted["prediction", "cause"]) == details(run["cause"]), "\(predicted) vs \(run)")
+        let atMs = try #require(predicted["prediction", "atMs"].number)
+        let durationMs = try #require(run["durationMs"].number)
+        #expect(abs(atMs - durationMs) < 25, "predicted \(atMs) ms, ran \(durationMs) ms")
+    }
+
+    @Test("timers, sources, a port and a cancelled delayed perform: each prediction is what the run returns")
+    func predictionsMatchRuns() async throws {
+        try await ServerProcess.with { server in
+            let c = server.client
+            // A repeating timer with maxFires in an otherwise empty mode: finished when it leaves.
+            let t1 = try await c.manualThread(keepAlive: "none")
+            _ = try await c.post("/api/threads/\(t1)/timers", ["interval": 0.04, "maxFires": 3])
+            try await Self.predictThenRun(c, t1, ["seconds": 2])
+            // Timers never count as handled sources: the deadline, with its timer fires.
+            let t2 = try await c.manualThread()
+            _ = try await c.post("/api/threads/\(t2)/timers", ["interval": 0.1])
+            try await Self.predictThenRun(c, t2, ["seconds": 0.35, "returnAfterSourceHandled": true])
+            // A signalled source and a queued message: both handled in the first pass.
+            let t3 = try await c.manualThread()
+            let custom = try await c.post("/api/threads/\(t3)/sources", ["kind": "custom", "order": 1])
+            let port = try await c.post("/api/threads/\(t3)/sources", ["kind": "port", "order": 2])
+            let s = try #require(custom["id"].string)
+            let p = try #require(port["id"].string)
+            _ = try await c.post("/api/threads/\(t3)/sources/\(p)/messages", ["msgid": 1, "data": "x"])
+            _ = try await c.post("/api/threads/\(t3)/sources/\(s)/signal", ["wakeup": false])
+            try await Self.predictThenRun(c, t3, ["seconds": 2, "returnAfterSourceHandled": true])
+            // A cancelled delayed perform leaves the mode's timerfd armed: at its
+            // old date the loop wakes, finds the mode empty and finishes.
+            let t4 = try await c.manualThread(keepAlive: "none")
+            let queued = try await c.post(
+                "/api/threads/\(t4)/perform", ["selector": "log", "args": ["message": "later"], "afterDelay": 0.15])
+            #expect(queued.status == 202 || queued.status == 200, "\(queued)")
+            let cancel = try await c.delete("/api/threads/\(t4)/perform?selector=log")
+            #expect(cancel.status == 200, "\(cancel)")
+            _ = try await c.post("/api/threads/\(t4)/sources", ["kind": "custom"])
+            let predicted = try await c.post("/api/threads/\(t4)/predict", ["seconds": 0.5])
+            #expect(predicted["prediction", "exitReason"] == "timedOut", "\(predicted)")
+            try await Self.predictThenRun(c, t4, ["seconds": 0.5])
+            // The stale timerfd's wake-up: one turn woken with nothing to run.
+            let woken = try await c.get("/api/threads/\(t4)/turns?wokeBy=wakeup")
+            #expect(woken["turns"].items.count == 1, "\(woken)")
+        }
+    }
+
+    @Test("predict answers the errors run would, and a loop thread's own style")
+    func errorsAndOwnStyle() async throws {
+        try await ServerProcess.with { server in
+            let c = server.client
+            let t = try await c.manualThread()
+            #expect(try await c.post("/api/threads/t999/predict", ["seconds": 1]).status == 404)
+            let missing = try await c.post("/api/threads/\(t)/predict", [:])
+            #expect(missing.status == 400)
+            #expect(missing["error", "field"] == "seconds")
+            let common = try await c.post("/api/threads/\(t)/predict", ["seconds": 1, "mode": "common"])
+            #expect(common.status == 400)
+            #expect(try await c.post("/api/threads/\(t)/predict", ["seconds": 1, "bogus": 1]).status == 400)
+            let loop = try await c.createThread(["name": "looper"])
+            let own = try await c.post("/api/threads/\(loop)/predict", [:])
+            #expect(own.status == 200, "\(own)")
+            #expect(own["style"] == "loop")
+            // Only its keep-alive port: the run does not return by itself.
+            #expect(own["prediction", "exitReason"] == .null)
+            let why = try await c.get("/api/threads/\(t)/why")
+            #expect(why["modes"].items.first?["prediction", "exitReason"] == .null)
+            _ = try await c.delete("/api/threads/\(t)")
+            #expect(try await c.post("/api/threads/\(t)/predict", ["seconds": 1]).status == 409)
+        }
+    }
+}
