@@ -11,11 +11,13 @@ import { user, userList } from './dom.js';
 import { bindForm, act, num, str, clean } from './forms.js';
 import { pickedCall } from './pickers.js';
 import { needThread, refreshDetailSoon, performOutcome } from './detail.js';
+import { wirePredict, runBody, predictionForRun, showComparison } from './detail-predict.js';
 
 const form = (id) => document.getElementById(id);
 
 export function wireForms() {
   bindForm(form('create-form'), createThread);
+  wirePredict();
   wireButtons('[data-d-action]', 'd-actions-error', 'd-actions-result', (b) => threadAction(b.dataset.dAction));
   wireButtons('[data-t-action]', 'tasks-row-error', null, (b) => taskQueueAction(b.dataset.tAction));
   const handlers = {
@@ -73,9 +75,14 @@ async function taskQueueAction(what) {
   else await api('POST', `${base}/${what}`);
 }
 
+/** A run, with the prediction made for it just before (shown side by side once it returns). */
 async function runOnce(f, e) {
-  const body = clean({ mode: str(e.mode), seconds: num(e.seconds), returnAfterSourceHandled: e.returnAfterSourceHandled.checked || undefined });
-  return ['run → ', exitText(await api('POST', needThread() + '/run', body))];
+  const base = needThread();
+  const body = runBody(e);
+  const predicted = await predictionForRun(base, body);
+  const x = await api('POST', base + '/run', body);
+  showComparison(predicted, x);
+  return ['run → ', exitText(x)];
 }
 
 async function addTimer(f, e) {

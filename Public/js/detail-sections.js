@@ -10,6 +10,7 @@ import { fmtTime, fmtIn, fmtNum, jsonShort, exitText } from './format.js';
 import { act } from './forms.js';
 import { refreshDetailSoon } from './detail.js';
 import { renderExplain } from './detail-explain.js';
+import { followPrediction } from './detail-predict.js';
 
 const $ = (id) => document.getElementById(id);
 const tbody = (tableId) => document.querySelector(`#${tableId} tbody`);
@@ -27,6 +28,7 @@ export function renderSections(d, s) {
   renderPending(s.pendingPerforms || []);
   renderTasks(d.tasks, base);
   renderLog(d.log);
+  followPrediction(d, s);
 }
 
 /** A small row button calling the API, then refreshing the panel; its outcome goes to errorEl/resultEl. label: rich text. */

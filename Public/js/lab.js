@@ -12,6 +12,10 @@
 // (GET /api/journal's journalSeq); pressed again, it exports what the
 // journal recorded since (GET /api/journal?since=) and downloads it as a
 // JSON experiment, the file `runloopd play` replays.
+// Guess first (the toggle): before each step that ends a run, the learner
+// picks its exit reason (lab-guess.js), then the step is sent and the real
+// exit reason and cause show beside the guess; the summary counts the right
+// guesses.
 // Imported by main.js; its state is state.lab (state.js keeps the page's
 // state).
 
@@ -20,11 +24,12 @@ import { api, request } from './api.js';
 import { h, setText, user, render } from './dom.js';
 import { plural } from './format.js';
 import { stepsOf, playStep, pagePathProblem, namesIn, runThreadOf } from './experiments.js';
+import { endsRun, guessPrompt, guessOutcome, verdictOf } from './lab-guess.js';
 
 const lab = (state.lab = {
   /** GET /api/experiments summaries */
   list: [],
-  /** the chosen experiment: {id, doc, steps, reports[] (by step, sparse while background steps wait), vars{}, next, pending, lastSent} */
+  /** the chosen experiment: {id, doc, steps, reports[] (by step, sparse while background steps wait), vars{}, next, pending, lastSent, guesses{step: exitReason}} */
   current: null,
   /** whether a Step or Play all is running */
   playing: false,
@@ -34,6 +39,8 @@ const lab = (state.lab = {
   recordFrom: null,
   /** the last download's object URL (revoked when replaced) */
   recordUrl: null,
+  /** while a guess is awaited: settles it (with the exit reason picked, or null: no guess) */
+  guessing: null,
 });
 
 const $ = (id) => document.getElementById(id);
@@ -63,6 +70,8 @@ function wire() {
   $('lab-step').addEventListener('click', () => play(1));
   $('lab-play').addEventListener('click', () => play(Infinity));
   $('lab-reset').addEventListener('click', reset);
+  // turned off while a guess is awaited: that step goes on without one
+  $('lab-guess-first').addEventListener('change', (e) => e.currentTarget.checked || settleGuess(null));
   $('lab-record').addEventListener('click', (e) => {
     if (e.currentTarget.getAttribute('aria-disabled') === 'true') return;
     if (lab.recordFrom === null) startRecording();
@@ -179,6 +188,7 @@ function markChosen() {
 async function choose(id) {
   lab.generation++;
   lab.playing = false;
+  settleGuess(null);
   setText($('lab-error'), '');
   let doc;
   try {
@@ -205,7 +215,7 @@ async function choose(id) {
 // ---- playing ----------------------------------------------------------------
 
 /** A play's state: no step sent, nothing captured. */
-const fresh = () => ({ reports: [], vars: {}, next: 0, pending: new Map(), lastSent: null });
+const fresh = () => ({ reports: [], vars: {}, next: 0, pending: new Map(), lastSent: null, guesses: {} });
 
 /** The steps answered so far. */
 const answered = (x) => x.reports.filter(Boolean);
@@ -238,8 +248,13 @@ async function play(count) {
         if (left > 0) await delay(left);
         if (cancelled()) return;
       }
-      x.next++;
       const li = stepItem(step.number);
+      if ($('lab-guess-first').checked && endsRun(step)) {
+        const guess = await askGuess(li, step);
+        if (cancelled()) return;
+        if (guess) x.guesses[step.number] = guess;
+      }
+      x.next++;
       li.dataset.status = 'running';
       renderStep(li, step, null);
       setText($('lab-summary'), `Playing step ${step.number} of ${x.steps.length}…`);
@@ -291,9 +306,31 @@ async function underWay(step, vars, done, cancelled) {
   }
 }
 
+/** Shows the exit-reason buttons on a step about to be sent; resolves with the one picked (null: no guess after all). */
+function askGuess(li, step) {
+  settleGuess(null);
+  return new Promise((resolve) => {
+    lab.guessing = resolve;
+    li.dataset.status = 'guessing';
+    renderStep(li, step, null);
+    $('lab-run').dataset.state = 'guessing';
+    setText($('lab-summary'), `Step ${step.number} ends a run: pick the exit reason you expect, then it runs.`);
+    li.scrollIntoView({ block: 'nearest' });
+    const first = li.querySelector('.lab-guess-pick');
+    if (first) first.focus({ preventScroll: true });
+  }).finally(renderControls);
+}
+
+function settleGuess(value) {
+  const settle = lab.guessing;
+  lab.guessing = null;
+  if (settle) settle(value);
+}
+
 function reset() {
   lab.generation++;
   lab.playing = false;
+  settleGuess(null);
   if (lab.current) {
     Object.assign(lab.current, fresh());
     renderSteps();
@@ -317,11 +354,12 @@ function renderSteps() {
   renderSummary();
 }
 
-const MARKS = { pending: ['·', 'not played'], running: ['…', 'playing'], pass: ['✓', 'passed'], fail: ['✗', 'failed'] };
+const MARKS = { pending: ['·', 'not played'], guessing: ['?', 'waiting for your guess'], running: ['…', 'playing'], pass: ['✓', 'passed'], fail: ['✗', 'failed'] };
 
 /** One step: its say, the request (as sent once played), ✓/✗, the differences (or why it was not sent). */
 function renderStep(li, step, report) {
-  const status = report ? (report.differences.length ? 'fail' : 'pass') : li.dataset.status === 'running' ? 'running' : 'pending';
+  const status = report ? (report.differences.length ? 'fail' : 'pass') : ['running', 'guessing'].includes(li.dataset.status) ? li.dataset.status : 'pending';
+  const guess = lab.current && lab.current.guesses[step.number];
   li.dataset.status = status;
   if (report && report.refused) li.dataset.refused = 'true';
   else delete li.dataset.refused;
@@ -335,13 +373,19 @@ function renderStep(li, step, report) {
     h('div', { class: 'lab-req' }, h('code', { class: 'mono' }, `${step.method} `, user(path)), report ? h('span', { class: 'lab-answer muted small-text' }, answer()) : null),
   ];
   if (body !== undefined) parts.push(h('pre', { class: 'lab-body mono' }, user(JSON.stringify(body))));
+  if (status === 'guessing') parts.push(guessPrompt(step.number, settleGuess));
+  else if (guess) parts.push(guessOutcome(guess, report));
   if (!report) parts.push(expectLine(step));
   if (report && Object.keys(report.captured).length) {
     parts.push(h('p', { class: 'lab-captured small-text muted' }, 'captured ', Object.entries(report.captured).map(([k, v], i) => [i ? ', ' : '', user(k), ' = ', user(v)])));
   }
   if (report && report.refused) parts.push(h('p', { class: 'form-error lab-refused' }, user(report.refused)));
   else if (report && report.differences.length) parts.push(diffTable(report.differences));
+  // focus was on a picked guess (or on the outcome after it): keep it on the step's outcome
+  const hadFocus = li.contains(document.activeElement) && status !== 'guessing';
   li.replaceChildren(...parts);
+  const out = hadFocus && li.querySelector('.lab-guess-out');
+  if (out) out.focus({ preventScroll: true });
 }
 
 /** What a step not played yet expects, in one short line. */
@@ -392,11 +436,16 @@ function renderSummary() {
   const run = $('lab-run');
   run.dataset.passed = String(passed);
   run.dataset.failed = String(failed);
+  const guessed = Object.keys(x.guesses).filter((n) => x.reports[n - 1]);
+  const right = guessed.filter((n) => verdictOf(x.guesses[n], x.reports[n - 1]) === 'right').length;
+  run.dataset.guesses = String(guessed.length);
+  run.dataset.guessesRight = String(right);
   let text;
   if (!played) text = `${plural(total, 'step')}, none played yet: Step plays the next one, Play all the rest.`;
   else if (played < total) text = `${played} of ${total} steps played: ${passed} passed, ${failed} failed.`;
   else if (!failed) text = `${total} of ${total} steps passed.`;
   else text = `${passed} of ${total} steps passed, ${failed} failed.`;
+  if (guessed.length) text += ` Your guesses: ${right} of ${guessed.length} right.`;
   setText($('lab-summary'), text);
   run.classList.toggle('lab-failed', failed > 0);
 }

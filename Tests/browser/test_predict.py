@@ -1,0 +1,251 @@
+"""Predict, then run (issue 25), in the page: the Run form shows what
+POST /api/threads/{id}/predict says the run would return, asked again as the
+learner changes mode or seconds, and after the run the prediction beside the
+outcome, agreement marked (Public/js/detail-predict.js); the Experiments
+panel's "guess first" mode asks for the exit reason before each step that
+ends a run and shows the real one and its cause beside the guess
+(Public/js/lab.js, lab-guess.js). Shares the session's page (no reload). No
+sleeps: WebDriverWait only."""
+
+import re
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from conftest import api
+from test_dashboard import open_details, unique, wait
+from test_lab import PLAY_DEADLINE, choose, experiments, failures_text, open_lab, step_states
+
+EXITS = ["finished", "stopped", "timedOut", "handledSource"]
+GUESS_EXPERIMENT = "testdemo1-empty-mode"  # two runs that end differently: finished, then handledSource
+RUN_OR_STOP = re.compile(r"^/api/threads/[^/?#]+/(run|stop)$")
+
+
+@pytest.fixture
+def console_mark(console):
+    """Where this test's console entries start (earlier tests check theirs)."""
+    return len(console.collect())
+
+
+def page_problems(driver, console, mark):
+    """Script errors and CSP violations since mark (Chromium logs each 4xx an experiment step expects)."""
+    network_4xx = re.compile(r"/api/\S* - Failed to load resource: the server responded with a status of 4\d\d")
+    assert driver.execute_script("return window.__cspViolations") == []
+    return [
+        e
+        for e in console.collect()[mark:]
+        if e["level"] in ("SEVERE", "ERROR") and not (e.get("source") == "network" and network_4xx.search(e["message"]))
+    ]
+
+
+# ---- the Experiments panel: guess first -------------------------------------------------
+
+
+def run_ending_steps(doc):
+    """{step number: the exitReason its expectation names} for the steps the page asks a guess for."""
+    out = {}
+    for n, s in enumerate(doc["steps"], 1):
+        req, expect = s["request"], s.get("expect", {})
+        status = expect.get("status")
+        if req.get("method", "GET").upper() == "POST" and RUN_OR_STOP.match(req["path"]) and (status is None or 200 <= status < 300):
+            out[n] = expect.get("json", {}).get("exitReason")
+    return out
+
+
+def guessing_step(driver):
+    """The step waiting for a guess, or None."""
+    found = driver.find_elements(By.CSS_SELECTOR, '#lab-steps > li.lab-step[data-status="guessing"]')
+    return found[0] if found else None
+
+
+def test_guess_first_plays_an_experiment(driver, console, console_mark):
+    """Guess first on: Play all stops before each run-ending step with four
+    buttons (the API's exit reasons), focus on the first; one guess is made
+    with the keyboard (right), one with a click (wrong); each step then runs
+    and shows the real exit reason and cause beside the guess; the summary
+    counts the right guesses."""
+    have = experiments()
+    if GUESS_EXPERIMENT not in have:
+        pytest.skip(f"the server does not list {GUESS_EXPERIMENT}")
+    doc = api("GET", f"/api/experiments/{GUESS_EXPERIMENT}")[1]
+    expected = run_ending_steps(doc)
+    assert len(expected) >= 2 and all(expected.values()), expected
+    total = have[GUESS_EXPERIMENT]["steps"]
+
+    panel = open_lab(driver)
+    toggle = driver.find_element(By.ID, "lab-guess-first")
+    run = choose(driver, panel, GUESS_EXPERIMENT, have[GUESS_EXPERIMENT])
+    if not toggle.is_selected():
+        toggle.click()
+    try:
+        driver.find_element(By.ID, "lab-play").click()
+        guesses = {}
+        while True:
+            li = wait(driver, PLAY_DEADLINE).until(lambda d: guessing_step(d) or (run.get_attribute("data-state") == "done" and "done"))
+            if li == "done":
+                break
+            n = int(li.get_attribute("data-step"))
+            assert n in expected, f"step {n} asked for a guess; run-ending steps: {sorted(expected)}"
+            assert run.get_attribute("data-state") == "guessing"
+            # not sent yet: the steps before it are answered, it and the rest are not
+            assert step_states(driver)[n:] == ["pending"] * (total - n)
+            buttons = li.find_elements(By.CSS_SELECTOR, ".lab-guess button[data-guess]")
+            assert [b.text for b in buttons] == EXITS
+            assert driver.switch_to.active_element == buttons[0]
+            assert "Step %d ends a run" % n in driver.find_element(By.ID, "lab-summary").text
+            real = expected[n]
+            if not guesses:
+                # the keyboard: Tab to the right exit reason, Enter
+                guess = real
+                for _ in range(EXITS.index(guess)):
+                    driver.switch_to.active_element.send_keys(Keys.TAB)
+                assert driver.switch_to.active_element.get_attribute("data-guess") == guess
+                driver.switch_to.active_element.send_keys(Keys.ENTER)
+            else:
+                guess = next(x for x in EXITS if x != real)
+                li.find_element(By.CSS_SELECTOR, f'.lab-guess button[data-guess="{guess}"]').click()
+            guesses[n] = guess
+            out = wait(driver, PLAY_DEADLINE).until(
+                lambda d: d.find_element(By.CSS_SELECTOR, f'#lab-steps > li[data-step="{n}"] .lab-guess-out:not([data-verdict="pending"])')
+            )
+            # focus followed the guess to its outcome (or, Play all going on, to the next step's guess)
+            focused = driver.switch_to.active_element
+            assert focused == out or focused.get_attribute("data-guess") in EXITS, focused.get_attribute("outerHTML")
+            assert out.get_attribute("data-guess") == guess
+            assert out.get_attribute("data-exit") == real
+            assert out.get_attribute("data-verdict") == ("right" if guess == real else "wrong")
+            assert out.get_attribute("data-cause"), "the cause code is shown"
+            text = out.text
+            assert f"you guessed {guess}; the run returned {real}" in text
+            assert ("Right" if guess == real else "Wrong") in text
+            assert "cause " + out.get_attribute("data-cause") in text
+        assert sorted(guesses) == sorted(expected), (guesses, expected)
+        assert step_states(driver) == ["pass"] * total, failures_text(driver)
+        right = sum(1 for n, g in guesses.items() if g == expected[n])
+        assert right == 1 and len(guesses) >= 2
+        assert run.get_attribute("data-guesses") == str(len(guesses))
+        assert run.get_attribute("data-guesses-right") == str(right)
+        assert driver.find_element(By.ID, "lab-summary").text == f"{total} of {total} steps passed. Your guesses: {right} of {len(guesses)} right."
+        # the steps that end no run asked for nothing
+        asked = {int(li.get_attribute("data-step")) for li in driver.find_elements(By.CSS_SELECTOR, "#lab-steps > li.lab-step") if li.find_elements(By.CSS_SELECTOR, ".lab-guess-out")}
+        assert asked == set(expected)
+    finally:
+        if toggle.is_selected():
+            toggle.click()
+    assert page_problems(driver, console, console_mark) == []
+
+
+# ---- the Run form: the prediction, live, then beside the outcome -------------------------
+
+
+def prediction(driver):
+    box = driver.find_element(By.ID, "run-predict")
+    return box.get_attribute("data-state"), box.get_attribute("data-exit"), box.get_attribute("data-cause")
+
+
+def set_input(driver, name, value):
+    field = driver.find_element(By.ID, "run-form").find_element(By.NAME, name)
+    field.clear()
+    if value:
+        field.send_keys(value)
+
+
+def server_prediction(tid, body):
+    status, answer = api("POST", f"/api/threads/{tid}/predict", body)
+    assert status == 200, answer
+    return answer["prediction"]
+
+
+def test_run_form_shows_the_prediction_live_then_beside_the_outcome(driver, console, console_mark):
+    """A manual thread with its keep-alive port: in default for 0.2 s the
+    form predicts timedOut (deadline, at 200 ms); another mode name, an empty
+    custom mode, turns it into finished (mode_missing); 0.3 s in default,
+    timedOut at 300 ms. Each is what the server predicts for the same body.
+    Run: the prediction and what happened side by side, marked agree."""
+    status, thread = api("POST", "/api/threads", {"name": unique("predict"), "keepAlive": "port", "run": {"style": "manual"}})
+    assert status == 201, thread
+    tid = thread["id"]
+    try:
+        card = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{tid}"]'))
+        open_details(driver, card)
+        box = driver.find_element(By.ID, "run-predict")
+        set_input(driver, "mode", "")
+        set_input(driver, "seconds", "0.2")
+        expected = server_prediction(tid, {"seconds": 0.2})
+        assert (expected["exitReason"], expected["cause"]["code"]) == ("timedOut", "deadline")
+        wait(driver, 10).until(lambda d: prediction(d) == ("ready", "timedOut", "deadline") and "200.0 ms" in box.text)
+        assert box.get_attribute("data-certain") == "true"
+        for reason in expected["reasons"]:
+            assert reason in box.text
+
+        set_input(driver, "mode", "nowhere")
+        expected = server_prediction(tid, {"mode": "nowhere", "seconds": 0.2})
+        assert expected["exitReason"] == "finished"
+        wait(driver, 10).until(lambda d: prediction(d) == ("ready", "finished", expected["cause"]["code"]))
+
+        set_input(driver, "mode", "default")
+        set_input(driver, "seconds", "0.3")
+        expected = server_prediction(tid, {"mode": "default", "seconds": 0.3})
+        assert (expected["exitReason"], expected["cause"]["code"], expected["atMs"]) == ("timedOut", "deadline", 300)
+        wait(driver, 10).until(lambda d: prediction(d) == ("ready", "timedOut", "deadline") and "300.0 ms" in box.text)
+
+        form = driver.find_element(By.ID, "run-form")
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        compare = wait(driver, 10).until(lambda d: d.find_element(By.ID, "run-compare") if d.find_element(By.ID, "run-compare").is_displayed() else None)
+        result = form.find_element(By.CSS_SELECTOR, ".form-result").text
+        assert result.startswith("run → timedOut"), result
+        assert compare.get_attribute("data-agree") == "true"
+        predicted = compare.find_element(By.CSS_SELECTOR, '[data-side="predicted"]').text
+        happened = compare.find_element(By.CSS_SELECTOR, '[data-side="happened"]').text
+        assert "timedOut · deadline · at 300.0 ms" in predicted
+        assert re.search(r"timedOut · deadline · after \d", happened), happened
+        verdict = compare.find_element(By.CSS_SELECTOR, ".predict-verdict").text
+        assert "agree: predicted timedOut (deadline), happened timedOut (deadline)" in verdict
+        # the form asks again for the next run (the loop's run count changed): still there, still ready
+        wait(driver, 10).until(lambda d: prediction(d) == ("ready", "timedOut", "deadline"))
+    finally:
+        api("DELETE", f"/api/threads/{tid}")
+    assert page_problems(driver, console, console_mark) == []
+
+
+# Served in the page for /predict only: a server without the endpoint (its 404).
+NO_PREDICT = """
+window.__realFetch = window.__realFetch || window.fetch;
+window.fetch = async (input, init) => {
+  const url = new URL(String(input instanceof Request ? input.url : input), location.origin);
+  if (url.origin === location.origin && /^\\/api\\/threads\\/[^/]+\\/predict$/.test(url.pathname)) {
+    const body = {error: {code: 'not_found', field: null, message: 'no endpoint ' + url.pathname}};
+    return new Response(JSON.stringify(body), {status: 404, headers: {'Content-Type': 'application/json'}});
+  }
+  return window.__realFetch(input, init);
+};
+"""
+
+
+def test_run_form_without_a_predict_endpoint_says_so_and_still_runs(driver):
+    """Against a server that answers 404 "no endpoint" for /predict the form
+    says there is no prediction, the run still works, and the comparison says
+    there is nothing to compare."""
+    status, thread = api("POST", "/api/threads", {"name": unique("nopredict"), "run": {"style": "manual"}})
+    assert status == 201, thread
+    tid = thread["id"]
+    driver.execute_script(NO_PREDICT)
+    try:
+        card = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{tid}"]'))
+        open_details(driver, card)
+        set_input(driver, "mode", "")
+        set_input(driver, "seconds", "0.05")
+        box = driver.find_element(By.ID, "run-predict")
+        wait(driver, 10).until(lambda d: box.get_attribute("data-state") == "unavailable")
+        assert "no prediction: this server has no POST /api/threads/{id}/predict" in box.text
+        form = driver.find_element(By.ID, "run-form")
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        compare = wait(driver, 10).until(lambda d: d.find_element(By.ID, "run-compare") if d.find_element(By.ID, "run-compare").is_displayed() else None)
+        assert compare.get_attribute("data-agree") == "unknown"
+        assert "Nothing to compare" in compare.text
+        assert "timedOut" in compare.find_element(By.CSS_SELECTOR, '[data-side="happened"]').text
+        assert form.find_element(By.CSS_SELECTOR, ".form-result").text.startswith("run → timedOut")
+    finally:
+        driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
+        api("DELETE", f"/api/threads/{tid}")
