@@ -71,7 +71,10 @@ function wire() {
   $('lab-play').addEventListener('click', () => play(Infinity));
   $('lab-reset').addEventListener('click', reset);
   // turned off while a guess is awaited: that step goes on without one
-  $('lab-guess-first').addEventListener('change', (e) => e.currentTarget.checked || settleGuess(null));
+  $('lab-guess-first').addEventListener('change', (e) => {
+    if (!e.currentTarget.checked) settleGuess(null);
+    renderUnplayed();
+  });
   $('lab-record').addEventListener('click', (e) => {
     if (e.currentTarget.getAttribute('aria-disabled') === 'true') return;
     if (lab.recordFrom === null) startRecording();
@@ -388,11 +391,26 @@ function renderStep(li, step, report) {
   if (out) out.focus({ preventScroll: true });
 }
 
-/** What a step not played yet expects, in one short line. */
+/** The steps not played yet drawn again (Guess first turned on or off: their expectations). */
+function renderUnplayed() {
+  const x = lab.current;
+  if (!x) return;
+  for (const step of x.steps) {
+    const li = stepItem(step.number);
+    if (li && li.dataset.status === 'pending') renderStep(li, step, null);
+  }
+}
+
+/** An expectation that gives a run's end away: hidden from a learner who guesses first. */
+const tellsTheEnd = (path) => path === 'exitReason' || path === 'code' || path.startsWith('cause');
+
+/** What a step not played yet expects, in one short line (with Guess first, without its exit reason and cause). */
 function expectLine(step) {
   const bits = [];
+  const hide = $('lab-guess-first').checked && endsRun(step);
   if (step.status !== null) bits.push(`status ${step.status}`);
-  for (const [path, expected] of step.json) bits.push([user(path), ' ', user(JSON.stringify(expected))]);
+  for (const [path, expected] of step.json) if (!hide || !tellsTheEnd(path)) bits.push([user(path), ' ', user(JSON.stringify(expected))]);
+  if (hide) bits.push('(its exit reason and cause: guess first)');
   if (step.until) bits.push(`(waits up to ${step.until} s)`);
   return bits.length ? h('p', { class: 'lab-expect small-text muted' }, 'expects ', bits.flatMap((b, i) => (i ? [', ', b] : [b]))) : null;
 }

@@ -94,6 +94,9 @@ def test_guess_first_plays_an_experiment(driver, console, console_mark):
             assert [b.text for b in buttons] == EXITS
             assert driver.switch_to.active_element == buttons[0]
             assert "Step %d ends a run" % n in driver.find_element(By.ID, "lab-summary").text
+            # the expectation does not give the answer away
+            expect = li.find_element(By.CSS_SELECTOR, ".lab-expect").text
+            assert "exitReason" not in expect and "cause." not in expect and "guess first" in expect, expect
             real = expected[n]
             if not guesses:
                 # the keyboard: Tab to the right exit reason, Enter
