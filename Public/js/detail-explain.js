@@ -1,6 +1,6 @@
 // detail-explain.js — owns the detail panel's Explain section: why the last
-// run ended (its cause), what keeps the loop alive (GET /why's verdicts),
-// the thread's load (utilisation, lag, dispatch), its recent turns
+// run ended (its cause), what keeps the loop alive (GET /why's verdicts and
+// its prediction per mode), the thread's load (utilisation, lag, dispatch), its recent turns
 // (GET /turns) as a table, the open turn (state.turnView: what woke it, its
 // callouts) and a text trace of that turn's run, with a button that zooms the
 // timeline into the run.
@@ -10,6 +10,7 @@ import { h, setText, setFacts, syncRows, user } from './dom.js';
 import { fmtMs, fmtPercent, turnText, itemText } from './format.js';
 import { timelineHooks, zoomTo } from './timeline.js';
 import { select } from './detail.js';
+import { outcomeText } from './detail-predict.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -36,7 +37,7 @@ export function renderExplain(d, s) {
   $('d-cause').dataset.cause = x && x.cause ? x.cause.code : '';
   // the verdicts quote mode and item names: user text
   setText($('d-why'), d.why ? user(d.why.verdict) : '–');
-  const why = d.why ? d.why.modes.map((mode) => h('li', { 'data-mode': mode.mode }, h('strong', { class: 'mono' }, user(mode.mode)), ' ', user(mode.verdict))) : [];
+  const why = d.why ? d.why.modes.map((mode) => h('li', { 'data-mode': mode.mode }, h('strong', { class: 'mono' }, user(mode.mode)), ' ', user(mode.verdict), predicted(mode.prediction))) : [];
   $('d-why-modes').replaceChildren(...why);
   const l = s.load;
   setFacts(
@@ -69,6 +70,12 @@ export function renderExplain(d, s) {
   );
   if (state.turnView && state.turnView.thread === d.id) renderOpenTurn(d.turns);
   else renderTrace(d.turns || [], turns.length ? turns[0].run : null);
+}
+
+/** GET /why's prediction for a mode (a run there with no deadline, or the thread's own run): one line, or nothing. */
+function predicted(p) {
+  if (!p) return null;
+  return h('span', { class: 'why-predict', 'data-exit': p.exitReason || '' }, ' — predicted: ', outcomeText(p));
 }
 
 /** The open turn's box and its run's trace. */

@@ -110,6 +110,10 @@ async function predictNow() {
     return showNote(el, 'idle', why);
   }
   const body = runBody($('run-form').elements);
+  if (body.seconds === undefined) {
+    pred.key = null;
+    return showNote(el, 'idle', 'no prediction: a run needs seconds (how long it may last)');
+  }
   const key = JSON.stringify([id, body, pred.shapeOf === id ? pred.shape : null]);
   if (pred.key === key) return;
   pred.key = key;
@@ -176,7 +180,7 @@ export function whenText(p) {
 const causeCode = (c) => (c && c.code) || '–';
 
 /** exit reason · cause code · when, as one line of rich text (no exit reason: the run does not return by itself). */
-const outcomeText = (o) =>
+export const outcomeText = (o) =>
   o.exitReason
     ? [h('span', { class: 'predict-exit mono' }, user(o.exitReason)), ' · ', h('code', { class: 'predict-cause' }, user(causeCode(o.cause))), ' · ', whenText(o)]
     : [h('span', { class: 'predict-exit' }, 'no return by itself'), ' (it sleeps until a stop, a wake-up or something added)'];
