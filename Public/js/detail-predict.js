@@ -70,6 +70,7 @@ export function followPrediction(d, s) {
   if (first) {
     clearComparison();
     pred.unavailable = false; // asked again once per thread shown (a server may have been upgraded)
+    showNote($('run-predict'), 'loading', 'predicting…'); // not the previous thread's
   }
   predictSoon();
 }
