@@ -259,3 +259,47 @@ def test_run_form_without_a_predict_endpoint_says_so_and_still_runs(driver):
     finally:
         driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
         api("DELETE", f"/api/threads/{tid}")
+
+
+# Served in the page for /predict only: a prediction that will be wrong (a run of
+# an idle manual thread with its keep-alive port times out; it does not finish).
+WRONG_PREDICTION = """
+window.__realFetch = window.__realFetch || window.fetch;
+window.fetch = async (input, init) => {
+  const url = new URL(String(input instanceof Request ? input.url : input), location.origin);
+  if (url.origin === location.origin && /^\\/api\\/threads\\/[^/]+\\/predict$/.test(url.pathname)) {
+    const prediction = {exitReason: 'finished', cause: {code: 'mode_empty', message: 'a made-up cause'}, atMs: 0, windowMs: null,
+      certain: true, race: null, reasons: ['a made-up reason']};
+    return new Response(JSON.stringify({thread: 'x', mode: 'default', seconds: 0.05, returnAfterSourceHandled: false, prediction}),
+      {status: 200, headers: {'Content-Type': 'application/json'}});
+  }
+  return window.__realFetch(input, init);
+};
+"""
+
+
+def test_a_run_that_differs_from_its_prediction_is_marked_differ(driver):
+    """The comparison names both sides when they disagree (a prediction made
+    up in the page: the real predictor agrees with this run)."""
+    status, thread = api("POST", "/api/threads", {"name": unique("differ"), "run": {"style": "manual"}})
+    assert status == 201, thread
+    tid = thread["id"]
+    driver.execute_script(WRONG_PREDICTION)
+    try:
+        card = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{tid}"]'))
+        open_details(driver, card)
+        set_input(driver, "mode", "")
+        set_input(driver, "seconds", "0.05")
+        wait(driver, 10).until(lambda d: prediction(d) == ("ready", "finished", "mode_empty"))
+        assert "a made-up reason" in driver.find_element(By.ID, "run-predict").text
+        form = driver.find_element(By.ID, "run-form")
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        compare = wait(driver, 10).until(lambda d: d.find_element(By.ID, "run-compare") if d.find_element(By.ID, "run-compare").is_displayed() else None)
+        assert compare.get_attribute("data-agree") == "false"
+        verdict = compare.find_element(By.CSS_SELECTOR, ".predict-verdict").text
+        assert "differ: predicted finished (mode_empty), happened timedOut (deadline)" in verdict, verdict
+        assert "finished · mode_empty · at once" in compare.find_element(By.CSS_SELECTOR, '[data-side="predicted"]').text
+        assert "timedOut · deadline" in compare.find_element(By.CSS_SELECTOR, '[data-side="happened"]').text
+    finally:
+        driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
+        api("DELETE", f"/api/threads/{tid}")
