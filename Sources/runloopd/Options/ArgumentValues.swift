@@ -11,15 +11,17 @@ import RunLoopStore
 protocol ParsedValue: ExpressibleByArgument, Comparable, Sendable {
     associatedtype Raw: Comparable & Sendable
     var raw: Raw { get }
-    init(_ raw: Raw)
+    init(raw: Raw)
     /// The value `text` names, or nil when it names none.
     static func parse(_ text: String) -> Raw?
 }
 
 extension ParsedValue {
+    init(_ raw: Raw) { self.init(raw: raw) }
+
     init?(argument: String) {
         guard let raw = Self.parse(argument) else { return nil }
-        self.init(raw)
+        self.init(raw: raw)
     }
 
     static func < (a: Self, b: Self) -> Bool { a.raw < b.raw }
@@ -29,9 +31,7 @@ extension ParsedValue {
 /// `12h`, `7d`, `1w`); finite and not negative.
 struct Seconds: ParsedValue {
     let raw: Double
-    init(_ raw: Double) { self.raw = raw }
     static func parse(_ text: String) -> Double? { parseDuration(text) }
-    var seconds: Double { raw }
 
     /// In the largest whole unit (`7d`, `5m`), else in seconds (`0.5s`).
     var defaultValueDescription: String {
@@ -44,9 +44,7 @@ struct Seconds: ParsedValue {
 /// `1GB`, `1.5GiB`; `k`, `m`, `g` are binary); not negative.
 struct ByteSize: ParsedValue {
     let raw: Int64
-    init(_ raw: Int64) { self.raw = raw }
     static func parse(_ text: String) -> Int64? { parseByteSize(text) }
-    var bytes: Int64 { raw }
 
     var defaultValueDescription: String {
         inWholeUnits(Double(raw), [("GB", 1_000_000_000), ("MB", 1_000_000)]) ?? "\(raw)"
@@ -62,20 +60,21 @@ func inWholeUnits(_ value: Double, _ units: [(name: String, size: Double)]) -> S
 }
 
 /// A whole number, not negative.
-struct Count: ParsedValue, ExpressibleByIntegerLiteral {
+struct Count: ParsedValue {
     let raw: Int
-    init(_ raw: Int) { self.raw = raw }
-    init(integerLiteral raw: Int) { self.raw = raw }
     static func parse(_ text: String) -> Int? {
         Int(text.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 ? $0 : nil }
     }
     var defaultValueDescription: String { "\(raw)" }
 }
 
+extension Count: ExpressibleByIntegerLiteral {
+    init(integerLiteral raw: Int) { self.init(raw: raw) }
+}
+
 /// A number (a share, a factor): finite.
 struct Number: ParsedValue {
     let raw: Double
-    init(_ raw: Double) { self.raw = raw }
     static func parse(_ text: String) -> Double? {
         Double(text.trimmingCharacters(in: .whitespaces)).flatMap { $0.isFinite ? $0 : nil }
     }

@@ -140,11 +140,11 @@ extension Setting where Value == Count {
 }
 
 extension Setting where Value == Seconds {
-    var seconds: Double { value.seconds }
+    var seconds: Double { value.raw }
 }
 
 extension Setting where Value == ByteSize {
-    var bytes: Int64 { value.bytes }
+    var bytes: Int64 { value.raw }
 }
 
 extension Setting where Value == Number {
