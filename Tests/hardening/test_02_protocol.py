@@ -167,11 +167,8 @@ def test_clients_vanishing_mid_request_leave_nothing_behind(server):
     # its descriptor count says nothing (CI once read it before the accepts).
     wait_until(lambda: server.accept_queue() == 0, 10, "the server accepted every connection")
     # Suspended waits end at their 3 s deadline; idle halves at the 2 s timeout.
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and server.fds() > fds0 + 2:
-        time.sleep(0.2)
+    wait_until(lambda: server.fds() <= fds0 + 2, 15, f"descriptors back to {fds0} + 2")
     assert server.healthy()
-    assert server.fds() <= fds0 + 2, f"descriptors {fds0} -> {server.fds()}"
     assert server.threads() <= threads0 + 4, f"threads {threads0} -> {server.threads()}"
     pending = server.get(f"/api/threads/{tid}").json()["pendingPerforms"]
     # A request whose client reset the connection may never have been read;
@@ -203,10 +200,7 @@ def test_clients_vanishing_mid_sse_are_dropped_and_slots_reused(server):
             server.delete(f"/api/threads/{tid}")
         assert server.metric("runloopd_event_clients") == 0, f"round {round_}: event clients not released"
     assert server.healthy()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and server.fds() > fds0 + 2:
-        time.sleep(0.2)
-    assert server.fds() <= fds0 + 2
+    wait_until(lambda: server.fds() <= fds0 + 2, 10, f"descriptors back to {fds0} + 2")
 
 
 def test_string_limits_count_utf8_bytes(server):

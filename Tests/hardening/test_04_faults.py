@@ -62,10 +62,8 @@ def test_a_worker_blocked_ten_seconds_does_not_stall_the_others(server):
     state = server.get(f"/api/threads/{blocked}").json()
     assert len(state["pendingPerforms"]) == 3  # they stay queued, as CF would leave them
     # Once the sleep returns (10 s), the queued echoes run and the thread is idle again.
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and server.get(f"/api/threads/{blocked}").json()["pendingPerforms"]:
-        time.sleep(0.2)
-    assert server.get(f"/api/threads/{blocked}").json()["pendingPerforms"] == []
+    wait_until(lambda: server.get(f"/api/threads/{blocked}").json()["pendingPerforms"] == [], 10,
+               "the queued echoes ran once the sleep returned")
 
 
 def test_ending_a_worker_answers_every_pending_caller(server):
@@ -77,10 +75,8 @@ def test_ending_a_worker_answers_every_pending_caller(server):
         delayed = [pool.submit(server.post, f"/api/threads/{tid}/perform",
                                {"selector": "count", "waitUntilDone": True, "timeout": 25, "afterDelay": 20})
                    for _ in range(4)]
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len(server.get(f"/api/threads/{tid}").json()["pendingPerforms"]) < 24:
-            time.sleep(0.05)
-        assert len(server.get(f"/api/threads/{tid}").json()["pendingPerforms"]) == 24
+        wait_until(lambda: len(server.get(f"/api/threads/{tid}").json()["pendingPerforms"]) == 24, 10,
+                   "all 24 performs pending")
         started = time.monotonic()
         ended = server.delete(f"/api/threads/{tid}")
         assert ended.status_code == 200 and ended.json()["state"] == "exited"
@@ -105,9 +101,7 @@ def test_fail_is_reported_never_fatal(server):
     assert r.status_code == 201
     r = server.post(f"/api/threads/{tid}/tasks", {"id": "bad", "selector": "fail"})
     assert r.status_code == 201
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and server.get(f"/api/threads/{tid}/tasks").json()["failed"] < 1:
-        time.sleep(0.05)
+    wait_until(lambda: server.get(f"/api/threads/{tid}/tasks").json()["failed"] >= 1, 5, "the failing task ran")
     assert server.get(f"/api/threads/{tid}/tasks").json()["failed"] == 1
     state = server.get(f"/api/threads/{tid}").json()
     assert state["state"] in ("running", "waiting")
