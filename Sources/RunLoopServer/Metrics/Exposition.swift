@@ -98,21 +98,30 @@ final class Histogram: Sendable {
         var counts: [Int]
         var sum = 0.0
         var count = 0
+
+        /// An empty histogram over `bounds`.
+        init(bounds: [Double]) {
+            self.bounds = bounds
+            counts = Array(repeating: 0, count: bounds.count)
+        }
+
+        /// Counts one observation (a negative or non-finite one as 0).
+        mutating func add(_ seconds: Double) {
+            let value = seconds.isFinite ? max(0, seconds) : 0
+            if let index = bounds.firstIndex(where: { value <= $0 }) { counts[index] += 1 }
+            sum += value
+            count += 1
+        }
     }
 
     private let state: Locked<Snapshot>
 
     init(bounds: [Double]) {
-        state = Locked(Snapshot(bounds: bounds, counts: Array(repeating: 0, count: bounds.count)))
+        state = Locked(Snapshot(bounds: bounds))
     }
 
     func observe(_ seconds: Double) {
-        let value = seconds.isFinite ? max(0, seconds) : 0
-        state.withLock { s in
-            if let index = s.bounds.firstIndex(where: { value <= $0 }) { s.counts[index] += 1 }
-            s.sum += value
-            s.count += 1
-        }
+        state.withLock { $0.add(seconds) }
     }
 
     var snapshot: Snapshot { state.withLock { $0 } }

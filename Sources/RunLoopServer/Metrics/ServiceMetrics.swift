@@ -41,8 +41,14 @@ final class ServiceMetrics: Sendable {
     private let wakeups = Dictionary(uniqueKeysWithValues: WakeKind.allCases.map { ($0, Counter()) })
     private let stalls = Dictionary(uniqueKeysWithValues: DiagnosticsOptions.severities.map { ($0, Counter()) })
     private let refusals = Locked(Dictionary(uniqueKeysWithValues: refusalReasons.map { ($0, Counter()) }))
-    private let requests = Locked<[RequestKey: Counter]>([:])
-    private let durations = Locked<[String: Histogram]>([:])
+    /// The answers by route and status and their durations by route: one
+    /// lock per answer (its count and its duration together).
+    private let answered = Locked(AnsweredTable())
+
+    private struct AnsweredTable {
+        var counts: [RequestKey: Int] = [:]
+        var durations: [String: Histogram.Snapshot] = [:]
+    }
 
     private struct RequestKey: Hashable, Comparable {
         let route: String
@@ -89,8 +95,10 @@ final class ServiceMetrics: Sendable {
 
     /// One HTTP request answered (routes are a bounded set of templates).
     func recordRequest(route: String, status: Int, seconds: Double) {
-        Self.handle(in: requests, RequestKey(route: route, status: status), make: Counter.init).increment()
-        Self.handle(in: durations, route) { Histogram(bounds: Self.latencyBuckets) }.observe(seconds)
+        answered.withLock { table in
+            table.counts[RequestKey(route: route, status: status), default: 0] += 1
+            table.durations[route, default: Histogram.Snapshot(bounds: Self.latencyBuckets)].add(seconds)
+        }
     }
 
     /// A request refused by a limit (429) or an unavailable service (503).
@@ -139,16 +147,17 @@ final class ServiceMetrics: Sendable {
 
         out.family(
             "runloopd_http_requests_total", .counter, "HTTP requests answered, by route template and status.")
-        for (key, counter) in requests.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+        let table = answered.withLock { $0 }
+        for (key, count) in table.counts.sorted(by: { $0.key < $1.key }) {
             out.sample(
                 "runloopd_http_requests_total", [("route", key.route), ("status", String(key.status))],
-                Double(counter.value))
+                Double(count))
         }
         out.family(
             "runloopd_http_request_duration_seconds", .histogram,
             "Time from a request's arrival to its answer, by route template.")
-        for (route, histogram) in durations.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
-            out.histogram("runloopd_http_request_duration_seconds", [("route", route)], histogram.snapshot)
+        for (route, snapshot) in table.durations.sorted(by: { $0.key < $1.key }) {
+            out.histogram("runloopd_http_request_duration_seconds", [("route", route)], snapshot)
         }
         out.family(
             "runloopd_limit_refusals_total", .counter,
