@@ -26,7 +26,7 @@ struct Environment: Sendable {
         guard let value = Value(argument: text) else {
             throw ValidationError(
                 "The value '\(text)' of \(Self.prefix + name) is invalid for '\(Self.flag(name))'"
-                    + " (runloopd serve --help says what it takes)")
+                    + " (--help says what it takes)")
         }
         return value
     }
