@@ -130,7 +130,7 @@ extension Worker {
             if let loop = queued.loop {
                 for mode in request.modes { CFRunLoopAddTimer(loop, delayTimer, mode.cfMode) }
             }
-            noteTimerAdded(to: modes.map(\.name))
+            noteTimerAdded(to: request.modes.map(\.name))
             touch()
         } else {
             book.notifyAll()
