@@ -103,7 +103,7 @@ struct PredictHarness {
         }
         if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil {
             print(
-                "debug \(setup.seed): read at \((read - built.anchor) * 1000) ms, seconds \(seconds), exit \(exit.reason) \(exit.cause?.code ?? "") after \(exit.duration * 1000) ms, ended \(exit.endedAt.timeIntervalSince(readDate) * 1000) ms after read; predicted \(prediction.exitReason?.name ?? "-") at \(prediction.atMs ?? -1), reasons \(prediction.reasons)"
+                "debug \(setup.seed): read at \((read - built.anchor) * 1000) ms, seconds \(seconds), exit \(exit.reason) \(exit.cause?.code ?? "") after \(exit.duration * 1000) ms, ended \(exit.endedAt.timeIntervalSince(readDate) * 1000) ms after read; predicted \(prediction.exitReason?.name ?? "-") at \(prediction.atMs ?? -1), reasons \(prediction.reasons)\n\(setup)"
             )
         }
         return compare(prediction, exit, turns, atMs: exit.endedAt.timeIntervalSince(readDate) * 1000, rename)
