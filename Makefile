@@ -23,12 +23,14 @@ run: release
 	$(BIN_RELEASE) --host $(HOST) --port $(PORT) --public-dir Public
 
 ## Every test: Swift unit + end-to-end tests (with a real PostgreSQL of their own,
-## scripts/with-postgres.sh), every experiment played, browser tests, Debian's
+## scripts/with-postgres.sh), then the predictor's differential test over 1,000
+## generated loops on its own (it compares timings), every experiment played, browser tests, Debian's
 ## Prometheus against two instances with the shipped alert rules and dashboard, format lint.
 test: deps
 	@bash scripts/install-deps.sh test
 	$(SWIFT) build --build-tests
-	bash scripts/with-postgres.sh $(SWIFT) test --skip-build
+	bash scripts/with-postgres.sh $(SWIFT) test --skip-build --skip PredictDifferentialTests
+	$(SWIFT) test --skip-build --filter PredictDifferentialTests
 	@mkdir -p .build/artifacts
 	$(BIN_DEBUG) play experiments/ --quiet --junit .build/artifacts/experiments-junit.xml
 	bash Tests/browser/run.sh $(BIN_DEBUG)
