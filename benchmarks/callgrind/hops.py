@@ -24,75 +24,39 @@ info stripped (symbols kept) is measured.
 """
 
 import collections
-import http.client
-import json
+import importlib.util
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 SMALL, LARGE = 400, 2000
 OBJECT_OF = {}  # function -> the object it is in (for unnamed static functions)
 OURS = re.compile(r"^_?\$s(9MicroHTTP|13RunLoopServer|11RunLoopCore|10Primitives)")
 
 
-def free_port():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
+def per_request_module():
+    """benchmarks/callgrind/per-request.py, whose `measure` runs a server under callgrind."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "per-request.py")
+    spec = importlib.util.spec_from_file_location("per_request", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run(binary, extra, kind, count, workdir):
-    port = free_port()
-    out = os.path.join(workdir, f"callgrind.{kind}.{count}")
+    """One callgrind file of `count` requests of `kind` (get or perform), names uncompressed."""
     public = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Public")
     if os.path.basename(binary).startswith("minimal-hop"):
-        # The C baseline: 1 loop for GET, 2 for the perform POST (its own /api/threads answers too).
-        argv = [binary, str(port), "1" if kind == "get" else "2", "120" if kind == "get" else "200"]
+        # The C baseline: 1 loop for GET, 2 for the perform POST.
+        loops, size = ("1", "120") if kind == "get" else ("2", "200")
+        argv, kind = (lambda port: [binary, str(port), loops, size]), ("get" if kind == "get" else "post")
     else:
-        argv = [binary, "--port", str(port), "--log-level", "error", "--no-store", "--public-dir", public] + extra
-    server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--compress-strings=no", "--compress-pos=no",
-         f"--callgrind-out-file={out}"] + argv,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            conn.request("GET", "/readyz" if "minimal-hop" not in binary else "/api/version")
-            response = conn.getresponse()
-            response.read()
-            if response.status == 200:
-                break  # runloopd's /readyz: 503 until start() has finished
-            conn.close()
-            time.sleep(0.2)
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("runloopd did not start under valgrind")
-            time.sleep(0.2)
-    headers = {"Content-Type": "application/json"}
-    path, body = "/api/version", None
-    if kind == "perform":
-        conn.request("POST", "/api/threads", body="{}", headers=headers)
-        answer = conn.getresponse().read()
-        thread = json.loads(answer).get("id", "t1") if answer.startswith(b"{") else "t1"
-        path = f"/api/threads/{thread}/perform"
-        body = json.dumps({"selector": "echo", "args": {"n": 1}, "waitUntilDone": True})
-    for _ in range(count):
-        conn.request("GET" if body is None else "POST", path, body=body, headers=headers if body else {})
-        response = conn.getresponse()
-        response.read()
-        assert response.status == 200, response.status
-    conn.close()
-    server.send_signal(signal.SIGINT)
-    server.wait(timeout=120)
+        argv = lambda port: [binary, "--port", str(port), "--log-level", "error", "--no-store", "--public-dir", public] + extra
+        kind = "runloopd-get" if kind == "get" else "runloopd-perform"
+    _, out = PER_REQUEST.measure(argv, kind, count, workdir, kind, ("--compress-strings=no", "--compress-pos=no"))
     return out
 
 
@@ -185,6 +149,9 @@ def demangle(names):
     out = subprocess.run([swift, "demangle", "--simplified", "--compact"], input="\n".join(names),
                          capture_output=True, text=True).stdout.splitlines()
     return out if len(out) == len(names) else names
+
+
+PER_REQUEST = per_request_module()
 
 
 def main():

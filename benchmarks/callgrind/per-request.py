@@ -65,12 +65,12 @@ def wait_up(port, server, path):
             time.sleep(0.2)
 
 
-def measure(argv_for_port, kind, count, workdir, tag):
+def measure(argv_for_port, kind, count, workdir, tag, valgrind_flags=()):
     port = free_port()
     out = os.path.join(workdir, f"callgrind.{tag}.{count}")
     # A runloopd with its default flags keeps its history store in the work folder.
     server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv_for_port(port),
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *valgrind_flags] + argv_for_port(port),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, XDG_STATE_HOME=workdir))
     conn = wait_up(port, server, "/readyz" if kind.startswith("runloopd") else "/")
     headers = {"Content-Type": "application/json"}
