@@ -30,7 +30,7 @@ extension RunLoopService {
             isAPI && origin != nil && request.method != "OPTIONS"
             ? (state.requestGuard?.corsHeaders(origin: origin, host: request.headers["host"]) ?? []) : []
         return Exchange(
-            request: request, state: state, isAPI: isAPI, label: isAPI ? "unmatched" : LocalStage.label(path),
+            request: request, state: state,
             finisher: ResponseFinisher(request, isAPI: isAPI, cors: cors, tools: finishing, respond: respond))
     }
 

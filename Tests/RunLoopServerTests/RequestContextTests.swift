@@ -10,99 +10,70 @@ struct RequestContextTests {
         HTTPRequestContext(connection: MHDConnection(pointer: OpaquePointer(bitPattern: 0x10)!), peer: nil)
     }
 
+    /// The action's name and, for a queued answer, its status.
+    private static func outcome(_ action: HTTPRequestContext.Action) -> String {
+        switch action {
+        case .none: "none"
+        case .dropped(let count): "dropped \(count)"
+        case .refuseTooLarge: "refuseTooLarge"
+        case .handle(let body): "handle \(body.count)"
+        case .queue(let response): "queue \(response.status)"
+        case .suspend: "suspend"
+        case .resume: "resume"
+        case .ignored: "ignored"
+        }
+    }
+
+    /// Runs `events` in order and returns what each transition answered.
+    private static func run(_ context: HTTPRequestContext, _ events: [HTTPRequestContext.Event]) -> [String] {
+        events.map { outcome(context.transition($0)) }
+    }
+
     @Test("an answer given inside the handler is queued at once; a second answer is ignored")
     func answeredInline() {
-        let context = Self.context()
-        guard case .handle(let body) = context.transition(.access) else {
-            Issue.record("a whole request is handed to the handler")
-            return
-        }
-        #expect(body.isEmpty)
-        guard case .none = context.transition(.deliver(HTTPResponse(status: 200))) else {
-            Issue.record("an answer during the handler is only stored")
-            return
-        }
-        guard case .queue(let response) = context.transition(.handlerReturned) else {
-            Issue.record("the stored answer is queued when the handler returns")
-            return
-        }
-        #expect(response.status == 200)
-        guard case .ignored = context.transition(.deliver(HTTPResponse(status: 500))) else {
-            Issue.record("a second answer is ignored")
-            return
-        }
+        let steps = Self.run(
+            Self.context(),
+            [.access, .deliver(HTTPResponse(status: 200)), .handlerReturned, .deliver(HTTPResponse(status: 500))])
+        #expect(steps == ["handle 0", "none", "queue 200", "ignored"])
     }
 
     @Test("a later answer resumes the suspended connection, and the next access call queues it")
     func answeredLater() {
-        let context = Self.context()
-        _ = context.transition(.access)
-        guard case .suspend = context.transition(.handlerReturned) else {
-            Issue.record("no answer yet: suspend")
-            return
-        }
-        guard case .none = context.transition(.suspended) else {
-            Issue.record("nothing to resume yet")
-            return
-        }
-        guard case .none = context.transition(.access) else {
-            Issue.record("a spurious access call while suspended does nothing")
-            return
-        }
-        guard case .resume = context.transition(.deliver(HTTPResponse(status: 201))) else {
-            Issue.record("an answer resumes a suspended connection")
-            return
-        }
-        guard case .queue(let response) = context.transition(.access) else {
-            Issue.record("the access call after the resume queues the answer")
-            return
-        }
-        #expect(response.status == 201)
+        let steps = Self.run(
+            Self.context(),
+            [.access, .handlerReturned, .suspended, .access, .deliver(HTTPResponse(status: 201)), .access, .access])
+        #expect(steps == ["handle 0", "suspend", "none", "none", "resume", "queue 201", "none"])
     }
 
     @Test("an answer between the handler's return and the suspension: the suspender resumes at once")
     func answeredWhileSuspending() {
-        let context = Self.context()
-        _ = context.transition(.access)
-        _ = context.transition(.handlerReturned)
-        guard case .none = context.transition(.deliver(HTTPResponse(status: 204))) else {
-            Issue.record("not suspended yet: the answer is stored")
-            return
-        }
-        guard case .resume = context.transition(.suspended) else {
-            Issue.record("the suspender finds the answer and resumes")
-            return
-        }
-        guard case .queue(let response) = context.transition(.access) else {
-            Issue.record("then the answer is queued")
-            return
-        }
-        #expect(response.status == 204)
+        let steps = Self.run(
+            Self.context(), [.access, .handlerReturned, .deliver(HTTPResponse(status: 204)), .suspended, .access])
+        #expect(steps == ["handle 0", "suspend", "none", "resume", "queue 204"])
     }
 
     @Test("a body over the limit is dropped and counted, then refused 413; answers after the end are ignored")
     func bodyOverLimit() {
         let context = Self.context()
         let bytes: [UInt8] = Array(repeating: 0x61, count: 6)
-        bytes.withUnsafeBytes { chunk in
-            guard case .none = context.transition(.chunk(chunk, limit: 10)) else {
-                Issue.record("within the limit the chunk is kept")
-                return
-            }
-            guard case .dropped(let dropped) = context.transition(.chunk(chunk, limit: 10)) else {
-                Issue.record("past the limit the body is dropped")
-                return
-            }
-            #expect(dropped == 12)
+        let read = bytes.withUnsafeBytes { chunk in
+            Self.run(context, [.chunk(chunk, limit: 10), .chunk(chunk, limit: 10)])
         }
-        guard case .refuseTooLarge = context.transition(.access) else {
-            Issue.record("the whole request is refused 413")
+        #expect(read == ["none", "dropped 12"])
+        let rest = Self.run(context, [.access, .finished, .deliver(HTTPResponse(status: 200))])
+        #expect(rest == ["refuseTooLarge", "none", "ignored"])
+    }
+
+    @Test("a body within the limit reaches the handler whole")
+    func bodyWithinLimit() {
+        let context = Self.context()
+        let bytes: [UInt8] = Array("{\"a\":1}".utf8)
+        let read = bytes.withUnsafeBytes { chunk in Self.run(context, [.chunk(chunk, limit: 10)]) }
+        #expect(read == ["none"])
+        guard case .handle(let body) = context.transition(.access) else {
+            Issue.record("the whole request goes to the handler")
             return
         }
-        _ = context.transition(.finished)
-        guard case .ignored = context.transition(.deliver(HTTPResponse(status: 200))) else {
-            Issue.record("nothing may answer a finished request")
-            return
-        }
+        #expect(body == bytes)
     }
 }

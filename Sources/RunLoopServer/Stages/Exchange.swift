@@ -6,12 +6,14 @@ import MicroHTTP
 struct Exchange: Sendable {
     let request: HTTPRequest
     let state: ServiceSnapshot
+    let finisher: ResponseFinisher
+
     /// `/api` or below it: routed on the control loop.
-    let isAPI: Bool
+    var isAPI: Bool { finisher.isAPI }
+
     /// The metrics label of an answer given before routing: `unmatched` for
     /// `/api`, the probe's path, or `static`.
-    let label: String
-    let finisher: ResponseFinisher
+    var label: String { isAPI ? "unmatched" : LocalStage.label(request.path) }
 
     /// The template of the route the request would take, or `unmatched`: the
     /// label of a refusal before the hop (401, 403, 415), so a refused request
