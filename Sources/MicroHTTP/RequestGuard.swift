@@ -285,24 +285,8 @@ public struct RequestGuard: Sendable {
     /// Parses `host[:port]`, `[v6]` or `[v6]:port`; nil when malformed.
     static func authority(_ text: String) -> Authority? {
         let bytes = Array(text.utf8)
-        guard !bytes.isEmpty, bytes.count <= 255 else { return nil }
-        var hostPart: [UInt8]
-        var portPart: [UInt8]?
-        var bracketed = false
-        if bytes[0] == UInt8(ascii: "[") {
-            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
-            hostPart = Array(bytes[1..<close])
-            let rest = bytes[(close + 1)...]
-            if !rest.isEmpty {
-                guard rest.first == UInt8(ascii: ":") else { return nil }
-                portPart = Array(rest.dropFirst())
-            }
-            bracketed = true
-        } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
-            hostPart = Array(bytes[..<colon])
-            portPart = Array(bytes[(colon + 1)...])
-        } else {
-            hostPart = bytes
+        guard !bytes.isEmpty, bytes.count <= 255, let (hostPart, portPart, bracketed) = split(bytes) else {
+            return nil
         }
         var port: Int?
         if let portPart {
@@ -315,18 +299,35 @@ public struct RequestGuard: Sendable {
             }
             return Authority(host: canonical, port: port, isIPLiteral: true)
         }
-        if hostPart.last == UInt8(ascii: ".") { hostPart.removeLast() }
-        guard !hostPart.isEmpty,
-            hostPart.allSatisfy({ byte in
-                (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39)
-                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
-            })
-        else { return nil }
-        let name = String(decoding: hostPart, as: UTF8.self).lowercased()
-        if let canonical = canonicalIP(name, family: AF_INET) {
+        var name = hostPart
+        if name.last == UInt8(ascii: ".") { name.removeLast() }
+        guard !name.isEmpty, name.allSatisfy(isHostNameByte) else { return nil }
+        let host = String(decoding: name, as: UTF8.self).lowercased()
+        if let canonical = canonicalIP(host, family: AF_INET) {
             return Authority(host: canonical, port: port, isIPLiteral: true)
         }
-        return Authority(host: name, port: port, isIPLiteral: false)
+        return Authority(host: host, port: port, isIPLiteral: false)
+    }
+
+    /// An authority's host and port parts, and whether the host was in
+    /// brackets (an IPv6 literal); nil when the brackets or the colon are wrong.
+    private static func split(_ bytes: [UInt8]) -> (host: [UInt8], port: [UInt8]?, bracketed: Bool)? {
+        if bytes[0] == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            let rest = bytes[(close + 1)...]
+            guard rest.isEmpty || rest.first == UInt8(ascii: ":") else { return nil }
+            return (Array(bytes[1..<close]), rest.isEmpty ? nil : Array(rest.dropFirst()), true)
+        }
+        if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+            return (Array(bytes[..<colon]), Array(bytes[(colon + 1)...]), false)
+        }
+        return (bytes, nil, false)
+    }
+
+    /// A letter, digit, `-`, `.` or `_`: what a host name may hold.
+    private static func isHostNameByte(_ byte: UInt8) -> Bool {
+        (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39)
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
     }
 
     /// Parses an `Origin` value, or the origin part of a `Referer` URL.

@@ -145,6 +145,17 @@ final class ServiceMetrics: Sendable {
         out.family("runloopd_start_time_seconds", .gauge, "When this runloopd started, in seconds since the epoch.")
         out.sample("runloopd_start_time_seconds", [], startTime)
 
+        writeRequests(&out, s)
+        writeService(&out, s)
+        writeLoops(&out, s)
+        writeCallouts(&out, s)
+        Self.writeStore(&out, s)
+        Self.writeProcess(&out)
+        return out.bytes
+    }
+
+    /// The HTTP requests answered and refused, by route.
+    private func writeRequests(_ out: inout Exposition, _ s: Sample) {
         out.family(
             "runloopd_http_requests_total", .counter, "HTTP requests answered, by route template and status.")
         let table = answered.withLock { $0 }
@@ -165,6 +176,10 @@ final class ServiceMetrics: Sendable {
         for (reason, counter) in refusals.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
             out.sample("runloopd_limit_refusals_total", [("reason", reason)], Double(counter.value))
         }
+    }
+
+    /// The control loop's queue and wake-ups, the event-stream clients.
+    private func writeService(_ out: inout Exposition, _ s: Sample) {
         out.family(
             "runloopd_commands_queued", .gauge,
             "Commands waiting: requests queued for the control loop plus performs queued on threads.")
@@ -176,7 +191,10 @@ final class ServiceMetrics: Sendable {
             "runloopd_wakeup_latency_seconds", .histogram,
             "From a control-loop command's signal to its perform routine running.")
         out.histogram("runloopd_wakeup_latency_seconds", [], wakeupLatency.snapshot)
+    }
 
+    /// The worker threads and their loops' runs and turns.
+    private func writeLoops(_ out: inout Exposition, _ s: Sample) {
         out.family("runloopd_threads", .gauge, "Worker threads by state.")
         var byState: [WorkerState: Int] = [:]
         for thread in s.threads { byState[thread.state, default: 0] += 1 }
@@ -199,6 +217,10 @@ final class ServiceMetrics: Sendable {
         }
         out.family("runloopd_turn_busy_seconds", .histogram, "Busy time of one run-loop turn (wake to sleep).")
         out.histogram("runloopd_turn_busy_seconds", [], turnBusy.snapshot)
+    }
+
+    /// Timers, performs, stalls and warnings.
+    private func writeCallouts(_ out: inout Exposition, _ s: Sample) {
         out.family("runloopd_timer_fires_total", .counter, "Timer callbacks run.")
         out.sample("runloopd_timer_fires_total", [], Double(timerFires.value))
         out.family(
@@ -216,7 +238,10 @@ final class ServiceMetrics: Sendable {
         for code in WarningTable.codes {
             out.sample("runloopd_warnings_active", [("code", code)], Double(s.warningsActive[code] ?? 0))
         }
+    }
 
+    /// The history store and the fleet sharing it (nothing without a store).
+    private static func writeStore(_ out: inout Exposition, _ s: Sample) {
         if let store = s.store {
             out.family("runloopd_store_up", .gauge, "1 while the history store answers, else 0.")
             out.sample("runloopd_store_up", [], store.up ? 1 : 0)
@@ -241,7 +266,10 @@ final class ServiceMetrics: Sendable {
                 }
             }
         }
+    }
 
+    /// The process: CPU, memory, descriptors, start time.
+    private static func writeProcess(_ out: inout Exposition) {
         if let process = ProcessMetrics.read() {
             out.family("process_cpu_seconds_total", .counter, "Total user and system CPU time spent in seconds.")
             out.sample("process_cpu_seconds_total", [], process.cpuSeconds)
@@ -257,6 +285,5 @@ final class ServiceMetrics: Sendable {
                 "process_start_time_seconds", .gauge, "Start time of the process since unix epoch in seconds.")
             out.sample("process_start_time_seconds", [], process.startTimeSeconds)
         }
-        return out.bytes
     }
 }
