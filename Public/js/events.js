@@ -1,19 +1,60 @@
 // events.js — owns what the server tells the page on its own: the live event
 // stream /api/events (an sse.js EventStream over fetch, the token in the
 // Authorization header), the connection badge (#conn), applying each event
-// to the thread models, and the once-a-second poll of /api/threads for the
-// states the stream does not announce (running / waiting).
+// to the thread models, and the poll of /api/threads for a server that sends
+// no snapshots.
+//
+// The stream is scoped (`scope=summary&inspect=…`): every thread's state
+// reaches the page as `snapshot` events (the changed rows, the removed ids and
+// a summary, a few a second at most), while turns, timer fires, performs and
+// the other per-thread events come only for the inspected threads: the
+// selected and pinned ones while the table shows, every shown thread while
+// the cards do (a dozen at most). When that set changes the stream reconnects
+// with the new query, resuming after its last event id. Applying a snapshot
+// only updates the models; the frame render (main.js) draws what is in view.
 
-import { state, model, applySnapshot, pushRing, eventTime, markDirty, queueFrame } from './state.js';
+import { state, model, applySnapshot, pushRing, eventTime, markDirty, queueFrame, laneIds } from './state.js';
 import { api, authHeaders, onTokenChange } from './api.js';
 import { setText, setClass } from './dom.js';
 import { EventStream } from './sse.js';
 import { clearSelection, refreshDetailSoon, detailTimerEvent, performEvent } from './detail.js';
 import { warningEvent } from './warnings.js';
 
+const PAGE = 500;
+const RECONNECT_MS = 120;
+
+/** The stream's query for what the page watches now. */
+function streamQuery() {
+  let ids;
+  if (state.view.table) ids = [...laneIds()];
+  else {
+    ids = [];
+    for (const m of state.threads.values()) if (m.snap && (m.snap.state !== 'exited' || state.showEnded || m.id === state.selectedId)) ids.push(m.id);
+  }
+  ids.sort();
+  return 'scope=summary' + (ids.length ? '&inspect=' + ids.map(encodeURIComponent).join(',') : '');
+}
+
+/** Reconnects (soon, once) when the inspected set changed; called from the frame render. */
+export function syncStream() {
+  const sn = state.snapshots;
+  if (!state.stream || sn.timer) return;
+  const query = streamQuery();
+  if (query === sn.query) return;
+  sn.timer = setTimeout(() => {
+    sn.timer = null;
+    const now = streamQuery();
+    if (now === sn.query) return;
+    sn.query = now;
+    state.stream.url = '/api/events?' + now;
+    state.stream.open();
+  }, RECONNECT_MS);
+}
+
 /** Opens the stream; reopens it with a new token, closes it when the page is put away. */
 export function startEvents() {
-  state.stream = new EventStream('/api/events', { headers: () => authHeaders(), onConnecting, onEvent, onDown });
+  state.snapshots.query = streamQuery();
+  state.stream = new EventStream('/api/events?' + state.snapshots.query, { headers: () => authHeaders(), onConnecting, onEvent, onDown });
   onTokenChange(() => state.stream.open());
   addEventListener('pagehide', () => state.stream.close());
   addEventListener('pageshow', (e) => {
@@ -22,12 +63,18 @@ export function startEvents() {
   state.stream.open();
 }
 
+/** Every thread, page by page: only while the stream sends no snapshots (they carry the same rows). */
 export async function poll() {
-  if (state.polling || document.hidden) return;
+  if (state.polling || document.hidden || state.snapshots.live) return;
   state.polling = true;
   try {
-    const data = await api('GET', '/api/threads');
-    for (const snap of data.threads || []) applySnapshot(snap);
+    let cursor = null;
+    for (let page = 0; page < 100; page++) {
+      const data = await api('GET', '/api/threads?limit=' + PAGE + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
+      for (const snap of data.threads || []) applySnapshot(snap);
+      cursor = data.nextCursor;
+      if (!cursor || state.snapshots.live) break;
+    }
   } catch {
     /* the connection badge shows problems */
   } finally {
@@ -41,6 +88,8 @@ function setConn(kind, text) {
 }
 
 function onConnecting(retries) {
+  state.snapshots.live = false;
+  state.snapshots.fresh = true;
   setConn(retries ? 'reconnecting' : 'connecting', retries ? `reconnecting (attempt ${retries})…` : 'connecting…');
 }
 
@@ -57,6 +106,7 @@ function onEvent({ type, data }) {
   } catch {
     return;
   }
+  if (type === 'snapshot') return snapshot(d);
   if (type === 'hello') return hello(d);
   if (type === 'warning') return warningEvent(d);
   if (!Object.hasOwn(HANDLERS, type) || !d.thread) return;
@@ -66,13 +116,38 @@ function onEvent({ type, data }) {
   if (m.id === state.selectedId && type !== 'activity' && type !== 'turn') refreshDetailSoon();
 }
 
-/** The stream's first event: every thread there is now. */
+/** The stream's first event: every thread there is now (or, on a scoped stream, none: the first snapshot has them). */
 function hello(d) {
   setConn('live', 'live');
-  const known = new Set((d.threads || []).map((t) => t.id));
-  for (const id of [...state.threads.keys()]) if (!known.has(id)) removeThread(id); // server restarted
-  for (const snap of d.threads || []) applySnapshot(snap);
+  if (Array.isArray(d.threads) && d.threads.length) {
+    const known = new Set(d.threads.map((t) => t.id));
+    for (const id of [...state.threads.keys()]) if (!known.has(id)) removeThread(id); // server restarted
+    for (const snap of d.threads) applySnapshot(snap);
+  }
   refreshDetailSoon();
+}
+
+/**
+ * Coalesced thread rows: {at, rows (changed threads, each a GET /api/threads object
+ * with busyPercent and wakeupsPerSecond), removed (ids), summary}. The first of a
+ * connection carries every thread. Models only: the frame render draws.
+ */
+function snapshot(d) {
+  const sn = state.snapshots;
+  const rows = Array.isArray(d.rows) ? d.rows : [];
+  if (sn.fresh) {
+    sn.fresh = false;
+    setConn('live', 'live');
+    const known = new Set(rows.map((t) => t.id));
+    for (const id of [...state.threads.keys()]) if (!known.has(id)) removeThread(id); // gone while away, or a restart
+  }
+  sn.live = true;
+  for (const row of rows) applySnapshot(row);
+  for (const id of d.removed || []) removeThread(id);
+  if (d.summary) state.summary = d.summary;
+  state.view.rowsDirty = true;
+  if (state.selectedId && rows.some((r) => r.id === state.selectedId)) refreshDetailSoon();
+  queueFrame();
 }
 
 export function removeThread(id) {
@@ -82,6 +157,8 @@ export function removeThread(id) {
   m.lane?.box.remove();
   state.threads.delete(id);
   state.dirty.delete(id);
+  state.view.pinned.delete(id);
+  state.view.rowsDirty = true;
   state.countsDirty = true;
   if (state.selectedId === id) clearSelection();
   queueFrame();

@@ -1,12 +1,13 @@
 // main.js — the dashboard's entry point (the one <script type="module"> of
 // index.html): wires the modules together and starts them. Owns the frame
-// render (state.render: dirty cards, the thread count, the detail panel) and
-// the timers that drive polling. Module map:
+// render (state.render: the cards or the thread table, the thread count, the
+// detail panel) and the timers that drive polling. Module map:
 //   state.js            every piece of mutable state, the thread models, the frame queue
 //   api.js              JSON API calls, the token (header only) and its dialog
 //   sse.js              the SSE parser and a reconnecting fetch event stream
 //   events.js           the live event stream, connection badge, event → model, polling
-//   cards.js            the worker cards and their buttons
+//   cards.js            the worker cards and their buttons (small sets)
+//   table.js            the thread table (more than a dozen threads): sort, filter, virtual rows, summary bar
 //   timeline.js         the canvas timeline lanes (turns, stalls, marks), zoom, hover and click
 //   detail-explain.js   the detail panel's Explain section: cause, why, load, turns, trace
 //   warnings.js         the Warnings panel (all threads)
@@ -32,7 +33,8 @@ import { plural } from './format.js';
 import { updateCard } from './cards.js';
 import { refreshDetailIfIdle, renderDetailThrottled } from './detail.js';
 import { wireForms } from './detail-forms.js';
-import { startEvents, poll, removeThread } from './events.js';
+import { startEvents, poll, removeThread, syncStream } from './events.js';
+import { wireTable, renderTable, tableWanted } from './table.js';
 import { loadSelectors } from './pickers.js';
 import { wireTimeline } from './timeline.js';
 import { wireExplain } from './detail-explain.js';
@@ -41,13 +43,22 @@ import { loadWarnings, renderWarnings } from './warnings.js';
 const POLL_MS = 1000;
 const WARNINGS_MS = 3000;
 const ENDED_KEEP_MS = 10 * 60 * 1000;
+const ENDED_EVERY_MS = 1000;
 
 function render() {
-  for (const id of state.dirty) {
-    const m = state.threads.get(id);
-    if (m) updateCard(m);
+  const v = state.view;
+  if (state.countsDirty || v.rowsDirty) setView(tableWanted());
+  if (v.table) {
+    // The table draws the rows in view from the models; no per-thread DOM work here.
+    state.dirty.clear();
+    renderTable();
+  } else {
+    for (const id of state.dirty) {
+      const m = state.threads.get(id);
+      if (m) updateCard(m);
+    }
+    state.dirty.clear();
   }
-  state.dirty.clear();
   if (state.countsDirty) {
     state.countsDirty = false;
     const n = state.threads.size;
@@ -57,12 +68,41 @@ function render() {
   renderWarnings();
   renderEnded();
   renderDetailThrottled();
+  syncStream();
 }
 
-/** Ended threads: hidden unless asked for, forgotten by the page after ENDED_KEEP_MS. */
+/** Cards for a few threads, the table for more: switching drops the cards or rebuilds them. */
+function setView(table) {
+  const v = state.view;
+  if (v.table === table) return;
+  v.table = table;
+  document.getElementById('table-view').hidden = !table;
+  document.getElementById('cards').hidden = table;
+  document.getElementById('overview').classList.toggle('as-table', table);
+  for (const m of state.threads.values()) {
+    if (table) {
+      m.card?.el.remove();
+      m.card = null;
+    } else if (m.snap) state.dirty.add(m.id);
+  }
+  v.orderDirty = true;
+  v.scrolled = true;
+  v.summaryKey = '';
+}
+
+/** Ended threads: hidden unless asked for, forgotten by the page after ENDED_KEEP_MS (looked at once a second). */
 function renderEnded() {
-  let ended = 0;
   const now = Date.now();
+  const wait = ENDED_EVERY_MS - (now - state.endedCheckedAt);
+  if (wait > 0) {
+    state.endedTimer ??= setTimeout(() => {
+      state.endedTimer = null;
+      queueFrame();
+    }, wait);
+    return;
+  }
+  state.endedCheckedAt = now;
+  let ended = 0;
   for (const m of [...state.threads.values()]) {
     if (!m.snap || m.snap.state !== 'exited') continue;
     const endedAt = Date.parse(m.snap.endedAt || '') || now;
@@ -81,9 +121,11 @@ async function boot() {
   wireForms();
   wireTimeline();
   wireExplain();
+  wireTable();
   document.getElementById('show-ended').addEventListener('change', (e) => {
     state.showEnded = e.currentTarget.checked;
     for (const m of state.threads.values()) markDirty(m.id);
+    state.countsDirty = true;
   });
   document.getElementById('token-button').addEventListener('click', async () => {
     if (await askToken()) {

@@ -80,6 +80,7 @@ export class EventStream {
   #retries = 0;
   #lastEventId = '';
   #retryMs = null;
+  #parser = null;
 
   constructor(url, hooks, { baseDelay = 500, maxDelay = 10000 } = {}) {
     this.url = url;
@@ -92,8 +93,9 @@ export class EventStream {
     return this.#retries;
   }
 
-  /** (Re)opens now, aborting a stream under way. */
+  /** (Re)opens now, aborting a stream under way (and resuming after its last event id). */
   open() {
+    if (this.#parser) this.#lastEventId = this.#parser.lastEventId;
     this.close();
     const controller = new AbortController();
     this.#controller = controller;
@@ -116,6 +118,7 @@ export class EventStream {
       this.#retries = 0; // events flow again
       this.hooks.onEvent(event);
     }, this.#lastEventId);
+    this.#parser = parser;
     let status = 0;
     try {
       const res = await fetch(this.url, { headers: this.#headers(), cache: 'no-store', signal: controller.signal });
@@ -132,9 +135,9 @@ export class EventStream {
       /* a refused, failed or aborted stream: below */
     }
     parser.end();
+    if (!live()) return; // closed or replaced (open() kept its last event id)
     this.#lastEventId = parser.lastEventId;
     if (parser.retry !== null) this.#retryMs = parser.retry;
-    if (!live()) return; // closed or replaced
     this.#controller = null;
     this.#retries++;
     const delay = Math.min(this.maxDelay, (this.#retryMs ?? this.baseDelay) * 2 ** Math.min(this.#retries - 1, 5));

@@ -40,10 +40,34 @@ export const state = {
   /** whether ended threads' cards are shown; ids of ended threads aged out of the list */
   showEnded: false,
   forgotten: new Set(),
+  /** when the frame render last looked for ended threads to count or forget */
+  endedCheckedAt: 0,
+  endedTimer: null,
   /** performId -> result element waiting for it; performId -> outcome that came first */
   performs: { waiting: new Map(), recent: new Map() },
   /** server clock -> page clock: the smallest delivery delay seen lately */
   clock: { skew: null, since: 0 },
+  /**
+   * the main view (table.js): table or cards (forced: 'table' / 'cards' / null = by count),
+   * the table's sort, filters, rows in order, row pool, pinned threads, and what needs redrawing
+   */
+  view: {
+    table: false,
+    forced: null,
+    sort: { key: 'name', dir: 1 },
+    filter: { text: '', state: '', mode: '', code: '' },
+    order: [],
+    pool: [],
+    pinned: new Set(),
+    rowsDirty: true,
+    orderDirty: true,
+    scrolled: false,
+    summaryKey: '',
+  },
+  /** the last summary of a snapshot event (threads, byState, warningsByCode, busiest), or null */
+  summary: null,
+  /** the stream: whether the server sends snapshots on this connection (then no polling), its query */
+  snapshots: { live: false, fresh: false, query: '', timer: null },
 };
 
 /** The model of a thread, created on first mention. */
@@ -83,8 +107,9 @@ export function applySnapshot(snap) {
   m.snap = snap;
   m.hint = null;
   m.observed = !!(snap.counts && snap.counts.observers > 0);
-  // Thread events carry no load or warnings: keep the last polled ones.
+  // Thread events carry no load or warnings: keep the last polled ones (and a snapshot row's rates).
   if (old && !snap.load && old.load) m.snap = { ...m.snap, load: old.load, warnings: old.warnings };
+  if (old && snap.busyPercent === undefined && old.busyPercent !== undefined) m.snap = { ...m.snap, busyPercent: old.busyPercent, wakeupsPerSecond: old.wakeupsPerSecond };
   markDirty(snap.id);
 }
 
@@ -108,8 +133,16 @@ export function eventTime(at) {
   return t + c.skew;
 }
 
+/** The threads whose timeline lane is drawn (and whose events flow) while the table shows: selected and pinned. */
+export function laneIds() {
+  const ids = new Set(state.view.pinned);
+  if (state.selectedId) ids.add(state.selectedId);
+  return ids;
+}
+
 export function markDirty(id) {
   state.dirty.add(id);
+  state.view.rowsDirty = true;
   queueFrame();
 }
 

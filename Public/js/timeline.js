@@ -2,12 +2,13 @@
 // (m.lane = {box, canvas, title, hits}) redrawn about 15 times a second from
 // the thread's event ring (m.ring: turns, timer / source / perform marks, run
 // exits) and its stalls (m.stalls), and the Pause, Window and Zoom controls
-// (state.timeline). Turns come from the server for every thread (no observer
+// (state.timeline). While the thread table is the view (many threads), lanes
+// are drawn only for the selected and pinned threads (state.laneIds). Turns come from the server for every thread (no observer
 // needed): a block per turn (busy), shade for sleep. Hovering a turn shows
 // it; clicking one opens it in the detail panel, from where a run can be
 // zoomed into. Canvas drawing only: no inline styles, no images.
 
-import { state } from './state.js';
+import { state, laneIds } from './state.js';
 import { h, setText, user, plain } from './dom.js';
 import { turnText, fmtMs } from './format.js';
 
@@ -86,7 +87,19 @@ function drawTimeline(ts) {
     const now = tl.paused ? tl.pausedAt : Date.now();
     span = { from: now - windowMs, now, ms: windowMs };
   }
-  for (const m of state.threads.values()) if (m.snap) drawLane(m, span);
+  if (state.view.table) {
+    const ids = laneIds();
+    for (const m of state.threads.values()) if (m.lane && !ids.has(m.id)) dropLane(m);
+    for (const id of ids) {
+      const m = state.threads.get(id);
+      if (m && m.snap) drawLane(m, span);
+    }
+  } else for (const m of state.threads.values()) if (m.snap) drawLane(m, span);
+}
+
+function dropLane(m) {
+  m.lane.box.remove();
+  m.lane = null;
 }
 
 function laneFor(m) {
