@@ -22,15 +22,23 @@ import { warningEvent } from './warnings.js';
 
 const PAGE = 500;
 const RECONNECT_MS = 120;
+const RESYNC_MS = 2000;
+/** At most this many inspected threads (the server takes 64 by default, --stream-max-inspect). */
+const MAX_INSPECT = 48;
+
+const idNumber = (id) => Number(id.replace(/^\D+/, '')) || 0;
 
 /** The stream's query for what the page watches now. */
 function streamQuery() {
-  let ids;
-  if (state.view.table) ids = [...laneIds()];
-  else {
-    ids = [];
-    for (const m of state.threads.values()) if (m.snap && (m.snap.state !== 'exited' || state.showEnded || m.id === state.selectedId)) ids.push(m.id);
+  const ids = [...laneIds()];
+  if (!state.view.table) {
+    // cards: every shown thread, the newest first when there are more than the bound
+    const shown = [];
+    for (const m of state.threads.values()) if (m.snap && !ids.includes(m.id) && (m.snap.state !== 'exited' || state.showEnded)) shown.push(m.id);
+    shown.sort((a, b) => idNumber(b) - idNumber(a));
+    ids.push(...shown);
   }
+  ids.splice(MAX_INSPECT);
   ids.sort();
   return 'scope=summary' + (ids.length ? '&inspect=' + ids.map(encodeURIComponent).join(',') : '');
 }
@@ -63,17 +71,33 @@ export function startEvents() {
   state.stream.open();
 }
 
-/** Every thread, page by page: only while the stream sends no snapshots (they carry the same rows). */
-export async function poll() {
-  if (state.polling || document.hidden || state.snapshots.live) return;
+/**
+ * Every thread, page by page: only while the stream sends no snapshots (they carry
+ * the same rows), or (force) when a snapshot's count disagrees with the page's.
+ */
+export async function poll(force = false) {
+  if (state.polling || document.hidden || (state.snapshots.live && !force)) return;
   state.polling = true;
   try {
     let cursor = null;
+    const seen = new Set();
+    const started = Date.now();
     for (let page = 0; page < 100; page++) {
       const data = await api('GET', '/api/threads?limit=' + PAGE + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
-      for (const snap of data.threads || []) applySnapshot(snap);
+      for (const snap of data.threads || []) {
+        seen.add(snap.id);
+        applySnapshot(snap);
+      }
       cursor = data.nextCursor;
-      if (!cursor || state.snapshots.live) break;
+      if (!cursor) {
+        // the whole list: a thread the page knows and the server no longer lists is gone
+        for (const [id, m] of [...state.threads]) {
+          const young = m.snap && started - Date.parse(m.snap.createdAt) < 5000; // made after the first page was read
+          if (!seen.has(id) && !young && id !== state.selectedId) removeThread(id);
+        }
+        break;
+      }
+      if (state.snapshots.live && !force) break;
     }
   } catch {
     /* the connection badge shows problems */
@@ -90,6 +114,8 @@ function setConn(kind, text) {
 function onConnecting(retries) {
   state.snapshots.live = false;
   state.snapshots.fresh = true;
+  state.summary = null; // the server's, until the next snapshot: counted on the page meanwhile
+  state.view.rowsDirty = true;
   setConn(retries ? 'reconnecting' : 'connecting', retries ? `reconnecting (attempt ${retries})…` : 'connecting…');
 }
 
@@ -144,10 +170,23 @@ function snapshot(d) {
   sn.live = true;
   for (const row of rows) applySnapshot(row);
   for (const id of d.removed || []) removeThread(id);
-  if (d.summary) state.summary = d.summary;
+  if (d.summary) {
+    state.summary = d.summary;
+    // The summary counts every thread: when the page knows another number, a row went
+    // missing (or an old one stayed): read the whole list again, once in a while.
+    if (typeof d.summary.threads === 'number' && d.summary.threads !== state.threads.size) resync();
+  }
   state.view.rowsDirty = true;
   if (state.selectedId && rows.some((r) => r.id === state.selectedId)) refreshDetailSoon();
   queueFrame();
+}
+
+function resync() {
+  const sn = state.snapshots;
+  const now = Date.now();
+  if (now - sn.resyncAt < RESYNC_MS) return;
+  sn.resyncAt = now;
+  poll(true);
 }
 
 export function removeThread(id) {

@@ -55,7 +55,8 @@ function render() {
   } else {
     for (const id of state.dirty) {
       const m = state.threads.get(id);
-      if (m) updateCard(m);
+      // an ended thread's card is built only when it is to be shown
+      if (m && (m.card || !m.snap || m.snap.state !== 'exited' || state.showEnded || m.id === state.selectedId)) updateCard(m);
     }
     state.dirty.clear();
   }

@@ -67,7 +67,7 @@ export const state = {
   /** the last summary of a snapshot event (threads, byState, warningsByCode, busiest), or null */
   summary: null,
   /** the stream: whether the server sends snapshots on this connection (then no polling), its query */
-  snapshots: { live: false, fresh: false, query: '', timer: null },
+  snapshots: { live: false, fresh: false, query: '', timer: null, resyncAt: 0 },
 };
 
 /** The model of a thread, created on first mention. */

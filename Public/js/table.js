@@ -110,6 +110,12 @@ export function wireTable() {
     if (e.target.closest('[data-role=pin]')) return togglePin(id);
     select(id, true);
   });
+  // ?view=cards or ?view=table in the page's URL fixes the view (bookmarks, tests)
+  const asked = new URLSearchParams(location.search).get('view');
+  if (asked === 'cards' || asked === 'table') {
+    v.forced = asked;
+    $('view-mode').value = asked;
+  }
   $('view-mode').addEventListener('change', (e) => {
     v.forced = e.currentTarget.value || null;
     state.countsDirty = true;

@@ -8,7 +8,7 @@
 // it; clicking one opens it in the detail panel, from where a run can be
 // zoomed into. Canvas drawing only: no inline styles, no images.
 
-import { state, laneIds } from './state.js';
+import { state, laneIds, eventTime } from './state.js';
 import { h, setText, user, plain } from './dom.js';
 import { turnText, fmtMs } from './format.js';
 
@@ -133,8 +133,25 @@ function hitAt(lane, x) {
   return best;
 }
 
+/**
+ * A stall that began before the page inspected the thread (so no stall event
+ * reached it): drawn from the thread's stall warnings, which carry the stall's
+ * id and how long it had run when last reported.
+ */
+function stallsFromWarnings(m) {
+  for (const w of m.snap.warnings || []) {
+    const d = w.details;
+    if (w.code !== 'stall' || !d || !d.stall || typeof d.ms !== 'number') continue;
+    const known = m.stalls.get(d.stall);
+    if (known && (known.open === w.active || !known.open)) continue;
+    const t = known ? known.t : eventTime(w.lastAt) - d.ms;
+    m.stalls.set(d.stall, { stall: d.stall, severity: w.severity, ms: d.ms, t, open: w.active });
+  }
+}
+
 function drawLane(m, span) {
   const l = laneFor(m);
+  stallsFromWarnings(m);
   const zoom = state.timeline.zoom;
   const recent = m.ring.length && m.ring[m.ring.length - 1].t >= span.from;
   l.box.hidden = zoom ? zoom.thread !== m.id : m.snap.state === 'exited' && (!recent || !state.showEnded);

@@ -42,7 +42,8 @@ log="$root/.build/artifacts/runloopd-browser.log"
 cd "$root"
 # Its history store (SQLite) in a temporary folder: the history view has real rows.
 data="$(mktemp -d)"
-"$bin" --host 127.0.0.1 --port "$port" --public-dir "$root/Public" --log-level warning --drain-delay 0 --data-dir "$data" >"$log" 2>&1 &
+"$bin" --host 127.0.0.1 --port "$port" --public-dir "$root/Public" --log-level warning --drain-delay 0 --data-dir "$data" \
+  --max-threads 1100 >"$log" 2>&1 &  # test_scale.py drives the thread table at 1,000 threads
 server=$!
 cleanup() {
   kill "$server" 2>/dev/null || true

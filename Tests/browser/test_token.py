@@ -87,7 +87,7 @@ def proxy():
 
 def sign_in(driver, proxy):
     """Opens the page through the proxy (a new origin: a fresh sessionStorage) and answers the token dialog."""
-    driver.get(proxy + "/")
+    driver.get(proxy + "/?view=cards")
     wait = WebDriverWait(driver, 10, poll_frequency=0.05)
     dialog = driver.find_element(By.ID, "token-dialog")
     wait.until(lambda d: dialog.get_attribute("open") is not None)
