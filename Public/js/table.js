@@ -79,6 +79,7 @@ export function wireTable() {
     const key = b.dataset.sort;
     const col = COLUMNS.find((c) => c.key === key);
     v.sort = v.sort.key === key ? { key, dir: -v.sort.dir } : { key, dir: col.num ? -1 : 1 };
+    renderHeader();
     changed();
   });
   $('tt-text').addEventListener('input', (e) => {

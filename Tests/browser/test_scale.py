@@ -1,0 +1,157 @@
+"""The thread table at 1,000 threads: the page switches from cards to one row per
+thread, keeps only the rows in view in the DOM, sorts by busy, filters to one
+warning code (from the summary bar), opens the stalled thread and draws its lane
+(only the selected and pinned threads get one).
+
+Threads are made through the API on a few keep-alive connections (run.sh starts
+the server with --max-threads 1100); one of them is stalled (a `sleep` perform:
+its `stall` warning stays active while it sleeps), three are busy (a 50 ms timer
+whose action spins 20 ms). Everything is deleted at the end, and the page goes
+back to cards, so the files after this one see the server as before. No sleeps:
+WebDriverWait only."""
+
+import http.client
+import json
+import threading
+import urllib.parse
+import uuid
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from conftest import BASE, api
+
+N = 1000
+CONNECTIONS = 4
+UP = urllib.parse.urlsplit(BASE)
+
+
+def wait(driver, seconds=10):
+    return WebDriverWait(driver, seconds, poll_frequency=0.05)
+
+
+def on_connections(items, call):
+    """call(conn, item) for every item, on CONNECTIONS keep-alive connections at once; the answers in order."""
+    out = [None] * len(items)
+    errors = []
+
+    def work(k):
+        conn = http.client.HTTPConnection(UP.hostname, UP.port, timeout=60)
+        try:
+            for i in range(k, len(items), CONNECTIONS):
+                out[i] = call(conn, items[i])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            conn.close()
+
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(CONNECTIONS)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors, errors[:3]
+    return out
+
+
+def request(conn, method, path, body=None):
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    conn.request(method, path, None if body is None else json.dumps(body), headers)
+    res = conn.getresponse()
+    data = res.read()
+    return res.status, json.loads(data or b"null")
+
+
+def create(conn, name):
+    status, body = request(conn, "POST", "/api/threads", {"name": name})
+    assert status == 201, body
+    return body["id"]
+
+
+@pytest.fixture(scope="module")
+def crowd(driver):
+    # auto view first (more than 12 threads: the table), so the page never builds a card per thread
+    Select(driver.find_element(By.ID, "view-mode")).select_by_value("")
+    tag = uuid.uuid4().hex[:4]
+    names = [f"scale-{tag}-{i:04d}" for i in range(N - 4)]
+    ids = on_connections(names, create)
+    hot = []
+    for i in range(3):
+        status, t = api("POST", "/api/threads", {"name": f"scale-{tag}-hot{i}"})
+        assert status == 201
+        status, _ = api("POST", f"/api/threads/{t['id']}/timers", {"interval": 0.05, "action": {"selector": "spin", "args": {"us": 20000}}})
+        assert status == 201
+        hot.append(t["id"])
+    status, stalled = api("POST", "/api/threads", {"name": f"scale-{tag}-stalled"})
+    assert status == 201
+    stalled = stalled["id"]
+    # two 10 s sleeps in a row: a stall (warning `stall`, active) for as long as the test needs
+    for _ in range(2):
+        status, _ = api("POST", f"/api/threads/{stalled}/perform", {"selector": "sleep", "args": {"ms": 10000}})
+        assert status == 202
+    yield {"ids": ids, "hot": hot, "stalled": stalled, "tag": tag}
+    driver.execute_script("document.getElementById('tt-clear').click()")
+    Select(driver.find_element(By.ID, "view-mode")).select_by_value("cards")
+    api("DELETE", f"/api/threads/{stalled}/perform?selector=sleep")
+    ender = threading.Thread(target=api, args=("DELETE", f"/api/threads/{stalled}"))
+    ender.start()
+    on_connections(ids + hot, lambda conn, tid: request(conn, "DELETE", f"/api/threads/{tid}")[0])
+    ender.join()
+
+
+def visible_rows(driver):
+    """[(thread id, busy text, warnings text)] of the table rows in the DOM and shown, top to bottom."""
+    return driver.execute_script(
+        """
+        return [...document.querySelectorAll('#tt-body tr.tt-row')].filter((tr) => !tr.hidden).map((tr) =>
+          [tr.dataset.thread, tr.cells[3].textContent, tr.cells[7].textContent]);
+        """
+    )
+
+
+def busy_value(text):
+    return -1.0 if text.strip() in ("", "–") else float(text.replace("%", "").strip())
+
+
+def test_table_at_a_thousand_threads(driver, console, crowd):
+    seen = len(console.collect())
+    table = driver.find_element(By.ID, "table-view")
+    wait(driver, 20).until(lambda d: table.is_displayed() and not d.find_element(By.ID, "cards").is_displayed())
+    shown = driver.find_element(By.ID, "tt-shown")
+    wait(driver, 20).until(lambda d: int("".join(ch for ch in shown.text.split(" thread")[0] if ch.isdigit()) or 0) >= N)
+
+    # virtual rows: about a viewport of rows in the DOM, a spacer for the rest
+    in_dom = len(driver.find_elements(By.CSS_SELECTOR, "#tt-body tr.tt-row"))
+    assert 10 <= in_dom <= 80, in_dom
+    assert driver.execute_script("return document.getElementById('tt-bottom').getBoundingClientRect().height") > 20000
+
+    # sort by busy: the header says so, the busy loops come first, the column descends
+    busy_th = driver.find_element(By.CSS_SELECTOR, '#tt-head th[data-col="busy"]')
+    busy_th.find_element(By.TAG_NAME, "button").click()
+    assert busy_th.get_attribute("aria-sort") == "descending"
+    wait(driver, 15).until(lambda d: visible_rows(d)[0][0] in crowd["hot"] + [crowd["stalled"]])
+    values = [busy_value(b) for _, b, _ in visible_rows(driver)[:20]]
+    assert values[0] > 10 and all(a >= b - 5 for a, b in zip(values, values[1:])), values  # rows move as loads change
+
+    # filter to one warning code from the summary bar: the stalled thread (and only stalled ones) left
+    chip = wait(driver, 15).until(lambda d: d.find_element(By.CSS_SELECTOR, '#tt-summary button[data-code="stall"]'))
+    chip.click()
+    wait(driver, 10).until(lambda d: d.find_element(By.ID, "tt-code").get_attribute("value") == "stall")
+    wait(driver, 10).until(lambda d: crowd["stalled"] in [r[0] for r in visible_rows(d)])
+    rows = visible_rows(driver)
+    assert all("stall" in w for _, _, w in rows) and len(rows) < 10, rows
+
+    # open it: the detail panel shows it, and its lane (the only one) shows the stall
+    row = driver.find_element(By.CSS_SELECTOR, f'#tt-body tr[data-thread="{crowd["stalled"]}"]')
+    row.find_element(By.CSS_SELECTOR, "button.tt-open").click()
+    wait(driver, 10).until(lambda d: d.find_element(By.ID, "d-id").text == crowd["stalled"])
+    assert "selected" in row.get_attribute("class").split()
+    lane = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'[data-lane="{crowd["stalled"]}"]'))
+    wait(driver, 10).until(lambda d: lane.is_displayed() and int(lane.get_attribute("data-stalls") or 0) >= 1)
+    lanes = lambda d: [el.get_attribute("data-lane") for el in d.find_elements(By.CSS_SELECTOR, "#lanes [data-lane]")]
+    wait(driver, 5).until(lambda d: lanes(d) == [crowd["stalled"]])
+
+    # no error on the console meanwhile
+    severe = [e for e in console.collect()[seen:] if e["level"] == "SEVERE"]
+    assert not severe, severe
