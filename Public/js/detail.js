@@ -4,7 +4,7 @@
 // timer events patched in between fetches, and the results of performs that
 // arrive on the event stream (state.performs).
 
-import { state, model, applySnapshot, markDirty, queueFrame } from './state.js';
+import { state, model, applySnapshot, markDirty, queueFrame, eventTime } from './state.js';
 import { api, threadPath, clientError } from './api.js';
 import { setText, user } from './dom.js';
 import { fmtTime, performText } from './format.js';
@@ -20,6 +20,7 @@ export function select(id, focus) {
     const prev = state.selectedId;
     state.selectedId = id;
     state.detail.data = null;
+    state.detail.lastRender = 0; // the new thread's first render is not held back by the throttle
     if (prev && state.threads.has(prev)) markDirty(prev);
     markDirty(id);
     clearPanel();
@@ -97,6 +98,7 @@ async function refreshDetailNow() {
     applySnapshot(thread);
     const m = model(id);
     for (const t of timers.timers) if ((m.timerFires.get(t.id) || 0) < t.fires) m.timerFires.set(t.id, t.fires);
+    backfillTurns(m, turns.turns);
     queueFrame();
   } catch (e) {
     if (id === state.selectedId) setText(document.getElementById('detail-updated'), ['refresh failed: ', user(e.message)]);
@@ -107,6 +109,23 @@ async function refreshDetailNow() {
       refreshDetailSoon();
     }
   }
+}
+
+/**
+ * Turns the stream did not bring (the thread was not inspected yet when they
+ * ran: the page watches the events of the selected and pinned threads only)
+ * go into the timeline's ring from GET /turns, in time order.
+ */
+function backfillTurns(m, turns) {
+  const known = new Set();
+  for (const e of m.ring) if (e.kind === 'turn') known.add(e.turn.turn);
+  const missing = (turns || []).filter((t) => !known.has(t.turn));
+  if (!missing.length) return;
+  for (const t of missing) {
+    const at = eventTime(t.startedAt);
+    m.ring.push({ t: at, end: at + t.busyMs, kind: 'turn', turn: t });
+  }
+  m.ring.sort((a, b) => a.t - b.t);
 }
 
 /** Called once a frame: renders the panel, at most ten times a second. */

@@ -47,7 +47,7 @@ const COLUMNS = Object.freeze([
   { key: 'style', label: 'style · mode', cmp: (a, b) => cmpStr(a.snap.run.style, b.snap.run.style) || cmpStr(modeOf(a.snap), modeOf(b.snap)) },
   { key: 'busy', label: 'busy', num: true, cmp: (a, b) => cmpNum(busyOf(a.snap), busyOf(b.snap)) },
   { key: 'wakeups', label: 'wake-ups/s', num: true, cmp: (a, b) => cmpNum(wakeupsOf(a.snap), wakeupsOf(b.snap)) },
-  { key: 'items', label: 'timers / sources / performs', num: true, cmp: (a, b) => itemsKey(a.snap) - itemsKey(b.snap) },
+  { key: 'items', label: 'timers / sources / performs', short: 'tm / src / perf', num: true, cmp: (a, b) => itemsKey(a.snap) - itemsKey(b.snap) },
   { key: 'exit', label: 'last exit', cmp: (a, b) => cmpStr(exitKey(a.snap), exitKey(b.snap)) || (a.snap.runs || 0) - (b.snap.runs || 0) },
   { key: 'warnings', label: 'warnings', num: true, cmp: (a, b) => activeCodes(a.snap).length - activeCodes(b.snap).length || cmpStr(activeCodes(a.snap).join(), activeCodes(b.snap).join()) },
 ]);
@@ -70,7 +70,9 @@ export function wireTable() {
   const v = state.view;
   const head = $('tt-head');
   head.replaceChildren(
-    ...COLUMNS.map((c) => h('th', { scope: 'col', 'aria-sort': 'none', 'data-col': c.key }, h('button', { type: 'button', class: 'tt-sort', 'data-sort': c.key }, c.label))),
+    ...COLUMNS.map((c) =>
+      h('th', { scope: 'col', 'aria-sort': 'none', 'data-col': c.key }, h('button', { type: 'button', class: 'tt-sort', 'data-sort': c.key, title: c.short ? c.label : null, 'aria-label': c.short ? c.label : null }, c.short || c.label)),
+    ),
     h('th', { scope: 'col', class: 'tt-pin-col' }, h('span', { class: 'sr-only' }, 'pin')),
   );
   head.addEventListener('click', (e) => {
