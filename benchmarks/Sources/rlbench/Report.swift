@@ -62,6 +62,7 @@ struct Section: Codable {
 enum ReportWriter {
     static let order = [
         "hop", "callgrind", "wakeup", "trace", "store", "store-on", "store-versus", "timers", "idle", "scale", "many",
+        "browser",
     ]
 
     static func write(outputDirectory: String, to path: String, totalSeconds: Double?) throws {
@@ -84,7 +85,7 @@ enum ReportWriter {
         md += "- the load generator (`wrk -t1`) shares the 2 cores with the server under test\n"
         if let totalSeconds { md += "- whole run: \(fmt(totalSeconds, 0)) s\n" }
         md += "\n## Commands\n\n```\nmake bench                       # everything below, then this file\n"
-        md += "benchmarks/run.sh [hop|callgrind|wakeup|trace|store|timers|idle|scale|many]...   # a subset\n```\n\n"
+        md += "benchmarks/run.sh [hop|callgrind|wakeup|trace|store|timers|idle|scale|many|browser]...   # a subset\n```\n\n"
         for section in sections { md += "- `\(section.command)` (\(fmt(section.seconds, 0)) s)\n" }
         md += "\n## Goals\n\n"
         md += "| benchmark | figure | runloopd | baseline | ratio | goal | result | steal |\n"
