@@ -21,7 +21,7 @@ import { clearSelection, refreshDetailSoon, detailTimerEvent, performEvent } fro
 import { warningEvent } from './warnings.js';
 
 const PAGE = 500;
-const RECONNECT_MS = 120;
+const RECONNECT_MS = 400; // after a selection, its detail is fetched first
 const RESYNC_MS = 2000;
 /** At most this many inspected threads (the server takes 64 by default, --stream-max-inspect). */
 const MAX_INSPECT = 48;
