@@ -192,10 +192,13 @@ def browser():
     return drv
 
 
-def heap_mb(drv):
+def metrics(drv):
     drv.execute_cdp_cmd("Performance.enable", {})
-    metrics = {m["name"]: m["value"] for m in drv.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]}
-    return metrics.get("JSHeapUsedSize", 0) / 1e6
+    return {m["name"]: m["value"] for m in drv.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]}
+
+
+def heap_mb(drv):
+    return metrics(drv).get("JSHeapUsedSize", 0) / 1e6
 
 
 STREAMS = set()
@@ -263,12 +266,16 @@ def main():
         time.sleep(2)  # the first full snapshot applied, the stream settled
         stream_bytes(drv)
         drv.execute_script(RECORDER)
+        m0 = metrics(drv)
         c0, w0 = cpu_seconds(proc.pid), time.monotonic()
         s0, t0 = steal()
         time.sleep(seconds)  # the measurement window
         c1, w1 = cpu_seconds(proc.pid), time.monotonic()
         s1, t1 = steal()
+        m1 = metrics(drv)
         page = drv.execute_script("const f = window.__frames; window.__frames = []; return f;")
+        # the renderer's main thread: task time, of which script, style and layout, over the window
+        busy = {k: (m1.get(k, 0) - m0.get(k, 0)) / (w1 - w0) * 100 for k in ("TaskDuration", "ScriptDuration", "RecalcStyleDuration", "LayoutDuration")}
         long_tasks = drv.execute_script("return window.__long;")
         _, got = stream_bytes(drv)
         page_cpu = (c1 - c0) / (w1 - w0) * 100
@@ -316,6 +323,9 @@ def main():
          f"{idle_cpu:.1f} % (no page)", None, "≤ 5 % of a core", stream_cpu <= GOALS["stream"]),
         ("bytes/s the page's event stream brought", f"{bytes_per_s / 1000:.0f} kB/s", "—", None, "none (information)",
          None),
+        ("the page's main thread busy (Performance.getMetrics TaskDuration over the window)",
+         f"{busy['TaskDuration']:.1f} % (script {busy['ScriptDuration']:.1f} %, style {busy['RecalcStyleDuration']:.1f} %, "
+         f"layout {busy['LayoutDuration']:.1f} %)", "—", None, "none (information)", None),
         ("long tasks on the page (> 50 ms) in the window", f"{len(long_tasks)}, longest {max(long_tasks or [0]):.0f} ms",
          "—", None, "none (information)", None),
     ]
