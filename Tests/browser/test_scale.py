@@ -1,7 +1,7 @@
 """The thread table at 1,000 threads: the page switches from cards to one row per
 thread, keeps only the rows in view in the DOM, sorts by busy, filters to one
 warning code (from the summary bar), opens the stalled thread and draws its lane
-(only the selected and pinned threads get one).
+(only the selected and pinned threads get one), pins and unpins another.
 
 Threads are made through the API on a few keep-alive connections (run.sh starts
 the server with --max-threads 1100); one of them is stalled (a `sleep` perform:
@@ -149,7 +149,20 @@ def test_table_at_a_thousand_threads(driver, console, crowd):
     assert "selected" in row.get_attribute("class").split()
     lane = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'[data-lane="{crowd["stalled"]}"]'))
     wait(driver, 10).until(lambda d: lane.is_displayed() and int(lane.get_attribute("data-stalls") or 0) >= 1)
-    lanes = lambda d: [el.get_attribute("data-lane") for el in d.find_elements(By.CSS_SELECTOR, "#lanes [data-lane]")]
+    lanes = lambda d: sorted(el.get_attribute("data-lane") for el in d.find_elements(By.CSS_SELECTOR, "#lanes [data-lane]"))
+    wait(driver, 5).until(lambda d: lanes(d) == [crowd["stalled"]])
+
+    # a pinned thread gets a lane too (found by its name), and loses it when unpinned
+    hot = crowd["hot"][0]
+    text = driver.find_element(By.ID, "tt-text")
+    driver.find_element(By.ID, "tt-clear").click()
+    text.send_keys(f"scale-{crowd['tag']}-hot0")
+    pin = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'#tt-body tr[data-thread="{hot}"]:not([hidden]) [data-role=pin]'))
+    pin.click()
+    wait(driver, 5).until(lambda d: pin.get_attribute("aria-pressed") == "true")
+    wait(driver, 5).until(lambda d: lanes(d) == sorted([crowd["stalled"], hot]))
+    assert driver.find_element(By.ID, "d-id").text == crowd["stalled"]  # pinning does not open
+    pin.click()
     wait(driver, 5).until(lambda d: lanes(d) == [crowd["stalled"]])
 
     # no error on the console meanwhile
