@@ -9,7 +9,7 @@
 // a summary, a few a second at most), while turns, timer fires, performs and
 // the other per-thread events come only for the inspected threads: the
 // selected and pinned ones while the table shows, every shown thread while
-// the cards do (a dozen at most). When that set changes the stream reconnects
+// the cards do (the newest 48 at most). When that set changes the stream reconnects
 // with the new query, resuming after its last event id. Applying a snapshot
 // only updates the models; the frame render (main.js) draws what is in view.
 
