@@ -110,6 +110,11 @@ def visible_rows(driver):
     )
 
 
+def click_js(driver, selector):
+    """Clicks the element selector finds, if any, in one step (rows and chips are redrawn in place)."""
+    return driver.execute_script("const el = document.querySelector(arguments[0]); if (el) el.click(); return !!el;", selector)
+
+
 def busy_value(text):
     return -1.0 if text.strip() in ("", "–") else float(text.replace("%", "").strip())
 
@@ -128,28 +133,28 @@ def test_table_at_a_thousand_threads(driver, console, crowd):
 
     # sort by busy: the header says so, the busy loops come first, the column descends
     busy_th = driver.find_element(By.CSS_SELECTOR, '#tt-head th[data-col="busy"]')
-    busy_th.find_element(By.TAG_NAME, "button").click()
+    busy_th.find_element(By.TAG_NAME, "button").click()  # the header is built once: never stale
     assert busy_th.get_attribute("aria-sort") == "descending"
     wait(driver, 15).until(lambda d: visible_rows(d)[0][0] in crowd["hot"] + [crowd["stalled"]])
     values = [busy_value(b) for _, b, _ in visible_rows(driver)[:20]]
     assert values[0] > 10 and all(a >= b - 5 for a, b in zip(values, values[1:])), values  # rows move as loads change
 
     # filter to one warning code from the summary bar: the stalled thread (and only stalled ones) left
-    chip = wait(driver, 15).until(lambda d: d.find_element(By.CSS_SELECTOR, '#tt-summary button[data-code="stall"]'))
-    chip.click()
+    # (the summary bar is redrawn as counts change: find and click in one step)
+    wait(driver, 15).until(lambda d: click_js(d, '#tt-summary button[data-code="stall"]'))
     wait(driver, 10).until(lambda d: d.find_element(By.ID, "tt-code").get_attribute("value") == "stall")
     wait(driver, 10).until(lambda d: crowd["stalled"] in [r[0] for r in visible_rows(d)])
     rows = visible_rows(driver)
     assert all("stall" in w for _, _, w in rows) and len(rows) < 10, rows
 
     # open it: the detail panel shows it, and its lane (the only one) shows the stall
-    row = driver.find_element(By.CSS_SELECTOR, f'#tt-body tr[data-thread="{crowd["stalled"]}"]')
-    row.find_element(By.CSS_SELECTOR, "button.tt-open").click()
+    row = f'#tt-body tr[data-thread="{crowd["stalled"]}"]'
+    wait(driver, 10).until(lambda d: click_js(d, row + " button.tt-open"))
     wait(driver, 10).until(lambda d: d.find_element(By.ID, "d-id").text == crowd["stalled"])
-    assert "selected" in row.get_attribute("class").split()
-    lane = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'[data-lane="{crowd["stalled"]}"]'))
-    wait(driver, 10).until(lambda d: lane.is_displayed() and int(lane.get_attribute("data-stalls") or 0) >= 1)
-    lanes = lambda d: sorted(el.get_attribute("data-lane") for el in d.find_elements(By.CSS_SELECTOR, "#lanes [data-lane]"))
+    wait(driver, 5).until(lambda d: d.execute_script(f"return document.querySelector('{row}').classList.contains('selected')"))
+    lane = f'[data-lane="{crowd["stalled"]}"]'
+    wait(driver, 10).until(lambda d: d.execute_script(f"const l = document.querySelector('{lane}'); return !!l && !l.hidden && Number(l.dataset.stalls) >= 1"))
+    lanes = lambda d: sorted(d.execute_script("return [...document.querySelectorAll('#lanes [data-lane]')].map((l) => l.dataset.lane)"))
     wait(driver, 5).until(lambda d: lanes(d) == [crowd["stalled"]])
 
     # a pinned thread gets a lane too (found by its name), and loses it when unpinned
@@ -157,12 +162,12 @@ def test_table_at_a_thousand_threads(driver, console, crowd):
     text = driver.find_element(By.ID, "tt-text")
     driver.find_element(By.ID, "tt-clear").click()
     text.send_keys(f"scale-{crowd['tag']}-hot0")
-    pin = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'#tt-body tr[data-thread="{hot}"]:not([hidden]) [data-role=pin]'))
-    pin.click()
-    wait(driver, 5).until(lambda d: pin.get_attribute("aria-pressed") == "true")
+    pin = f'#tt-body tr[data-thread="{hot}"]:not([hidden]) [data-role=pin]'
+    wait(driver, 10).until(lambda d: click_js(d, pin))
+    wait(driver, 5).until(lambda d: d.execute_script(f"return document.querySelector('{pin}')?.getAttribute('aria-pressed')") == "true")
     wait(driver, 5).until(lambda d: lanes(d) == sorted([crowd["stalled"], hot]))
     assert driver.find_element(By.ID, "d-id").text == crowd["stalled"]  # pinning does not open
-    pin.click()
+    wait(driver, 5).until(lambda d: click_js(d, pin))
     wait(driver, 5).until(lambda d: lanes(d) == [crowd["stalled"]])
 
     # no error on the console meanwhile
