@@ -13,7 +13,7 @@
 // with the new query, resuming after its last event id. Applying a snapshot
 // only updates the models; the frame render (main.js) draws what is in view.
 
-import { state, model, applySnapshot, pushRing, eventTime, markDirty, queueFrame, laneIds } from './state.js';
+import { state, model, applySnapshot, pushRing, exitMark, eventTime, markDirty, queueFrame, laneIds } from './state.js';
 import { api, authHeaders, onTokenChange } from './api.js';
 import { setText, setClass } from './dom.js';
 import { EventStream } from './sse.js';
@@ -21,7 +21,8 @@ import { clearSelection, refreshDetailSoon, detailTimerEvent, performEvent } fro
 import { warningEvent } from './warnings.js';
 
 const PAGE = 500;
-const RECONNECT_MS = 400; // after a selection, its detail is fetched first
+/** A changed inspected set reconnects after this (cards: a new thread; the table: a selection, whose detail is fetched first). */
+const RECONNECT_MS = { cards: 120, table: 400 };
 const RESYNC_MS = 2000;
 /** At most this many inspected threads (the server takes 64 by default, --stream-max-inspect). */
 const MAX_INSPECT = 48;
@@ -56,7 +57,7 @@ export function syncStream() {
     sn.query = now;
     state.stream.url = '/api/events?' + now;
     state.stream.open();
-  }, RECONNECT_MS);
+  }, state.view.table ? RECONNECT_MS.table : RECONNECT_MS.cards);
 }
 
 /** Opens the stream; reopens it with a new token, closes it when the page is put away. */
@@ -217,7 +218,7 @@ const HANDLERS = Object.freeze({
       m.snap = { ...m.snap, runs: m.snap.runs + 1, exits, lastExit };
       m.lastRun = d.run;
     }
-    pushRing(m, { t: eventTime(d.at), kind: 'exit', reason: d.exitReason, run: d.run, cause: d.cause });
+    exitMark(m, d);
   },
   timer(m, d, now) {
     m.timerFires.set(d.timer, d.fires);

@@ -101,6 +101,8 @@ export function applySnapshot(snap) {
     // An older snapshot than the events already seen: keep the counters.
     snap = { ...snap, runs: old.runs, exits: old.exits, lastExit: old.lastExit };
   } else {
+    // A run ended that no run-exit event told (the thread was not inspected then): its mark on the lane.
+    if (lastRun > m.lastRun) exitMark(m, snap.lastExit);
     m.lastRun = lastRun;
   }
   if (old && old.state === 'exited') snap = { ...snap, state: 'exited' };
@@ -111,6 +113,12 @@ export function applySnapshot(snap) {
   if (old && !snap.load && old.load) m.snap = { ...m.snap, load: old.load, warnings: old.warnings };
   if (old && snap.busyPercent === undefined && old.busyPercent !== undefined) m.snap = { ...m.snap, busyPercent: old.busyPercent, wakeupsPerSecond: old.wakeupsPerSecond };
   markDirty(snap.id);
+}
+
+/** A run's exit on the thread's timeline, once per run. */
+export function exitMark(m, x) {
+  for (let i = m.ring.length - 1; i >= 0 && i >= m.ring.length - 64; i--) if (m.ring[i].kind === 'exit' && m.ring[i].run === x.run) return;
+  pushRing(m, { t: eventTime(x.at), kind: 'exit', reason: x.exitReason, run: x.run, cause: x.cause });
 }
 
 export function pushRing(m, item) {

@@ -143,9 +143,11 @@ def test_table_at_a_thousand_threads(driver, console, crowd):
     # (the summary bar is redrawn as counts change: find and click in one step)
     wait(driver, 15).until(lambda d: click_js(d, '#tt-summary button[data-code="stall"]'))
     wait(driver, 10).until(lambda d: d.find_element(By.ID, "tt-code").get_attribute("value") == "stall")
-    wait(driver, 10).until(lambda d: crowd["stalled"] in [r[0] for r in visible_rows(d)])
-    rows = visible_rows(driver)
-    assert all("stall" in w for _, _, w in rows) and len(rows) < 10, rows
+    def filtered(d):
+        rows = visible_rows(d)
+        return crowd["stalled"] in [r[0] for r in rows] and all("stall" in w for _, _, w in rows) and len(rows) < 10
+
+    wait(driver, 10).until(filtered)
 
     # open it: the detail panel shows it, and its lane (the only one) shows the stall
     row = f'#tt-body tr[data-thread="{crowd["stalled"]}"]'

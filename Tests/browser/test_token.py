@@ -75,12 +75,15 @@ class Proxy(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def proxy():
+def proxy(driver):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
+    # the page leaves the proxy's origin first: a page left on it would reconnect its
+    # stream (it does when the threads it inspects change) to a closed port
+    driver.get("about:blank")
     server.shutdown()
     server.server_close()
 
