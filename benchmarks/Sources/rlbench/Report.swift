@@ -85,7 +85,8 @@ enum ReportWriter {
         md += "- the load generator (`wrk -t1`) shares the 2 cores with the server under test\n"
         if let totalSeconds { md += "- whole run: \(fmt(totalSeconds, 0)) s\n" }
         md += "\n## Commands\n\n```\nmake bench                       # everything below, then this file\n"
-        md += "benchmarks/run.sh [hop|callgrind|wakeup|trace|store|timers|idle|scale|many|browser]...   # a subset\n```\n\n"
+        md += "benchmarks/run.sh [hop|callgrind|wakeup|trace|store|timers|idle|scale|many|browser]..."
+        md += "   # a subset\n```\n\n"
         for section in sections { md += "- `\(section.command)` (\(fmt(section.seconds, 0)) s)\n" }
         md += "\n## Goals\n\n"
         md += "| benchmark | figure | runloopd | baseline | ratio | goal | result | steal |\n"
