@@ -25,6 +25,8 @@ import { h, setText, user, render } from './dom.js';
 import { plural } from './format.js';
 import { stepsOf, playStep, pagePathProblem, namesIn, runThreadOf } from './experiments.js';
 import { endsRun, guessPrompt, guessOutcome, verdictOf } from './lab-guess.js';
+import { startRecording, stopRecording } from './lab-record.js';
+import { expectLine, diffTable } from './lab-expect.js';
 
 const lab = (state.lab = {
   /** GET /api/experiments summaries */
@@ -80,52 +82,6 @@ function wire() {
     if (lab.recordFrom === null) startRecording();
     else stopRecording();
   });
-}
-
-// ---- recording ----------------------------------------------------------------
-
-const JOURNAL_LIMIT = 10000; // GET /api/journal's largest limit
-
-async function startRecording() {
-  const button = $('lab-record');
-  button.setAttribute('aria-disabled', 'true');
-  try {
-    const doc = await api('GET', '/api/journal?limit=1&since=' + Number.MAX_SAFE_INTEGER);
-    lab.recordFrom = Number(doc.journalSeq) || 0;
-    button.setAttribute('aria-pressed', 'true');
-    setText(button, 'Stop and download');
-    setText($('lab-record-status'), 'Recording: every POST and DELETE this server answers from now on (yours and any other client’s).');
-  } catch (e) {
-    setText($('lab-record-status'), ['Cannot start recording: ', user(e.message)]);
-  } finally {
-    button.setAttribute('aria-disabled', 'false');
-  }
-}
-
-async function stopRecording() {
-  const button = $('lab-record');
-  button.setAttribute('aria-disabled', 'true');
-  try {
-    const doc = await api('GET', `/api/journal?limit=${JOURNAL_LIMIT}&since=${lab.recordFrom}`);
-    const steps = (doc.steps || []).length;
-    lab.recordFrom = null;
-    button.setAttribute('aria-pressed', 'false');
-    setText(button, 'Record a session');
-    if (lab.recordUrl) URL.revokeObjectURL(lab.recordUrl);
-    lab.recordUrl = URL.createObjectURL(new Blob([JSON.stringify(doc, null, 2) + '\n'], { type: 'application/json' }));
-    const name = `runloopd-session-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
-    const link = $('lab-record-download');
-    link.href = lab.recordUrl;
-    link.download = name;
-    link.dataset.steps = String(steps);
-    link.hidden = false;
-    link.click();
-    setText($('lab-record-status'), `Recorded ${plural(steps, 'request')}, downloaded as ${name}. Replay it with: runloopd play ${name} --diff`);
-  } catch (e) {
-    setText($('lab-record-status'), ['Cannot export the recording (still recording): ', user(e.message)]);
-  } finally {
-    button.setAttribute('aria-disabled', 'false');
-  }
 }
 
 async function open() {
@@ -399,40 +355,6 @@ function renderUnplayed() {
     const li = stepItem(step.number);
     if (li && li.dataset.status === 'pending') renderStep(li, step, null);
   }
-}
-
-/** An expectation that gives a run's end away: hidden from a learner who guesses first. */
-const tellsTheEnd = (path) => path === 'exitReason' || path === 'code' || path.startsWith('cause');
-
-/** What a step not played yet expects, in one short line (with Guess first, without its exit reason and cause). */
-function expectLine(step) {
-  const bits = [];
-  const hide = $('lab-guess-first').checked && endsRun(step);
-  if (step.status !== null) bits.push(`status ${step.status}`);
-  for (const [path, expected] of step.json) if (!hide || !tellsTheEnd(path)) bits.push([user(path), ' ', user(JSON.stringify(expected))]);
-  if (hide) bits.push('(its exit reason and cause: guess first)');
-  if (step.until) bits.push(`(waits up to ${step.until} s)`);
-  return bits.length ? h('p', { class: 'lab-expect small-text muted' }, 'expects ', bits.flatMap((b, i) => (i ? [', ', b] : [b]))) : null;
-}
-
-function diffTable(differences) {
-  return h(
-    'div',
-    { class: 'table-wrap' },
-    h(
-      'table',
-      { class: 'tbl lab-diffs' },
-      h('caption', { class: 'sr-only' }, 'Differences'),
-      h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'what'), h('th', { scope: 'col' }, 'expected'), h('th', { scope: 'col' }, 'actual'))),
-      h(
-        'tbody',
-        null,
-        ...differences.map((d) =>
-          h('tr', { class: 'lab-diff' }, h('th', { scope: 'row' }, user(d.what)), h('td', { class: 'lab-expected' }, user(d.expected)), h('td', { class: 'lab-actual' }, user(d.actual))),
-        ),
-      ),
-    ),
-  );
 }
 
 function renderControls() {

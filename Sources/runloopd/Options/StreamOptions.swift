@@ -19,7 +19,8 @@ struct StreamOptions: ParsableArguments {
         try resolve(\.maxThreadPage, \.streamSnapshotMs, \.streamMaxBytes, \.streamMaxInspect)
         try maxThreadPage.check("--max-thread-page", 1..., "at least 1")
         try streamSnapshotMs.check("--stream-snapshot-ms", 1...60_000, "1...60000")
-        try streamMaxBytes.check("--stream-max-bytes", ByteSize(1024)...ByteSize(Int64(Int32.max)), "1024...2147483647 bytes")
+        try streamMaxBytes.check(
+            "--stream-max-bytes", ByteSize(1024)...ByteSize(Int64(Int32.max)), "1024...2147483647 bytes")
         try streamMaxInspect.check("--stream-max-inspect", 1..., "at least 1")
     }
 
