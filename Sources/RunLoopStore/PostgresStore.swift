@@ -228,8 +228,10 @@ public final class PostgresStore: HistoryStore {
         try using(reader, transaction: false) { try $0.forget(instance: instance, silentSince: silentSince) }
     }
 
-    /// Runs on the writer's connection (the writer thread calls it), never the readers'.
-    public func prune(_ retention: Retention, now: Double) throws -> Int {
+    /// Runs on the writer's connection (the writer thread calls it), never the
+    /// readers'. Whole, whatever `yield` says: PostgreSQL's prune is periodic
+    /// (there is no cheap check after each commit to resume it).
+    public func prune(_ retention: Retention, now: Double, yield: () -> Bool) throws -> Int {
         var removed = 0
         let instance = retention.instance
         if let maxAge = retention.maxAge {

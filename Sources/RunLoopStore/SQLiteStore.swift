@@ -224,7 +224,13 @@ public final class SQLiteStore: HistoryStore {
     /// once: the data's size is the pages in use), until the data is under
     /// `targetShare` of it. Then the free pages go back to the file system a
     /// WAL's worth at a time, and the WAL is emptied: the file shrinks.
-    public func prune(_ retention: Retention, now: Double) throws -> Int {
+    ///
+    /// `yield` is asked after each step (a delete, a WAL's worth of vacuum):
+    /// true ends this call there. The file is still past the trigger then
+    /// (it shrinks only at the end), so the writer's next commit calls again
+    /// and the prune goes on where it stopped: a large prune never holds the
+    /// writer while its queue fills.
+    public func prune(_ retention: Retention, now: Double, yield: () -> Bool) throws -> Int {
         var removed = 0
         let instance = retention.instance
         if let maxAge = retention.maxAge {
@@ -233,33 +239,39 @@ public final class SQLiteStore: HistoryStore {
         if let maxBytes = retention.maxBytes, try overLimit(retention) || size() > maxBytes {
             let target = Int64(Double(maxBytes) * Self.targetShare)
             var data = try size()
-            while data > target {
-                let (count, all) = try reading { (try $0.count(instance: instance), try $0.count()) }
-                if count == 0 { break }
-                // As many of the oldest as the excess holds at the average event's size.
-                let perEvent = max(1, data / Int64(max(1, all)))
-                let n = min(Self.pruneStep, max(1, Int((data - target) / perEvent) + 1), count)
-                try writing { try $0.deleteOldest(n, instance: instance) }
-                removed += n
-                data = try size()
+            if data > target {
+                // Counted once (each count reads a whole index), then kept by hand.
+                var (count, all) = try reading { (try $0.count(instance: instance), try $0.count()) }
+                while data > target, count > 0 {
+                    // As many of the oldest as the excess holds at the average event's size.
+                    let perEvent = max(1, data / Int64(max(1, all)))
+                    let n = min(Self.pruneStep, max(1, Int((data - target) / perEvent) + 1), count)
+                    try writing { try $0.deleteOldest(n, instance: instance) }
+                    removed += n
+                    count -= n
+                    all -= n
+                    data = try size()
+                    if data > target, yield() { return removed }
+                }
             }
         }
         // Also when nothing went but the file is past the trigger: free pages
         // or a WAL a large batch grew (the checkpoint empties it).
-        if removed > 0 || overLimit(retention) { try compact() }
+        if removed > 0 || overLimit(retention) { try compact(yield: yield) }
         return removed
     }
 
     /// Gives the free pages back to the file system: the incremental vacuum
     /// moves pages in use into the free ones and cuts the file's end, a WAL's
     /// worth of pages per transaction; the checkpoint copies the WAL into the
-    /// file and empties it.
-    private func compact() throws {
+    /// file and empties it. Stops early (no checkpoint) when `yield` says so.
+    private func compact(yield: () -> Bool) throws {
         let pages = max(16, walBytes / 4096)
         do {
             try database().writeWithoutTransaction { db in
                 while try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0 > 0 {
                     try db.execute(sql: "PRAGMA incremental_vacuum(\(pages))")
+                    if yield() { return }
                 }
                 try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             }

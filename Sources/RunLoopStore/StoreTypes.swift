@@ -226,8 +226,10 @@ public protocol HistoryStore: AnyObject, Sendable {
     func threads(instance: String?, boot: Int64?, limit: Int) throws -> [StoredThread]
     /// Every instance that wrote to this store.
     func instances() throws -> [InstanceRecord]
-    /// Applies the retention; returns how many events went.
-    func prune(_ retention: Retention, now: Double) throws -> Int
+    /// Applies the retention; returns how many events went. `yield` is asked
+    /// between steps: true stops the prune there (what is left is taken up by
+    /// the next call), so that a writer with events waiting gets back to them.
+    func prune(_ retention: Retention, now: Double, yield: () -> Bool) throws -> Int
     /// Whether the store is past `retention`'s size bound now, by a check
     /// cheap enough for every commit (SQLite: the file and its WAL); false
     /// when it cannot tell without a query (PostgreSQL: the periodic prune measures).
@@ -247,6 +249,10 @@ public protocol HistoryStore: AnyObject, Sendable {
 }
 
 extension HistoryStore {
+    /// Applies the whole retention (nothing waits for the store).
+    public func prune(_ retention: Retention, now: Double) throws -> Int {
+        try prune(retention, now: now, yield: { false })
+    }
     public func overLimit(_ retention: Retention) -> Bool { false }
     public func identify(instance: String) {}
 }
