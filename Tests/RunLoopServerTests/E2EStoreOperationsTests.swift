@@ -66,6 +66,8 @@ extension E2EStoreOperationsTests {
         let pg = "postgres://u@127.0.0.1:1/db"
         for (arguments, says) in [
             (["--retention-scope", "everyone"], "'everyone' is invalid for '--retention-scope"),
+            (["--store-writer-nice", "20"], "--store-writer-nice must be 0...19"),
+            (["--store-writer-nice=-1"], "--store-writer-nice"),
             (["--store", pg, "--store-password-file", "/nonexistent/pw"], "cannot read /nonexistent/pw"),
             (["--store-password-file", "/etc/hostname"], "for a PostgreSQL store"),
             (["--store", "postgres://u:x@127.0.0.1:1/db", "--store-password-file", "/etc/hostname"], "one place"),
@@ -73,6 +75,39 @@ extension E2EStoreOperationsTests {
             let (status, output) = try await ServerProcess.runToExit(["--port", "0"] + arguments)
             #expect(status == 64, "\(arguments): \(output)")
             #expect(output.contains(says), "\(arguments): \(output)")
+        }
+    }
+
+    /// The nice value of `pid`'s thread named `name` (nil: its main thread;
+    /// nil when it has no such thread).
+    static func nice(pid: Int32, thread name: String?) -> Int? {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        for tid in tasks {
+            let comm = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/comm", encoding: .utf8)
+            guard name.map({ comm?.trimmingCharacters(in: .whitespacesAndNewlines) == $0 }) ?? (tid == "\(pid)"),
+                let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { continue }
+            // After the name: state ppid … priority nice (fields 3 to 19).
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 16 ? Int(fields[16]) : nil
+        }
+        return nil
+    }
+
+    @Test("the store's writer runs at the process's priority, or --store-writer-nice below it")
+    func writerNice() async throws {
+        for (arguments, above) in [([String](), 0), (["--store-writer-nice", "3"], 3)] {
+            let dir = try E2EHistoryTests.folder()
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let server = try await ServerProcess.started(["--data-dir", dir.path] + arguments)
+            defer { server.stop() }
+            // The writer names itself once it runs: wait for the name.
+            waitUntil(timeout: 10) { Self.nice(pid: server.pid, thread: "rl-store") != nil }
+            let base = Self.nice(pid: server.pid, thread: nil)
+            let writer = Self.nice(pid: server.pid, thread: "rl-store")
+            #expect(base != nil && writer != nil, "\(arguments): the main thread and rl-store")
+            if let base, let writer { #expect(writer == min(base + above, 19), "\(arguments)") }
         }
     }
 }

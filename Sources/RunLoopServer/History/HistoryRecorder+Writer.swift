@@ -118,9 +118,6 @@ extension HistoryRecorder {
     /// a burst's larger buffer is given back.
     static let recycledCapacity = 16_384
 
-    /// The writer thread's nice value (higher: less CPU when the CPUs are busy).
-    static let writerNice: Int32 = 5
-
     /// Puts an uncommitted batch back at the front (the queue's bound still holds: the oldest go first).
     func requeue(_ items: some Collection<Queued>) {
         guard !items.isEmpty else { return }
@@ -153,7 +150,13 @@ extension HistoryRecorder {
         let retention = self.retention
         do {
             let started = Monotonic.now()
-            let removed = try store.prune(retention, now: Date().timeIntervalSince1970)
+            // A size prune (SQLite: from 90 % of the bound down to 60 %) is
+            // many steps: it stops between two once a quarter of the queue
+            // waits (or at the stop), and the next commit takes it up again.
+            let backlog = max(1, options.queueCapacity / 4)
+            let removed = try store.prune(retention, now: Date().timeIntervalSince1970) {
+                state.withLock { $0.stopping || $0.queue.count >= backlog }
+            }
             guard removed > 0 else { return }
             let seconds = Monotonic.now() - started
             let total = state.withLock { s in

@@ -133,10 +133,15 @@ final class HistoryRecorder: Sendable {
         store.identify(instance: instance.id)
         register(atStart: true)
         let thread = Thread { [self] in
-            // Below the loops and the HTTP thread: when the CPUs are saturated,
-            // the queue absorbs the difference (and, full, drops the oldest)
-            // rather than the loops waiting for the store.
-            setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(clinux_gettid()), Self.writerNice)
+            // By default as the loops: the writer is cheap per event and must
+            // keep up, or its queue drops. `--store-writer-nice` puts it that
+            // far below the process (the loops first when the CPUs are
+            // saturated; the queue then absorbs the difference, never the loops).
+            if options.writerNice > 0 {
+                let me = id_t(clinux_gettid())
+                let which = __priority_which_t(PRIO_PROCESS.rawValue)
+                setpriority(which, me, min(getpriority(which, me) + options.writerNice, 19))
+            }
             _ = clinux_set_thread_name("rl-store")
             writerLoop()
         }

@@ -21,6 +21,10 @@ public struct StoreOptions: Sendable {
     public var passwordFile: String?
     /// Events waiting for the writer; a full queue drops the oldest.
     public var queueCapacity = 65_536
+    /// How far the writer thread's nice value is above the process's (0: as
+    /// the loops; higher: it yields the CPUs when they are saturated, and the
+    /// queue fills meanwhile).
+    public var writerNice: Int32 = 0
     /// The writer commits at most this often (seconds).
     public var flushInterval = 0.1
     /// How often this instance says it is alive (seconds).

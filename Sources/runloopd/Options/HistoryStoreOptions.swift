@@ -43,6 +43,12 @@ struct HistoryStoreOptions: ParsableArguments {
         help: "Events waiting for the store's writer; a full queue drops the oldest (runloopd_store_dropped_total).")
     var storeQueue = Setting(Count(StoreOptions().queueCapacity), env: "STORE_QUEUE")
 
+    @Option(
+        help:
+            "How far the store writer thread's nice value is above the process's, 0...19 (0: as the loops; higher: it yields the CPUs to the loops and the HTTP thread when they are saturated, and its queue fills sooner)."
+    )
+    var storeWriterNice = Setting(Count(Int(StoreOptions().writerNice)), env: "STORE_WRITER_NICE")
+
     @Option(help: "Time between the store writer's commits, at least (batches; 0.001 s...60 s).")
     var storeFlushInterval = Setting(Seconds(StoreOptions().flushInterval), env: "STORE_FLUSH_INTERVAL")
 
@@ -66,8 +72,9 @@ struct HistoryStoreOptions: ParsableArguments {
         if !noStore { noStore = try environment.toggle("NO_STORE") ?? false }
         try resolve(
             \.store, \.dataDir, \.retention, \.retentionSize, \.retentionScope, \.storePasswordFile, \.storeQueue,
-            \.storeFlushInterval, \.heartbeatInterval, \.storeTimeout, \.replayLimit, \.instanceId, \.advertiseUrl)
+            \.storeWriterNice, \.storeFlushInterval, \.heartbeatInterval, \.storeTimeout, \.replayLimit, \.instanceId, \.advertiseUrl)
         try storeQueue.check("--store-queue", 1...10_000_000, "1...10000000")
+        try storeWriterNice.check("--store-writer-nice", 0...19, "0...19")
         try replayLimit.check("--replay-limit", 1...1_000_000, "1...1000000")
         try storeFlushInterval.check("--store-flush-interval", Seconds(0.001)...Seconds(60), "0.001...60 seconds")
         try heartbeatInterval.check("--heartbeat-interval", Seconds(0.1)...Seconds(3600), "0.1...3600 seconds")
@@ -102,6 +109,7 @@ struct HistoryStoreOptions: ParsableArguments {
         options.retentionScope = retentionScope.value
         options.passwordFile = storePasswordFile.value.isEmpty ? nil : storePasswordFile.value
         options.queueCapacity = storeQueue.count
+        options.writerNice = Int32(storeWriterNice.count)
         options.replayLimit = replayLimit.count
         options.queryTimeout = storeTimeout.seconds
         options.connectTimeout = min(storeTimeout.seconds, options.connectTimeout)
