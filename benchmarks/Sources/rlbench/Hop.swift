@@ -60,12 +60,15 @@ enum HopBenchmark {
     /// the ratio A/B, the steal; a Markdown table of the rounds.
     static func alternate(
         _ label: String, a: (port: UInt16, path: String), b: (port: UInt16, path: String), rounds: Int, seconds: Int,
-        script: String?, columns: (String, String)
+        script: String?, columns: (String, String), extra: (title: String, value: () -> String)? = nil
     ) -> (a: [Double], b: [Double], ratios: [Double], steals: [Double], clean: Bool, rows: String) {
         _ = wrk(port: a.port, path: a.path, seconds: 2, script: script)
         _ = wrk(port: b.port, path: b.path, seconds: 2, script: script)
         var (aAll, bAll, ratios, steals, clean) = ([Double](), [Double](), [Double](), [Double](), true)
-        var rows = "| round | \(columns.0) | \(columns.1) | ratio | steal |\n|---|---|---|---|---|\n"
+        var rows =
+            "| round | \(columns.0) | \(columns.1) | ratio | steal |\(extra.map { " \($0.title) |" } ?? "")\n"
+            + "|---|---|---|---|---|"
+            + String(repeating: "---|", count: extra?.title.split(separator: "|").count ?? 0) + "\n"
         for round in 1...rounds {
             let result = measureClean("\(label) round \(round)") { () -> (Double, Double) in
                 let runA = { wrk(port: a.port, path: a.path, seconds: seconds, script: script).rps }
@@ -84,7 +87,8 @@ enum HopBenchmark {
             steals.append(result.steal)
             clean = clean && result.clean
             rows +=
-                "| \(round) | \(fmt(x, 0)) | \(fmt(y, 0)) | \(fmt(x / y, 3)) | \(fmt(result.steal, 1)) %\(result.clean ? "" : " (contaminated)") |\n"
+                "| \(round) | \(fmt(x, 0)) | \(fmt(y, 0)) | \(fmt(x / y, 3)) | \(fmt(result.steal, 1)) %\(result.clean ? "" : " (contaminated)") |"
+                + (extra.map { " \($0.value()) |" } ?? "") + "\n"
         }
         return (aAll, bAll, ratios, steals, clean, rows)
     }

@@ -15,21 +15,23 @@ import RunLoopTestSupport
 enum StoreBenchmark {
     static func run(
         runloopd: String, publicDir: String, rounds: Int, seconds: Int, out: String, store: String? = nil,
-        versus: String? = nil, versusStore: String? = nil
+        versus: String? = nil, versusStore: String? = nil, flags: [String] = []
     ) {
         let started = nowMono()
         let kind = store.map { $0.hasPrefix("postgres") ? "PostgreSQL" : $0 } ?? "SQLite"
         let against = versus.map { "\(kind) store, \($0)" } ?? "--no-store"
         var section = Section(
-            id: versus == nil && store == nil ? "store" : "store-\(versus == nil ? "on" : "versus")",
+            id: versus == nil && store == nil && flags.isEmpty
+                ? "store" : "store-\(versus == nil ? (flags.isEmpty ? "on" : "flags") : "versus")",
             title: "The history store's cost: \(kind) store on vs \(against)",
-            command: "rlbench store" + (store == nil ? "" : " --store URL") + (versus == nil ? "" : " --versus PATH"))
+            command: "rlbench store" + (store == nil ? "" : " --store URL") + (versus == nil ? "" : " --versus PATH")
+                + (flags.isEmpty ? "" : " --store-flags \"\(flags.joined(separator: " "))\""))
         let scriptPath = HopBenchmark.performScript("store")
         // ServerProcess gives each server its own XDG_STATE_HOME: the store is a fresh file.
         func launch(_ binary: String, _ extra: [String]) -> (ServerProcess, String) {
             HopBenchmark.serverWithThread(runloopd: binary, publicDir: publicDir, thread: "bench-store", extra: extra)
         }
-        let (stored, storedPath) = launch(runloopd, store.map { ["--store", $0] } ?? [])
+        let (stored, storedPath) = launch(runloopd, (store.map { ["--store", $0] } ?? []) + flags)
         let (other, otherPath) =
             versus.map { launch($0, (versusStore ?? store).map { ["--store", $0] } ?? []) }
             ?? launch(runloopd, ["--no-store"])
@@ -45,9 +47,20 @@ enum StoreBenchmark {
         }
         let before = (storeStatus(stored), storeStatus(other))
         let loadStarted = nowMono()
+        // Each round's drops (the stored side, and the versus side's) and the
+        // machine's load average when it ended: a shared machine starves a writer.
+        var lastDropped = (before.0.dropped, before.1.dropped)
+        let perRound: () -> String = {
+            let now = (storeStatus(stored).dropped, storeStatus(other).dropped)
+            defer { lastDropped = now }
+            let load = Environment.current().loadAverage.split(separator: " ").first.map(String.init) ?? "?"
+            let dropped = "\(Int(now.0 - lastDropped.0))" + (versus == nil ? "" : " / \(Int(now.1 - lastDropped.1))")
+            return "\(dropped) | \(load)"
+        }
         let duel = HopBenchmark.alternate(
             "store hop", a: (stored.port, storedPath), b: (other.port, otherPath), rounds: rounds, seconds: seconds,
-            script: scriptPath, columns: ("store on req/s", versus == nil ? "--no-store req/s" : "versus req/s"))
+            script: scriptPath, columns: ("store on req/s", versus == nil ? "--no-store req/s" : "versus req/s"),
+            extra: (versus == nil ? "dropped | load (1 min)" : "dropped (A / B) | load (1 min)", perRound))
         let after = (storeStatus(stored), storeStatus(other))
         let storedSeconds = Double(rounds * seconds + 2)
         let ratio = median(duel.ratios)

@@ -12,6 +12,7 @@ import Foundation
 //   rlbench scale   --runloopd PATH [--samples 1000] [--budget 150]
 //   rlbench many    --runloopd PATH [--threads 1000] [--samples 200] [--seconds 10]
 //   rlbench store   --runloopd PATH [--rounds 5] [--seconds 3] [--store URL] [--versus PATH [--versus-store URL]]
+//                   [--store-flags "FLAGS"] (more runloopd flags for the store's side, e.g. "--store-queue 131072")
 //   rlbench report  [--to BENCHMARKS.md] [--total SECONDS]
 
 setvbuf(stdout, nil, _IOLBF, 0)
@@ -64,7 +65,8 @@ case "store":
     StoreBenchmark.run(
         runloopd: option("runloopd", ".build/release/runloopd"), publicDir: publicDir,
         rounds: Int(number("rounds", 5)), seconds: Int(number("seconds", 3)), out: out, store: options["store"],
-        versus: options["versus"], versusStore: options["versus-store"])
+        versus: options["versus"], versusStore: options["versus-store"],
+        flags: options["store-flags"].map { $0.split(separator: " ").map(String.init) } ?? [])
 case "trace":
     TraceBenchmark.run(
         runloopd: option("runloopd", ".build/release/runloopd"), publicDir: publicDir,
