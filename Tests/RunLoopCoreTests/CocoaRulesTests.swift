@@ -13,19 +13,18 @@ import Testing
     /// timer, and a timer never makes `runMode:beforeDate:` return
     /// handledSource; `performSelector:onThread:` is a source and does.
     @Test func afterDelayZeroIsATimerNotAHandledSource() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let delayed = try worker.performCall("count", ["name": "d"], afterDelay: 0)
-        #expect(worker.pendingPerforms().first?.delayed == true)
-        let exit = try worker.runAndWait(seconds: 0.3, returnAfterSourceHandled: true)
-        #expect(exit.reason == .timedOut, "a timer is not a handled source")
-        _ = try value(delayed.result)
-        #expect(worker.counterValues["d"] == 1)
+        try withWorker(options(.manual)) { worker in
+            let delayed = try worker.performCall("count", ["name": "d"], afterDelay: 0)
+            #expect(worker.pendingPerforms().first?.delayed == true)
+            let exit = try worker.runAndWait(seconds: 0.3, returnAfterSourceHandled: true)
+            #expect(exit.reason == .timedOut, "a timer is not a handled source")
+            _ = try value(delayed.result)
+            #expect(worker.counterValues["d"] == 1)
 
-        let sourced = try worker.performCall("count", ["name": "s"])
-        #expect(try worker.runAndWait(seconds: 5, returnAfterSourceHandled: true).reason == .handledSource)
-        _ = try value(sourced.result)
+            let sourced = try worker.performCall("count", ["name": "s"])
+            #expect(try worker.runAndWait(seconds: 5, returnAfterSourceHandled: true).reason == .handledSource)
+            _ = try value(sourced.result)
+        }
     }
 
     /// Rule: afterDelay performs use the default mode only; onThread performs
@@ -33,51 +32,48 @@ import Testing
     @Test func afterDelayDefaultsToTheDefaultModeAndOnThreadToCommon() throws {
         #expect(PerformSpec(call: SelectorCall(selector: "echo"), afterDelay: 0).modes == [.default])
         #expect(PerformSpec(call: SelectorCall(selector: "echo")).modes == [.common])
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let tracking = try RunLoopMode("tracking")
-        _ = try worker.addCommonMode(tracking)
-        let delayed = try worker.performCall("count", ["name": "d"], afterDelay: 0)
-        // A run in a (common) tracking mode does not fire a default-mode timer.
-        #expect(try worker.runAndWait(tracking, seconds: 0.2).reason != .handledSource)
-        #expect(worker.counterValues["d"] == nil)
-        #expect(worker.pendingPerforms().map(\.id) == [delayed.id])
-        _ = try worker.runAndWait(seconds: 0.2)
-        _ = try value(delayed.result)
+        try withWorker(options(.manual)) { worker in
+            let tracking = try RunLoopMode("tracking")
+            _ = try worker.addCommonMode(tracking)
+            let delayed = try worker.performCall("count", ["name": "d"], afterDelay: 0)
+            // A run in a (common) tracking mode does not fire a default-mode timer.
+            #expect(try worker.runAndWait(tracking, seconds: 0.2).reason != .handledSource)
+            #expect(worker.counterValues["d"] == nil)
+            #expect(worker.pendingPerforms().map(\.id) == [delayed.id])
+            _ = try worker.runAndWait(seconds: 0.2)
+            _ = try value(delayed.result)
+        }
     }
 
     /// Rule: cancelPreviousPerformRequestsWithTarget:selector:object: matches
     /// the argument too; without one, every delayed perform of the selector.
     @Test func cancelMatchesArgumentsWhenGiven() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let a = try worker.performCall("count", ["name": "a"], afterDelay: 5)
-        let b = try worker.performCall("count", ["name": "b"], afterDelay: 5)
-        // `by` defaults to 1: the same call, spelled with and without it.
-        #expect(worker.cancelDelayedPerforms(selector: "count", args: ["name": "a", "by": 1]) == [a.id])
-        #expect(worker.pendingPerforms().map(\.id) == [b.id])
-        #expect(worker.cancelDelayedPerforms(selector: "count", args: ["name": "zzz"]).isEmpty)
-        #expect(worker.cancelDelayedPerforms(selector: "count") == [b.id])
-        #expect(try worker.performStatus(a.id).state == .cancelled)
+        try withWorker(options(.manual)) { worker in
+            let a = try worker.performCall("count", ["name": "a"], afterDelay: 5)
+            let b = try worker.performCall("count", ["name": "b"], afterDelay: 5)
+            // `by` defaults to 1: the same call, spelled with and without it.
+            #expect(worker.cancelDelayedPerforms(selector: "count", args: ["name": "a", "by": 1]) == [a.id])
+            #expect(worker.pendingPerforms().map(\.id) == [b.id])
+            #expect(worker.cancelDelayedPerforms(selector: "count", args: ["name": "zzz"]).isEmpty)
+            #expect(worker.cancelDelayedPerforms(selector: "count") == [b.id])
+            #expect(try worker.performStatus(a.id).state == .cancelled)
+        }
     }
 
     /// A perform is followed by id through its life: delayed, then done.
     @Test func performStatusFollowsItsLife() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let delayed = try worker.performCall("echo", ["v": 1], afterDelay: 0)
-        #expect(try worker.performStatus(delayed.id).state == .delayed)
-        let queued = try worker.performCall("echo", ["v": 2])
-        #expect(try worker.performStatus(queued.id).state == .pending)
-        _ = try worker.runAndWait(seconds: 0.2)
-        let done = try worker.performStatus(queued.id)
-        #expect(done.state == .done)
-        #expect(try done.outcome?.get() == ["v": 2])
-        #expect(try worker.performStatus(delayed.id).state == .done)
-        #expect(runLoopError { _ = try worker.performStatus("p999999") }?.kind == .notFound)
+        try withWorker(options(.manual)) { worker in
+            let delayed = try worker.performCall("echo", ["v": 1], afterDelay: 0)
+            #expect(try worker.performStatus(delayed.id).state == .delayed)
+            let queued = try worker.performCall("echo", ["v": 2])
+            #expect(try worker.performStatus(queued.id).state == .pending)
+            _ = try worker.runAndWait(seconds: 0.2)
+            let done = try worker.performStatus(queued.id)
+            #expect(done.state == .done)
+            #expect(try done.outcome?.get() == ["v": 2])
+            #expect(try worker.performStatus(delayed.id).state == .done)
+            #expect(runLoopError { _ = try worker.performStatus("p999999") }?.kind == .notFound)
+        }
     }
 
     // MARK: run styles
@@ -160,28 +156,26 @@ import Testing
     /// The keep-alive port is a listed, removable source; removing it from a
     /// manual thread's default mode makes the next run finish at once.
     @Test func keepAlivePortIsListedAndRemovable() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let listed = worker.sourceSnapshots()
-        #expect(listed.count == 1 && listed[0].role == .keepAlive && listed[0].kind == .port)
-        #expect(worker.snapshot.sources == 0, "counts are the user's items")
-        #expect(try worker.runAndWait(seconds: 0.05).reason == .timedOut)
-        _ = try worker.invalidateSource(listed[0].id)
-        let exit = try worker.runAndWait(seconds: 5)
-        #expect(exit.reason == .finished)
+        try withWorker(options(.manual)) { worker in
+            let listed = worker.sourceSnapshots()
+            #expect(listed.count == 1 && listed[0].role == .keepAlive && listed[0].kind == .port)
+            #expect(worker.snapshot.sources == 0, "counts are the user's items")
+            #expect(try worker.runAndWait(seconds: 0.05).reason == .timedOut)
+            _ = try worker.invalidateSource(listed[0].id)
+            let exit = try worker.runAndWait(seconds: 5)
+            #expect(exit.reason == .finished)
+        }
     }
 
     /// The keep-alive timer is listed with its role, and not counted.
     @Test func keepAliveTimerIsListed() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual, keepAlive: .timer))
-        let timers = worker.timerSnapshots()
-        #expect(timers.count == 1 && timers[0].role == .keepAlive && timers[0].interval == 86_400)
-        #expect(worker.snapshot.timers == 0)
-        _ = try worker.performCall("echo", afterDelay: 5)
-        #expect(worker.timerSnapshots().contains { $0.role == .performDelay && $0.modes == ["default"] })
+        try withWorker(options(.manual, keepAlive: .timer)) { worker in
+            let timers = worker.timerSnapshots()
+            #expect(timers.count == 1 && timers[0].role == .keepAlive && timers[0].interval == 86_400)
+            #expect(worker.snapshot.timers == 0)
+            _ = try worker.performCall("echo", afterDelay: 5)
+            #expect(worker.timerSnapshots().contains { $0.role == .performDelay && $0.modes == ["default"] })
+        }
     }
 
     /// Rule (CFRunLoopAddSource / RemoveSource): one source may be in several
@@ -208,18 +202,17 @@ import Testing
 
     /// Rule (CFRunLoopAddTimer / RemoveTimer): one timer in several modes.
     @Test func aTimerInSeveralModes() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let tracking = try RunLoopMode("tracking")
-        let timer = try worker.addTimer(TimerSpec(interval: 0.01))
-        #expect(try worker.addTimerMode(timer.id, mode: tracking).modes == ["default", "tracking"])
-        _ = try worker.runAndWait(tracking, seconds: 0.1)
-        let fired = try worker.timerSnapshot(timer.id).fires
-        #expect(fired >= 1)
-        _ = try worker.removeTimerMode(timer.id, mode: tracking)
-        _ = try worker.runAndWait(tracking, seconds: 0.1)
-        #expect(try worker.timerSnapshot(timer.id).fires == fired, "no fire in a mode it left")
+        try withWorker(options(.manual)) { worker in
+            let tracking = try RunLoopMode("tracking")
+            let timer = try worker.addTimer(TimerSpec(interval: 0.01))
+            #expect(try worker.addTimerMode(timer.id, mode: tracking).modes == ["default", "tracking"])
+            _ = try worker.runAndWait(tracking, seconds: 0.1)
+            let fired = try worker.timerSnapshot(timer.id).fires
+            #expect(fired >= 1)
+            _ = try worker.removeTimerMode(timer.id, mode: tracking)
+            _ = try worker.runAndWait(tracking, seconds: 0.1)
+            #expect(try worker.timerSnapshot(timer.id).fires == fired, "no fire in a mode it left")
+        }
     }
 
     // MARK: composable parts

@@ -9,41 +9,39 @@ import Testing
 /// load, warnings and stalls are there for programs that embed the engine.
 @Suite struct ExplainTests {
     @Test func timedOutRunWithTimerFiresSaysTimersNeverCount() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        _ = try worker.addTimer(TimerSpec(interval: 0.05))
-        let exit = try worker.runAndWait(seconds: 0.4, returnAfterSourceHandled: true)
+        try withWorker(options(.manual)) { worker in
+            _ = try worker.addTimer(TimerSpec(interval: 0.05))
+            let exit = try worker.runAndWait(seconds: 0.4, returnAfterSourceHandled: true)
 
-        #expect(exit.reason == .timedOut)
-        let cause = try #require(exit.cause)
-        #expect(cause.code == "deadline")
-        #expect((cause.details["timerFires"]?.integer ?? 0) >= 1)
-        #expect(cause.message.contains("timers never count as handled sources"))
-        // The turns of that run: the first one (none), then timer wakes, the last one the deadline.
-        let turns = worker.turns(since: 0).turns.filter { $0.run == exit.run }
-        #expect(turns.first?.wokeBy.kind == WakeKind.none)
-        #expect(turns.contains { $0.wokeBy.kind == .timer && $0.callouts.contains { $0.ref.kind == .timer } })
-        #expect(turns.last?.end == .exit)
-        let load = worker.load()
-        #expect(load.stats.turns >= turns.count)
-        #expect(load.stats.dispatch.count >= 1)
+            #expect(exit.reason == .timedOut)
+            let cause = try #require(exit.cause)
+            #expect(cause.code == "deadline")
+            #expect((cause.details["timerFires"]?.integer ?? 0) >= 1)
+            #expect(cause.message.contains("timers never count as handled sources"))
+            // The turns of that run: the first one (none), then timer wakes, the last one the deadline.
+            let turns = worker.turns(since: 0).turns.filter { $0.run == exit.run }
+            #expect(turns.first?.wokeBy.kind == WakeKind.none)
+            #expect(turns.contains { $0.wokeBy.kind == .timer && $0.callouts.contains { $0.ref.kind == .timer } })
+            #expect(turns.last?.end == .exit)
+            let load = worker.load()
+            #expect(load.stats.turns >= turns.count)
+            #expect(load.stats.dispatch.count >= 1)
+        }
     }
 
     @Test func aUserObserverAtAfterWaitingDoesNotHideWhatWokeTheTurn() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        // All activities, order 0: it runs before the timer's callout on every wake.
-        _ = try worker.addObserver(ObserverSpec(mode: .default))
-        _ = try worker.addTimer(TimerSpec(interval: 0.05))
-        let exit = try worker.runAndWait(seconds: 0.3)
-        let woken = worker.turns(since: 0).turns.filter { $0.run == exit.run && $0.wokeBy.kind != WakeKind.none }
-        let timerTurns = woken.filter { $0.callouts.contains { $0.ref.kind == .timer } }
-        #expect(!timerTurns.isEmpty)
-        #expect(timerTurns.allSatisfy { $0.wokeBy.kind == .timer }, "\(timerTurns.map(\.wokeBy))")
-        // The observer's callouts are filed in the turns too.
-        #expect(timerTurns.allSatisfy { $0.callouts.contains { $0.ref.kind == .observer } })
+        try withWorker(options(.manual)) { worker in
+            // All activities, order 0: it runs before the timer's callout on every wake.
+            _ = try worker.addObserver(ObserverSpec(mode: .default))
+            _ = try worker.addTimer(TimerSpec(interval: 0.05))
+            let exit = try worker.runAndWait(seconds: 0.3)
+            let woken = worker.turns(since: 0).turns.filter { $0.run == exit.run && $0.wokeBy.kind != WakeKind.none }
+            let timerTurns = woken.filter { $0.callouts.contains { $0.ref.kind == .timer } }
+            #expect(!timerTurns.isEmpty)
+            #expect(timerTurns.allSatisfy { $0.wokeBy.kind == .timer }, "\(timerTurns.map(\.wokeBy))")
+            // The observer's callouts are filed in the turns too.
+            #expect(timerTurns.allSatisfy { $0.callouts.contains { $0.ref.kind == .observer } })
+        }
     }
 
     @Test func aFourHundredMillisecondSelectorIsExactlyOneStallEndingAsHang() throws {
@@ -77,29 +75,27 @@ import Testing
     }
 
     @Test func stopFromAnotherThreadNamesItsOrigin() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let exit = Mailbox<RunExit>()
-        try worker.run(mode: .default, seconds: 30, returnAfterSourceHandled: false) {
-            if case .success(let value) = $0 { exit.put(value) }
+        try withWorker(options(.manual)) { worker in
+            let exit = Mailbox<RunExit>()
+            try worker.run(mode: .default, seconds: 30, returnAfterSourceHandled: false) {
+                if case .success(let value) = $0 { exit.put(value) }
+            }
+            #expect(waitUntil(timeout: 10) { worker.snapshot.state == .waiting })
+            worker.stop(origin: .request(by: "a test", requestId: "q1")) { _ in }
+            let cause = try #require(exit.wait()?.cause)
+            #expect(cause.code == "stop_request")
+            #expect(cause.details["by"] == .string("a test") && cause.details["requestId"] == .string("q1"))
         }
-        #expect(waitUntil(timeout: 10) { worker.snapshot.state == .waiting })
-        worker.stop(origin: .request(by: "a test", requestId: "q1")) { _ in }
-        let cause = try #require(exit.wait()?.cause)
-        #expect(cause.code == "stop_request")
-        #expect(cause.details["by"] == .string("a test") && cause.details["requestId"] == .string("q1"))
     }
 
     @Test func whyNamesTheKeepAlivePortAndAnEmptyMode() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let why = worker.why()
-        let modes = Dictionary(uniqueKeysWithValues: why.modes.map { ($0.mode, $0) })
-        #expect(modes["default"]?.ports.first?.keepAlive == true)
-        #expect(modes["default"]?.verdict.contains("keep-alive port") == true)
-        #expect(why.verdict.contains("manual"))
+        try withWorker(options(.manual)) { worker in
+            let why = worker.why()
+            let modes = Dictionary(uniqueKeysWithValues: why.modes.map { ($0.mode, $0) })
+            #expect(modes["default"]?.ports.first?.keepAlive == true)
+            #expect(modes["default"]?.verdict.contains("keep-alive port") == true)
+            #expect(why.verdict.contains("manual"))
+        }
     }
 
     /// Names close to CF's or Cocoa's get a suggestion; others, and the real
@@ -130,20 +126,19 @@ import Testing
     /// one number, measured from the fire date CF had set (not from the
     /// latest grid point, which hid the skipped fires).
     @Test func latenessAndTimerBehindAreMeasuredFromTheSamePoint() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let timer = try worker.addTimer(TimerSpec(interval: 0.05, repeats: true, maxFires: 1))
-        // Another mode with something in it, so the run there lasts.
-        _ = try worker.addSource(SourceSpec(kind: .custom, mode: try RunLoopMode("elsewhere")))
-        #expect(try worker.runAndWait(try RunLoopMode("elsewhere"), seconds: 0.3).reason == .timedOut)
-        #expect(try worker.runAndWait(seconds: 0.12).reason == .timedOut)
-        let snapshot = try worker.timerSnapshot(timer.id)
-        let maxMs = try #require(snapshot.lateness.maxMs)
-        // Due 0.05 s after creation, it could fire only once the default run began, 0.3 s later.
-        #expect(maxMs >= 240, "lateness counts from the missed fire date: \(maxMs) ms")
-        let warning = try #require(worker.warnings().first { $0.code == "timer_behind" })
-        #expect(warning.details["latenessMs"]?.number == maxMs)
-        #expect(warning.details["behindMs"]?.number == maxMs.rounded())
+        try withWorker(options(.manual)) { worker in
+            let timer = try worker.addTimer(TimerSpec(interval: 0.05, repeats: true, maxFires: 1))
+            // Another mode with something in it, so the run there lasts.
+            _ = try worker.addSource(SourceSpec(kind: .custom, mode: try RunLoopMode("elsewhere")))
+            #expect(try worker.runAndWait(try RunLoopMode("elsewhere"), seconds: 0.3).reason == .timedOut)
+            #expect(try worker.runAndWait(seconds: 0.12).reason == .timedOut)
+            let snapshot = try worker.timerSnapshot(timer.id)
+            let maxMs = try #require(snapshot.lateness.maxMs)
+            // Due 0.05 s after creation, it could fire only once the default run began, 0.3 s later.
+            #expect(maxMs >= 240, "lateness counts from the missed fire date: \(maxMs) ms")
+            let warning = try #require(worker.warnings().first { $0.code == "timer_behind" })
+            #expect(warning.details["latenessMs"]?.number == maxMs)
+            #expect(warning.details["behindMs"]?.number == maxMs.rounded())
+        }
     }
 }

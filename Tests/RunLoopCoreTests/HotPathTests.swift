@@ -11,39 +11,38 @@ import RunLoopTestSupport
 /// the process-wide deadlines.
 @Suite(.serialized) struct HotPathTests {
     @Test func coalescingSourceWakesOncePerBurstAndLosesNothing() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.loop, seconds: 30))
-        let gate = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
-        let received = Mailbox<[Int]>()
-        let source = CommandSource<Int>(coalescingWakeUps: true) { batch in
-            if batch == [0] {  // hold the loop while the burst queues up
-                entered.signal()
-                gate.wait()
+        try withWorker(options(.loop, seconds: 30)) { worker in
+            let gate = DispatchSemaphore(value: 0)
+            let entered = DispatchSemaphore(value: 0)
+            let received = Mailbox<[Int]>()
+            let source = CommandSource<Int>(coalescingWakeUps: true) { batch in
+                if batch == [0] {  // hold the loop while the burst queues up
+                    entered.signal()
+                    gate.wait()
+                }
+                received.put(batch)
             }
-            received.put(batch)
+            source.add(to: worker.runLoop, mode: .default)
+            defer { source.invalidate() }
+
+            #expect(source.send(0, to: worker.runLoop))
+            #expect(entered.wait(timeout: .now() + 10) == .success, "the loop is inside the first batch")
+            for command in 1...100 { #expect(source.send(command, to: worker.runLoop)) }
+            gate.signal()
+
+            let batches = received.wait(count: 2)
+            #expect(batches.first == [0])
+            #expect(batches.last == Array(1...100), "the burst arrives as one batch, in order")
+            let stats = source.statistics
+            #expect(stats.coalesced == 99, "only the first send after a drain signals and wakes")
+            #expect(stats.commands == 101)
+            #expect(stats.largestBatch == 100)
+
+            // After a drain the next send wakes the loop again.
+            #expect(source.send(101, to: worker.runLoop))
+            #expect(received.wait(count: 3).last == [101])
+            #expect(source.statistics.coalesced == 99)
         }
-        source.add(to: worker.runLoop, mode: .default)
-        defer { source.invalidate() }
-
-        #expect(source.send(0, to: worker.runLoop))
-        #expect(entered.wait(timeout: .now() + 10) == .success, "the loop is inside the first batch")
-        for command in 1...100 { #expect(source.send(command, to: worker.runLoop)) }
-        gate.signal()
-
-        let batches = received.wait(count: 2)
-        #expect(batches.first == [0])
-        #expect(batches.last == Array(1...100), "the burst arrives as one batch, in order")
-        let stats = source.statistics
-        #expect(stats.coalesced == 99, "only the first send after a drain signals and wakes")
-        #expect(stats.commands == 101)
-        #expect(stats.largestBatch == 100)
-
-        // After a drain the next send wakes the loop again.
-        #expect(source.send(101, to: worker.runLoop))
-        #expect(received.wait(count: 3).last == [101])
-        #expect(source.statistics.coalesced == 99)
     }
 
     /// A wake-up spent on a mode the loop is not in must not make the next
@@ -68,19 +67,18 @@ import RunLoopTestSupport
     }
 
     @Test func plainSourceStillFiresEverySend() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.loop, seconds: 30))
-        let received = Mailbox<[Int]>()
-        let source = CommandSource<Int> { received.put($0) }
-        source.add(to: worker.runLoop, mode: .default)
-        defer { source.invalidate() }
-        for command in 0..<10 {
-            #expect(source.send(command, to: worker.runLoop))
-            #expect(received.wait(count: command + 1).last == [command])
+        try withWorker(options(.loop, seconds: 30)) { worker in
+            let received = Mailbox<[Int]>()
+            let source = CommandSource<Int> { received.put($0) }
+            source.add(to: worker.runLoop, mode: .default)
+            defer { source.invalidate() }
+            for command in 0..<10 {
+                #expect(source.send(command, to: worker.runLoop))
+                #expect(received.wait(count: command + 1).last == [command])
+            }
+            #expect(source.statistics.performs == 10)
+            #expect(source.statistics.coalesced == 0)
         }
-        #expect(source.statistics.performs == 10)
-        #expect(source.statistics.coalesced == 0)
     }
 
     @Test func deadlinesFireInOrderAndCancelledOnesNeverRunAndAreReleased() throws {
@@ -129,18 +127,17 @@ import RunLoopTestSupport
     }
 
     @Test func performWithTimeoutCancelsItsDeadlineWhenAnswered() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.loop, seconds: 30))
-        let before = Deadlines.shared.pendingCount
-        for _ in 0..<50 {
-            let done = Mailbox<PerformResult>()
-            try worker.perform(PerformSpec(call: SelectorCall(selector: "echo")), deadline: .caller(30)) {
-                done.put($0)
+        try withWorker(options(.loop, seconds: 30)) { worker in
+            let before = Deadlines.shared.pendingCount
+            for _ in 0..<50 {
+                let done = Mailbox<PerformResult>()
+                try worker.perform(PerformSpec(call: SelectorCall(selector: "echo")), deadline: .caller(30)) {
+                    done.put($0)
+                }
+                _ = try value(done)
             }
-            _ = try value(done)
+            // Other suites run in parallel and may hold a few deadlines of their own.
+            #expect(Deadlines.shared.pendingCount < before + 25, "no 30 s guard outlives its answered perform")
         }
-        // Other suites run in parallel and may hold a few deadlines of their own.
-        #expect(Deadlines.shared.pendingCount < before + 25, "no 30 s guard outlives its answered perform")
     }
 }

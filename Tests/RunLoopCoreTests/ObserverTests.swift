@@ -7,20 +7,19 @@ import Testing
 /// Observer order for one loop turn, once-only observers and the activity ring.
 @Suite struct ObserverTests {
     @Test func orderForOneTurnThatHandlesAPreSignalledSource() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let source = try worker.addSource(SourceSpec(kind: .custom))
-        _ = try worker.signalSource(source.id, wakeUp: false)
-        _ = try worker.addObserver(ObserverSpec(mode: .default))
+        try withWorker(options(.manual)) { worker in
+            let source = try worker.addSource(SourceSpec(kind: .custom))
+            _ = try worker.signalSource(source.id, wakeUp: false)
+            _ = try worker.addObserver(ObserverSpec(mode: .default))
 
-        let exit = try worker.runAndWait(seconds: 10, returnAfterSourceHandled: true)
+            let exit = try worker.runAndWait(seconds: 10, returnAfterSourceHandled: true)
 
-        #expect(exit.reason == .handledSource)
-        #expect(worker.activityNames == [.entry, .beforeTimers, .beforeSources, .exit])
-        #expect(worker.activities().allSatisfy { $0.mode == "default" })
-        let seqs = worker.activities().map(\.seq)
-        #expect(seqs == seqs.sorted())
+            #expect(exit.reason == .handledSource)
+            #expect(worker.activityNames == [.entry, .beforeTimers, .beforeSources, .exit])
+            #expect(worker.activities().allSatisfy { $0.mode == "default" })
+            let seqs = worker.activities().map(\.seq)
+            #expect(seqs == seqs.sorted())
+        }
     }
 
     @Test func orderForATurnThatSleepsFirst() throws {
@@ -75,19 +74,18 @@ import Testing
     }
 
     @Test func aOnceObserverFiresOnceAndIsInvalidated() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let observer = try worker.addObserver(ObserverSpec(activities: [.entry, .exit], repeats: false))
+        try withWorker(options(.manual)) { worker in
+            let observer = try worker.addObserver(ObserverSpec(activities: [.entry, .exit], repeats: false))
 
-        _ = try worker.runAndWait(seconds: 0.05)
-        _ = try worker.runAndWait(seconds: 0.05)
+            _ = try worker.runAndWait(seconds: 0.05)
+            _ = try worker.runAndWait(seconds: 0.05)
 
-        let after = try #require(worker.observerSnapshots().first)
-        #expect(after.id == observer.id)
-        #expect(after.fired == 1)
-        #expect(!after.valid)
-        #expect(worker.activityNames == [.entry])
-        #expect(runLoopError { _ = try worker.addObserver(ObserverSpec(activities: [])) }?.field == "activities")
+            let after = try #require(worker.observerSnapshots().first)
+            #expect(after.id == observer.id)
+            #expect(after.fired == 1)
+            #expect(!after.valid)
+            #expect(worker.activityNames == [.entry])
+            #expect(runLoopError { _ = try worker.addObserver(ObserverSpec(activities: [])) }?.field == "activities")
+        }
     }
 }

@@ -7,29 +7,27 @@ import Testing
 /// performSelector:onThread: through the command source, afterDelay and cancel.
 @Suite struct PerformTests {
     @Test func performOnARunModeBeforeDateRunIsAHandledSource() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let perform = try worker.performCall("echo", ["x": 1])
+        try withWorker(options(.manual)) { worker in
+            let perform = try worker.performCall("echo", ["x": 1])
 
-        let exit = try worker.runAndWait(seconds: 10, returnAfterSourceHandled: true)
+            let exit = try worker.runAndWait(seconds: 10, returnAfterSourceHandled: true)
 
-        #expect(exit.reason == .handledSource)
-        #expect(try value(perform.result) == ["x": 1])
-        #expect(worker.pendingPerforms().isEmpty)
+            #expect(exit.reason == .handledSource)
+            #expect(try value(perform.result) == ["x": 1])
+            #expect(worker.pendingPerforms().isEmpty)
+        }
     }
 
     @Test func performsRunInOrderInOneBatch() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let performs = try (1...5).map { try worker.performCall("log", ["message": .string("m\($0)")]) }
+        try withWorker(options(.manual)) { worker in
+            let performs = try (1...5).map { try worker.performCall("log", ["message": .string("m\($0)")]) }
 
-        let exit = try worker.runAndWait(seconds: 10, returnAfterSourceHandled: true)
+            let exit = try worker.runAndWait(seconds: 10, returnAfterSourceHandled: true)
 
-        #expect(exit.reason == .handledSource)
-        for perform in performs { _ = try value(perform.result) }
-        #expect(worker.log == ["m1", "m2", "m3", "m4", "m5"])
+            #expect(exit.reason == .handledSource)
+            for perform in performs { _ = try value(perform.result) }
+            #expect(worker.log == ["m1", "m2", "m3", "m4", "m5"])
+        }
     }
 
     @Test func performToALoopThatIsNotRunningStaysPendingThenRunsOnTheNextRun() throws {
@@ -76,18 +74,17 @@ import Testing
     }
 
     @Test func keepAliveNoneWorkerStillFinishesOnceItsOnlyPerformRan() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
-        let perform = try worker.performCall("count")
+        try withWorker(options(.manual, keepAlive: .none)) { worker in
+            let perform = try worker.performCall("count")
 
-        let exit = try worker.runAndWait(seconds: 10)
+            let exit = try worker.runAndWait(seconds: 10)
 
-        #expect(exit.reason == .finished, "the command source left the mode once its buffer was empty")
-        #expect(exit.duration < 8)
-        _ = try value(perform.result)
-        #expect(worker.counterValues["default"] == 1)
-        #expect(try worker.runAndWait(seconds: 5).reason == .finished)
+            #expect(exit.reason == .finished, "the command source left the mode once its buffer was empty")
+            #expect(exit.duration < 8)
+            _ = try value(perform.result)
+            #expect(worker.counterValues["default"] == 1)
+            #expect(try worker.runAndWait(seconds: 5).reason == .finished)
+        }
     }
 
     @Test func parkedLoopWorkerRunsAPerformAndParksAgain() throws {
@@ -139,31 +136,29 @@ import Testing
     }
 
     @Test func afterDelayPerformKeepsAKeepAliveNoneLoopRunningUntilItFires() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
-        let perform = try worker.performCall("count", afterDelay: 0.1)
+        try withWorker(options(.manual, keepAlive: .none)) { worker in
+            let perform = try worker.performCall("count", afterDelay: 0.1)
 
-        let exit = try worker.runAndWait(seconds: 10)
+            let exit = try worker.runAndWait(seconds: 10)
 
-        #expect(exit.reason == .finished, "its one-shot timer fired and left the mode empty")
-        #expect(exit.duration >= 0.05)
-        _ = try value(perform.result)
+            #expect(exit.reason == .finished, "its one-shot timer fired and left the mode empty")
+            #expect(exit.duration >= 0.05)
+            _ = try value(perform.result)
+        }
     }
 
     @Test func failingSelectorReportsItsError() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.loop))
-        let perform = try worker.performCall("fail", ["message": "nope"])
+        try withWorker(options(.loop)) { worker in
+            let perform = try worker.performCall("fail", ["message": "nope"])
 
-        let result = try #require(perform.result.wait())
-        guard case .failure(let error) = result.outcome else {
-            Issue.record("fail answered \(result.outcome)")
-            return
+            let result = try #require(perform.result.wait())
+            guard case .failure(let error) = result.outcome else {
+                Issue.record("fail answered \(result.outcome)")
+                return
+            }
+            #expect(error.code == "selector_failed")
+            #expect(error.message == "nope")
         }
-        #expect(error.code == "selector_failed")
-        #expect(error.message == "nope")
     }
 
     @Test func stopSelectorStopsTheRunFromInsideAHandler() throws {

@@ -52,22 +52,21 @@ import Testing
     }
 
     @Test func invalidatingACustomSourceRunsItsCancelRoutine() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
-        let source = try worker.addSource(SourceSpec(kind: .custom, action: SelectorCall(selector: "count")))
+        try withWorker(options(.manual, keepAlive: .none)) { worker in
+            let source = try worker.addSource(SourceSpec(kind: .custom, action: SelectorCall(selector: "count")))
 
-        _ = try worker.signalSource(source.id, wakeUp: false)
-        let handled = try worker.runAndWait(seconds: 5, returnAfterSourceHandled: true)
-        #expect(handled.reason == .handledSource)
-        #expect(worker.counterValues["default"] == 1, "the source's action ran")
+            _ = try worker.signalSource(source.id, wakeUp: false)
+            let handled = try worker.runAndWait(seconds: 5, returnAfterSourceHandled: true)
+            #expect(handled.reason == .handledSource)
+            #expect(worker.counterValues["default"] == 1, "the source's action ran")
 
-        let invalidated = try worker.invalidateSource(source.id)
-        #expect(!invalidated.valid)
-        #expect(invalidated.cancelled == 1)
-        #expect(runLoopError { _ = try worker.signalSource(source.id, wakeUp: true) }?.code == "source_invalid")
-        // The source was the mode's only item.
-        #expect(try worker.runAndWait(seconds: 5).reason == .finished)
+            let invalidated = try worker.invalidateSource(source.id)
+            #expect(!invalidated.valid)
+            #expect(invalidated.cancelled == 1)
+            #expect(runLoopError { _ = try worker.signalSource(source.id, wakeUp: true) }?.code == "source_invalid")
+            // The source was the mode's only item.
+            #expect(try worker.runAndWait(seconds: 5).reason == .finished)
+        }
     }
 
     @Test func portMessageBetweenTwoWorkers() throws {

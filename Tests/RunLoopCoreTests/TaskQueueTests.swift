@@ -45,23 +45,22 @@ import RunLoopTestSupport
     }
 
     @Test func capacityTenRefusesTheEleventhAndDuplicateIds() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.loop, seconds: 30))
-        _ = try worker.setTasksSuspended(true)
-        for index in 1...10 { _ = try worker.addTask(id: "t\(index)", call: log("\(index)")) }
-        #expect(worker.taskSnapshot().capacity == 10)
+        try withWorker(options(.loop, seconds: 30)) { worker in
+            _ = try worker.setTasksSuspended(true)
+            for index in 1...10 { _ = try worker.addTask(id: "t\(index)", call: log("\(index)")) }
+            #expect(worker.taskSnapshot().capacity == 10)
 
-        let full = runLoopError { _ = try worker.addTask(id: "t11", call: log("11")) }
-        #expect(full?.code == "queue_full")
+            let full = runLoopError { _ = try worker.addTask(id: "t11", call: log("11")) }
+            #expect(full?.code == "queue_full")
 
-        _ = try worker.removeTask(id: "t10")
-        let duplicate = runLoopError { _ = try worker.addTask(id: "t1", call: log("again")) }
-        #expect(duplicate?.code == "task_exists")
-        #expect(duplicate?.field == "id")
-        #expect(runLoopError { _ = try worker.removeTask(id: "nope") }?.kind == .notFound)
-        #expect(try worker.removeAllTasks() == 9)
-        #expect(worker.taskSnapshot().tasks.isEmpty)
+            _ = try worker.removeTask(id: "t10")
+            let duplicate = runLoopError { _ = try worker.addTask(id: "t1", call: log("again")) }
+            #expect(duplicate?.code == "task_exists")
+            #expect(duplicate?.field == "id")
+            #expect(runLoopError { _ = try worker.removeTask(id: "nope") }?.kind == .notFound)
+            #expect(try worker.removeAllTasks() == 9)
+            #expect(worker.taskSnapshot().tasks.isEmpty)
+        }
     }
 
     @Test func suspendedQueueRunsNothingUntilResumed() throws {
@@ -138,16 +137,15 @@ import RunLoopTestSupport
     }
 
     @Test func executeNowRunsThroughTheCommandSourceEvenWhenSuspended() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.loop, seconds: 30))
-        _ = try worker.setTasksSuspended(true)
+        try withWorker(options(.loop, seconds: 30)) { worker in
+            _ = try worker.setTasksSuspended(true)
 
-        let done = Mailbox<PerformResult>()
-        try worker.executeTask(SelectorCall(selector: "count")) { done.put($0) }
+            let done = Mailbox<PerformResult>()
+            try worker.executeTask(SelectorCall(selector: "count")) { done.put($0) }
 
-        _ = try value(done)
-        #expect(worker.counterValues["default"] == 1)
+            _ = try value(done)
+            #expect(worker.counterValues["default"] == 1)
+        }
     }
 
     /// Regression (issue 7): `setTasksSuspended` on an ended thread threw while
@@ -155,37 +153,37 @@ import RunLoopTestSupport
     /// shutdown (`end`) blocked forever. Every refused call must leave the
     /// worker readable; the calls run on a helper thread under a deadline.
     @Test func refusedCallsOnAnEndedThreadLeaveItReadable() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.loop, seconds: 30))
-        #expect(worker.endAndWait(timeout: 10) != nil)
-        let finished = DispatchSemaphore(value: 0)
-        let codes = Locked<[String]?>(nil)
-        Thread.detachNewThread {
-            var seen: [String] = []
-            for _ in 0..<2 {
-                seen.append(runLoopError { _ = try worker.setTasksSuspended(true) }?.code ?? "none")
-                seen.append(runLoopError { _ = try worker.setTasksSuspended(false) }?.code ?? "none")
-                seen.append(
-                    runLoopError { _ = try worker.addTask(id: "x", call: SelectorCall(selector: "count")) }?.code
-                        ?? "none")
-                seen.append(runLoopError { _ = try worker.addTimer(TimerSpec(interval: 1)) }?.code ?? "none")
-                seen.append(runLoopError { _ = try worker.addSource(SourceSpec(kind: .custom)) }?.code ?? "none")
-                seen.append(
-                    runLoopError { _ = try worker.addObserver(ObserverSpec(activities: [.entry])) }?.code ?? "none")
-                seen.append(runLoopError { _ = try worker.addCommonMode(try RunLoopMode("x")) }?.code ?? "none")
-                seen.append(
-                    runLoopError { _ = try worker.perform(PerformSpec(call: SelectorCall(selector: "count"))) }?.code
-                        ?? "none")
-                _ = worker.snapshot
-                _ = worker.taskSnapshot()
+        try withWorker(options(.loop, seconds: 30)) { worker in
+            #expect(worker.endAndWait(timeout: 10) != nil)
+            let finished = DispatchSemaphore(value: 0)
+            let codes = Locked<[String]?>(nil)
+            Thread.detachNewThread {
+                var seen: [String] = []
+                for _ in 0..<2 {
+                    seen.append(runLoopError { _ = try worker.setTasksSuspended(true) }?.code ?? "none")
+                    seen.append(runLoopError { _ = try worker.setTasksSuspended(false) }?.code ?? "none")
+                    seen.append(
+                        runLoopError { _ = try worker.addTask(id: "x", call: SelectorCall(selector: "count")) }?.code
+                            ?? "none")
+                    seen.append(runLoopError { _ = try worker.addTimer(TimerSpec(interval: 1)) }?.code ?? "none")
+                    seen.append(runLoopError { _ = try worker.addSource(SourceSpec(kind: .custom)) }?.code ?? "none")
+                    seen.append(
+                        runLoopError { _ = try worker.addObserver(ObserverSpec(activities: [.entry])) }?.code ?? "none")
+                    seen.append(runLoopError { _ = try worker.addCommonMode(try RunLoopMode("x")) }?.code ?? "none")
+                    seen.append(
+                        runLoopError { _ = try worker.perform(PerformSpec(call: SelectorCall(selector: "count"))) }?
+                            .code
+                            ?? "none")
+                    _ = worker.snapshot
+                    _ = worker.taskSnapshot()
+                }
+                worker.end()
+                codes.withLock { $0 = seen }
+                finished.signal()
             }
-            worker.end()
-            codes.withLock { $0 = seen }
-            finished.signal()
+            #expect(finished.wait(timeout: .now() + 10) == .success, "a refused call left the worker's lock held")
+            let seen = codes.withLock { $0 }
+            #expect(seen?.allSatisfy { $0 == "thread_exited" } == true, "\(seen ?? [])")
         }
-        #expect(finished.wait(timeout: .now() + 10) == .success, "a refused call left the worker's lock held")
-        let seen = codes.withLock { $0 }
-        #expect(seen?.allSatisfy { $0 == "thread_exited" } == true, "\(seen ?? [])")
     }
 }

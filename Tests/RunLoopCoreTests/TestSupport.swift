@@ -68,6 +68,14 @@ func makeRegistry(_ limits: Limits = Limits()) -> (WorkerRegistry, Probe) {
     return (registry, probe)
 }
 
+/// Runs `body` on a new worker with `workerOptions`, in a registry of its own
+/// that ends every worker after.
+func withWorker(_ workerOptions: WorkerOptions, _ body: (Worker) throws -> Void) throws {
+    let (registry, _) = makeRegistry()
+    defer { registry.endAll() }
+    try body(try registry.createWorker(workerOptions))
+}
+
 /// Options for a worker in `style` with `keepAlive`.
 func options(
     _ style: RunStyle, keepAlive: KeepAlive = .port, mode: RunLoopMode = .default, seconds: Double = 30,

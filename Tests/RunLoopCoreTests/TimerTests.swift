@@ -7,25 +7,24 @@ import Testing
 /// Timers: max fires, returnAfterSourceHandled, modes and common modes.
 @Suite struct TimerTests {
     @Test func repeatingTimerInvalidatedAfterTwoFiresLeavesTheModeFinished() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
-        let timer = try worker.addTimer(TimerSpec(interval: 0.1, maxFires: 2))
-        #expect(timer.valid)
-        #expect(timer.maxFires == 2)
+        try withWorker(options(.manual, keepAlive: .none)) { worker in
+            let timer = try worker.addTimer(TimerSpec(interval: 0.1, maxFires: 2))
+            #expect(timer.valid)
+            #expect(timer.maxFires == 2)
 
-        let exit = try worker.runAndWait(seconds: 10)
+            let exit = try worker.runAndWait(seconds: 10)
 
-        #expect(exit.reason == .finished, "the invalidated timer was the mode's last item")
-        #expect(exit.duration >= 0.15, "two intervals passed first (\(exit.duration) s)")
-        #expect(exit.duration < 8, "it did not wait for the timeout")
-        let after = try #require(worker.timerSnapshots().first)
-        #expect(after.fires == 2)
-        #expect(!after.valid)
-        #expect(after.nextFireAt == nil)
-        #expect(after.lateness.lastMs != nil)
-        #expect((after.lateness.maxMs ?? -1) >= 0)
-        #expect(worker.snapshot.timers == 0)
+            #expect(exit.reason == .finished, "the invalidated timer was the mode's last item")
+            #expect(exit.duration >= 0.15, "two intervals passed first (\(exit.duration) s)")
+            #expect(exit.duration < 8, "it did not wait for the timeout")
+            let after = try #require(worker.timerSnapshots().first)
+            #expect(after.fires == 2)
+            #expect(!after.valid)
+            #expect(after.nextFireAt == nil)
+            #expect(after.lateness.lastMs != nil)
+            #expect((after.lateness.maxMs ?? -1) >= 0)
+            #expect(worker.snapshot.timers == 0)
+        }
     }
 
     @Test func liveTimerCountFollowsOneShotsInvalidationAndTheLimit() throws {
@@ -53,16 +52,15 @@ import Testing
     }
 
     @Test func aTimerNeverMakesAReturnAfterSourceHandledRunReturn() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        _ = try worker.addTimer(TimerSpec(interval: 0.05))
+        try withWorker(options(.manual)) { worker in
+            _ = try worker.addTimer(TimerSpec(interval: 0.05))
 
-        let exit = try worker.runAndWait(seconds: 0.4, returnAfterSourceHandled: true)
+            let exit = try worker.runAndWait(seconds: 0.4, returnAfterSourceHandled: true)
 
-        #expect(exit.reason == .timedOut)
-        let fires = try #require(worker.timerSnapshots().first).fires
-        #expect(fires >= 2, "the timer fired (\(fires) times) and the run still waited for its timeout")
+            #expect(exit.reason == .timedOut)
+            let fires = try #require(worker.timerSnapshots().first).fires
+            #expect(fires >= 2, "the timer fired (\(fires) times) and the run still waited for its timeout")
+        }
     }
 
     @Test func timerActionRunsOnEveryFire() throws {
@@ -78,48 +76,44 @@ import Testing
     }
 
     @Test func timerInAnotherModeIsSilentWhileTheLoopRunsDefault() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let custom = try RunLoopMode("custom")
-        _ = try worker.addTimer(TimerSpec(interval: 0.05, mode: custom))
+        try withWorker(options(.manual)) { worker in
+            let custom = try RunLoopMode("custom")
+            _ = try worker.addTimer(TimerSpec(interval: 0.05, mode: custom))
 
-        let inDefault = try worker.runAndWait(seconds: 0.3)
-        #expect(inDefault.reason == .timedOut)
-        #expect(worker.timerSnapshots().first?.fires == 0, "paused, not lost")
+            let inDefault = try worker.runAndWait(seconds: 0.3)
+            #expect(inDefault.reason == .timedOut)
+            #expect(worker.timerSnapshots().first?.fires == 0, "paused, not lost")
 
-        let inCustom = try worker.runAndWait(custom, seconds: 0.3)
-        #expect(inCustom.reason == .timedOut)
-        #expect(inCustom.mode == "custom")
-        #expect((worker.timerSnapshots().first?.fires ?? 0) >= 1)
+            let inCustom = try worker.runAndWait(custom, seconds: 0.3)
+            #expect(inCustom.reason == .timedOut)
+            #expect(inCustom.mode == "custom")
+            #expect((worker.timerSnapshots().first?.fires ?? 0) >= 1)
+        }
     }
 
     @Test func timerInCommonModesFiresInAModeAddedToTheCommonSet() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
-        let extra = try RunLoopMode("extra")
-        // Added to common modes before "extra" joins the set: CF copies it over.
-        _ = try worker.addTimer(TimerSpec(interval: 0.05, repeats: false, mode: .common))
+        try withWorker(options(.manual, keepAlive: .none)) { worker in
+            let extra = try RunLoopMode("extra")
+            // Added to common modes before "extra" joins the set: CF copies it over.
+            _ = try worker.addTimer(TimerSpec(interval: 0.05, repeats: false, mode: .common))
 
-        let modes = try worker.addCommonMode(extra)
-        #expect(modes.common == ["default", "extra"])
-        #expect(modes.all.contains("extra"))
+            let modes = try worker.addCommonMode(extra)
+            #expect(modes.common == ["default", "extra"])
+            #expect(modes.all.contains("extra"))
 
-        let exit = try worker.runAndWait(extra, seconds: 10)
-        #expect(exit.reason == .finished, "the one-shot timer fired in extra and left it empty")
-        #expect(exit.duration < 8)
-        #expect(worker.timerSnapshots().first?.fires == 1)
+            let exit = try worker.runAndWait(extra, seconds: 10)
+            #expect(exit.reason == .finished, "the one-shot timer fired in extra and left it empty")
+            #expect(exit.duration < 8)
+            #expect(worker.timerSnapshots().first?.fires == 1)
+        }
     }
 
     @Test func commonIsNotAModeToRunIn() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-
-        let error = runLoopError { _ = try worker.startRun(.common, seconds: 1) }
-        #expect(error?.field == "mode")
-        #expect(runLoopError { _ = try worker.addCommonMode(.common) }?.field == "mode")
+        try withWorker(options(.manual)) { worker in
+            let error = runLoopError { _ = try worker.startRun(.common, seconds: 1) }
+            #expect(error?.field == "mode")
+            #expect(runLoopError { _ = try worker.addCommonMode(.common) }?.field == "mode")
+        }
         #expect(try RunLoopMode("common").isCommon)
         #expect(try RunLoopMode("kCFRunLoopDefaultMode") == .default)
         // Cocoa's names, as the articles write them, are the same modes.
@@ -129,33 +123,31 @@ import Testing
     }
 
     @Test func invalidatedTimerStopsFiring() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
-        let timer = try worker.addTimer(TimerSpec(interval: 0.05, tolerance: 0.5))
-        #expect(timer.tolerance == 0.5)
+        try withWorker(options(.manual, keepAlive: .none)) { worker in
+            let timer = try worker.addTimer(TimerSpec(interval: 0.05, tolerance: 0.5))
+            #expect(timer.tolerance == 0.5)
 
-        let invalidated = try worker.invalidateTimer(timer.id)
+            let invalidated = try worker.invalidateTimer(timer.id)
 
-        #expect(!invalidated.valid)
-        let exit = try worker.runAndWait(seconds: 5)
-        #expect(exit.reason == .finished)
-        #expect(worker.timerSnapshots().first?.fires == 0)
-        #expect(runLoopError { _ = try worker.invalidateTimer("tm999") }?.kind == .notFound)
+            #expect(!invalidated.valid)
+            let exit = try worker.runAndWait(seconds: 5)
+            #expect(exit.reason == .finished)
+            #expect(worker.timerSnapshots().first?.fires == 0)
+            #expect(runLoopError { _ = try worker.invalidateTimer("tm999") }?.kind == .notFound)
+        }
     }
 
     @Test func toleranceIsReportedButCFOnLinuxFiresOnTheFireDate() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
-        // With tolerance honoured, CF could fire this up to 20 s late.
-        let timer = try worker.addTimer(TimerSpec(interval: 0.05, repeats: false, tolerance: 20))
-        #expect(timer.tolerance == 20)
+        try withWorker(options(.manual, keepAlive: .none)) { worker in
+            // With tolerance honoured, CF could fire this up to 20 s late.
+            let timer = try worker.addTimer(TimerSpec(interval: 0.05, repeats: false, tolerance: 20))
+            #expect(timer.tolerance == 20)
 
-        let exit = try worker.runAndWait(seconds: 60)
+            let exit = try worker.runAndWait(seconds: 60)
 
-        #expect(exit.reason == .finished)
-        #expect(exit.duration < 10, "tolerance ignored: fired after \(exit.duration) s")
-        #expect(worker.timerSnapshots().first?.fires == 1)
+            #expect(exit.reason == .finished)
+            #expect(exit.duration < 10, "tolerance ignored: fired after \(exit.duration) s")
+            #expect(worker.timerSnapshots().first?.fires == 1)
+        }
     }
 }

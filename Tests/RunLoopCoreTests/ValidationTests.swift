@@ -7,20 +7,18 @@ import Testing
 /// Selector arguments, durations and names are validated into `RunLoopError`s.
 @Suite struct ValidationTests {
     @Test func unknownSelectorIsAnErrorWithItsField() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
+        try withWorker(options(.manual)) { worker in
+            let error = runLoopError { _ = try worker.performCall("nope") }
 
-        let error = runLoopError { _ = try worker.performCall("nope") }
-
-        #expect(error?.code == "unknown_selector")
-        #expect(error?.kind == .badValue)
-        #expect(error?.field == "selector")
-        #expect(worker.pendingPerforms().isEmpty, "nothing was queued")
-        let timer = runLoopError {
-            _ = try worker.addTimer(TimerSpec(interval: 1, action: SelectorCall(selector: "nope")))
+            #expect(error?.code == "unknown_selector")
+            #expect(error?.kind == .badValue)
+            #expect(error?.field == "selector")
+            #expect(worker.pendingPerforms().isEmpty, "nothing was queued")
+            let timer = runLoopError {
+                _ = try worker.addTimer(TimerSpec(interval: 1, action: SelectorCall(selector: "nope")))
+            }
+            #expect(timer?.field == "action")
         }
-        #expect(timer?.field == "action")
     }
 
     @Test(
@@ -74,15 +72,13 @@ import Testing
     }
 
     @Test func runNestedOnlyOnTheWorkersOwnThread() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
+        try withWorker(options(.manual)) { worker in
+            let error = runLoopError {
+                _ = try worker.runNested(mode: .default, seconds: 0.1, returnAfterSourceHandled: false)
+            }
 
-        let error = runLoopError {
-            _ = try worker.runNested(mode: .default, seconds: 0.1, returnAfterSourceHandled: false)
+            #expect(error?.code == "wrong_thread")
         }
-
-        #expect(error?.code == "wrong_thread")
     }
 
     @Test(arguments: [Double.nan, .infinity, -.infinity, -1, -0.001, 86_400.5, 5e8, 1e10])
@@ -130,10 +126,9 @@ import Testing
     }
 
     @Test func otherStylesRefuseManualRuns() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.loop))
-        #expect(runLoopError { _ = try worker.startRun(seconds: 1) }?.code == "not_manual")
+        try withWorker(options(.loop)) { worker in
+            #expect(runLoopError { _ = try worker.startRun(seconds: 1) }?.code == "not_manual")
+        }
     }
 
     @Test func maxWorkersIsEnforced() throws {

@@ -8,21 +8,20 @@ import RunLoopTestSupport
 /// Run styles, exit reasons, stop, end and nested runs.
 @Suite struct WorkerRunTests {
     @Test func emptyModeFinishesAtOnceWithoutEntryOrExit() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
-        // An observer alone does not keep a mode alive, and sees nothing.
-        _ = try worker.addObserver(ObserverSpec(mode: .default))
+        try withWorker(options(.manual, keepAlive: .none)) { worker in
+            // An observer alone does not keep a mode alive, and sees nothing.
+            _ = try worker.addObserver(ObserverSpec(mode: .default))
 
-        let exit = try worker.runAndWait(seconds: 5)
+            let exit = try worker.runAndWait(seconds: 5)
 
-        #expect(exit.reason == .finished)
-        #expect(exit.duration < 2.5, "finished must not wait for the 5 s timeout")
-        #expect(worker.activityNames.isEmpty, "an empty mode returns without entry/exit notifications")
-        let snapshot = worker.snapshot
-        #expect(snapshot.runs == 1)
-        #expect(snapshot.exits == [.finished: 1])
-        #expect(snapshot.state == .idle)
+            #expect(exit.reason == .finished)
+            #expect(exit.duration < 2.5, "finished must not wait for the 5 s timeout")
+            #expect(worker.activityNames.isEmpty, "an empty mode returns without entry/exit notifications")
+            let snapshot = worker.snapshot
+            #expect(snapshot.runs == 1)
+            #expect(snapshot.exits == [.finished: 1])
+            #expect(snapshot.state == .idle)
+        }
     }
 
     @Test func loopWorkerWithEmptyModeParksAndAddingATimerUnparksIt() throws {
@@ -49,16 +48,14 @@ import RunLoopTestSupport
     }
 
     @Test func timeoutReturnsTimedOut() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
+        try withWorker(options(.manual)) { worker in
+            let exit = try worker.runAndWait(seconds: 0.1)
 
-        let exit = try worker.runAndWait(seconds: 0.1)
-
-        #expect(exit.reason == .timedOut)
-        #expect(exit.duration >= 0.09)
-        #expect(exit.depth == 0)
-        #expect(worker.snapshot.exits == [.timedOut: 1])
+            #expect(exit.reason == .timedOut)
+            #expect(exit.duration >= 0.09)
+            #expect(exit.depth == 0)
+            #expect(worker.snapshot.exits == [.timedOut: 1])
+        }
     }
 
     @Test func stopFromAnotherThreadEndsTheRunWithStopped() throws {
@@ -81,21 +78,20 @@ import RunLoopTestSupport
     /// is a regression guard for the whole path (stop right after start →
     /// `stopped`, promptly), not a deterministic reproduction of the race.
     @Test func aStopAtEntryRightAfterARunStartsIsNeverLost() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        for _ in 0..<200 {
-            let run = try worker.startRun(seconds: 30)
-            // Stop as early as possible: retry while the run is not yet recorded.
-            var reply: Result<RunExit, RunLoopError>
-            repeat {
-                reply = try worker.stopAndWait(atEntry: true)
-            } while (try? reply.get()) == nil && reply.errorCode == "not_running"
-            let exit = try reply.get()
-            #expect(exit.reason == .stopped)
-            #expect(exit.duration < 10, "the stop, not the 30 s timeout, ended the run")
-            let done = try #require(run.wait(15))
-            #expect(try done.get().reason == .stopped)
+        try withWorker(options(.manual)) { worker in
+            for _ in 0..<200 {
+                let run = try worker.startRun(seconds: 30)
+                // Stop as early as possible: retry while the run is not yet recorded.
+                var reply: Result<RunExit, RunLoopError>
+                repeat {
+                    reply = try worker.stopAndWait(atEntry: true)
+                } while (try? reply.get()) == nil && reply.errorCode == "not_running"
+                let exit = try reply.get()
+                #expect(exit.reason == .stopped)
+                #expect(exit.duration < 10, "the stop, not the 30 s timeout, ended the run")
+                let done = try #require(run.wait(15))
+                #expect(try done.get().reason == .stopped)
+            }
         }
     }
 
@@ -104,29 +100,28 @@ import RunLoopTestSupport
     /// and the run goes on; `atEntry` keeps it for the entry. The frame is
     /// put in place by hand, to reach that window deterministically.
     @Test func aStopBeforeCFEntersTheRunIsDroppedUnlessKeptForEntry() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        worker.book.withLock { $0.runStack.append(RunFrame(seq: 999, mode: "default")) }
-        let dropped = try worker.stopAndWait()
-        guard case .failure(let error) = dropped else {
-            Issue.record("a stop before entry replied \(dropped)")
-            return
-        }
-        #expect(error.code == "stop_dropped")
-        #expect(error.kind == .conflict)
-        #expect(error.message.contains("fresh stop flag"))
-        #expect(worker.book.withLock { !$0.runStack[0].stopRequested && $0.stopWaiters.isEmpty })
+        try withWorker(options(.manual)) { worker in
+            worker.book.withLock { $0.runStack.append(RunFrame(seq: 999, mode: "default")) }
+            let dropped = try worker.stopAndWait()
+            guard case .failure(let error) = dropped else {
+                Issue.record("a stop before entry replied \(dropped)")
+                return
+            }
+            #expect(error.code == "stop_dropped")
+            #expect(error.kind == .conflict)
+            #expect(error.message.contains("fresh stop flag"))
+            #expect(worker.book.withLock { !$0.runStack[0].stopRequested && $0.stopWaiters.isEmpty })
 
-        let kept = Mailbox<Result<RunExit, RunLoopError>>()
-        worker.stop(atEntry: true) { kept.put($0) }
-        #expect(worker.book.withLock { $0.runStack[0].stopRequested && $0.stopWaiters.count == 1 })
-        worker.book.withLock { b in
-            b.runStack.removeAll()
-            b.stopWaiters.removeAll()
+            let kept = Mailbox<Result<RunExit, RunLoopError>>()
+            worker.stop(atEntry: true) { kept.put($0) }
+            #expect(worker.book.withLock { $0.runStack[0].stopRequested && $0.stopWaiters.count == 1 })
+            worker.book.withLock { b in
+                b.runStack.removeAll()
+                b.stopWaiters.removeAll()
+            }
+            // The next real run is unaffected by the dropped stop.
+            #expect(try worker.runAndWait(seconds: 0.05).reason == .timedOut)
         }
-        // The next real run is unaffected by the dropped stop.
-        #expect(try worker.runAndWait(seconds: 0.05).reason == .timedOut)
     }
 
     @Test func loopStyleReentersAfterEachStop() throws {
@@ -149,22 +144,20 @@ import RunLoopTestSupport
     }
 
     @Test func stopWithNoRunIsNotRunningAndTheNextRunIsUnaffected() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
+        try withWorker(options(.manual)) { worker in
+            let stop = try worker.stopAndWait()
+            guard case .failure(let error) = stop else {
+                Issue.record("stop without a run replied \(stop)")
+                return
+            }
+            #expect(error.code == "not_running")
+            #expect(error.kind == .conflict)
 
-        let stop = try worker.stopAndWait()
-        guard case .failure(let error) = stop else {
-            Issue.record("stop without a run replied \(stop)")
-            return
+            // CF keeps no stop flag: the next run times out normally.
+            let exit = try worker.runAndWait(seconds: 0.05)
+            #expect(exit.reason == .timedOut)
+            #expect(worker.snapshot.exits == [.timedOut: 1])
         }
-        #expect(error.code == "not_running")
-        #expect(error.kind == .conflict)
-
-        // CF keeps no stop flag: the next run times out normally.
-        let exit = try worker.runAndWait(seconds: 0.05)
-        #expect(exit.reason == .timedOut)
-        #expect(worker.snapshot.exits == [.timedOut: 1])
     }
 
     @Test func foreverStyleThreadEndsAfterStop() throws {
@@ -229,19 +222,18 @@ import RunLoopTestSupport
     }
 
     @Test func endAnswersPendingWorkAsThreadEnded() throws {
-        let (registry, _) = makeRegistry()
-        defer { registry.endAll() }
-        let worker = try registry.createWorker(options(.manual))
-        let perform = try worker.performCall("echo")
+        try withWorker(options(.manual)) { worker in
+            let perform = try worker.performCall("echo")
 
-        _ = try #require(worker.endAndWait(timeout: 10))
+            _ = try #require(worker.endAndWait(timeout: 10))
 
-        let result = try #require(perform.result.wait())
-        guard case .failure(let error) = result.outcome else {
-            Issue.record("a perform that never ran reported \(result.outcome)")
-            return
+            let result = try #require(perform.result.wait())
+            guard case .failure(let error) = result.outcome else {
+                Issue.record("a perform that never ran reported \(result.outcome)")
+                return
+            }
+            #expect(error.code == "thread_ended")
         }
-        #expect(error.code == "thread_ended")
     }
 
     @Test func nestedRunReportsItsOwnExitWhileTheOuterRunContinues() throws {
