@@ -21,6 +21,17 @@ struct HistoryStoreTests {
         return (try PostgresStore(url: url.url), url.drop)
     }
 
+    /// Runs `body` on a fresh store of `kind`, opened; closed and dropped after.
+    static func withOpenStore(_ kind: String, _ body: (any HistoryStore) throws -> Void) throws {
+        let (store, drop) = try fresh(kind)
+        defer {
+            store.close()
+            drop()
+        }
+        try store.open()
+        try body(store)
+    }
+
     static func instance(_ id: String, at: Double = 1_000) -> InstanceRecord {
         InstanceRecord(
             id: id, url: "http://127.0.0.1:1/", version: "test", host: "h", pid: 1, startedAt: at, heartbeatAt: at)
@@ -36,121 +47,112 @@ struct HistoryStoreTests {
 
     @Test(
         "a batch reads back through every filter and pages by cursor both ways (PostgreSQL)",
-        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+        .needsPostgres)
     func filtersAndPagesOnPostgres() throws { try filtersAndPages(kind: "postgres") }
 
     @Test("a batch reads back through every filter and pages by cursor both ways", arguments: ["sqlite"])
     func filtersAndPages(kind: String) throws {
-        let (store, drop) = try Self.fresh(kind)
-        defer {
-            store.close()
-            drop()
+        try Self.withOpenStore(kind) { store in
+            _ = try store.register(Self.instance("i1"))
+            var events = (1...25).map { Self.event(Int64($0), thread: $0 % 2 == 0 ? "t2" : "t1") }
+            events.append(Self.event(26, type: "run-exit", thread: "t1", data: #"{"reason":"stopped"}"#))
+            try store.write(StoreBatch(events: events, heartbeat: ("i1", 30, 100)))
+
+            let newest = try store.events(HistoryQuery(limit: 5))
+            #expect(newest.map(\.seq) == [26, 25, 24, 23, 22])
+            #expect(newest[0].data == #"{"reason":"stopped"}"#)
+            let older = try store.events(HistoryQuery(cursor: newest.last!.id, limit: 5))
+            #expect(older.map(\.seq) == [21, 20, 19, 18, 17])
+            let oldest = try store.events(HistoryQuery(limit: 3, ascending: true))
+            #expect(oldest.map(\.seq) == [1, 2, 3])
+            let next = try store.events(HistoryQuery(cursor: oldest.last!.id, limit: 3, ascending: true))
+            #expect(next.map(\.seq) == [4, 5, 6])
+
+            #expect(try store.events(HistoryQuery(thread: "t2", limit: 100)).count == 12)
+            #expect(try store.events(HistoryQuery(types: ["run-exit"], limit: 100)).map(\.seq) == [26])
+            #expect(try store.events(HistoryQuery(types: ["run-exit", "perform"], limit: 100)).count == 26)
+            #expect(
+                try store.events(HistoryQuery(since: 10, until: 15, limit: 100)).map(\.seq) == [14, 13, 12, 11, 10])
+            #expect(try store.events(HistoryQuery(instance: "other", limit: 100)).isEmpty)
+            // A resumed stream: this instance's events after a seq, oldest first.
+            #expect(
+                try store.events(HistoryQuery(instance: "i1", afterSeq: 23, limit: 100)).map(\.seq) == [24, 25, 26])
         }
-        try store.open()
-        _ = try store.register(Self.instance("i1"))
-        var events = (1...25).map { Self.event(Int64($0), thread: $0 % 2 == 0 ? "t2" : "t1") }
-        events.append(Self.event(26, type: "run-exit", thread: "t1", data: #"{"reason":"stopped"}"#))
-        try store.write(StoreBatch(events: events, heartbeat: ("i1", 30, 100)))
-
-        let newest = try store.events(HistoryQuery(limit: 5))
-        #expect(newest.map(\.seq) == [26, 25, 24, 23, 22])
-        #expect(newest[0].data == #"{"reason":"stopped"}"#)
-        let older = try store.events(HistoryQuery(cursor: newest.last!.id, limit: 5))
-        #expect(older.map(\.seq) == [21, 20, 19, 18, 17])
-        let oldest = try store.events(HistoryQuery(limit: 3, ascending: true))
-        #expect(oldest.map(\.seq) == [1, 2, 3])
-        let next = try store.events(HistoryQuery(cursor: oldest.last!.id, limit: 3, ascending: true))
-        #expect(next.map(\.seq) == [4, 5, 6])
-
-        #expect(try store.events(HistoryQuery(thread: "t2", limit: 100)).count == 12)
-        #expect(try store.events(HistoryQuery(types: ["run-exit"], limit: 100)).map(\.seq) == [26])
-        #expect(try store.events(HistoryQuery(types: ["run-exit", "perform"], limit: 100)).count == 26)
-        #expect(try store.events(HistoryQuery(since: 10, until: 15, limit: 100)).map(\.seq) == [14, 13, 12, 11, 10])
-        #expect(try store.events(HistoryQuery(instance: "other", limit: 100)).isEmpty)
-        // A resumed stream: this instance's events after a seq, oldest first.
-        #expect(try store.events(HistoryQuery(instance: "i1", afterSeq: 23, limit: 100)).map(\.seq) == [24, 25, 26])
     }
 
     @Test(
         "register counts starts, begins ids above the reserved ceiling and marks unended threads lost (PostgreSQL)",
-        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+        .needsPostgres)
     func registrationOnPostgres() throws { try registration(kind: "postgres") }
 
     @Test(
         "register counts starts, begins ids above the reserved ceiling and marks unended threads lost",
         arguments: ["sqlite"])
     func registration(kind: String) throws {
-        let (store, drop) = try Self.fresh(kind)
-        defer {
-            store.close()
-            drop()
+        try Self.withOpenStore(kind) { store in
+            let first = try store.register(Self.instance("i1", at: 100))
+            #expect(first.boot == 1)
+            #expect(first.firstSeq == 1)
+            #expect(first.previous == nil)
+            try store.write(
+                StoreBatch(
+                    events: [Self.event(1), Self.event(2)],
+                    threads: [
+                        StoredThread(instance: "i1", boot: 1, thread: "t1", name: "a", style: "loop", createdAt: 101),
+                        StoredThread(instance: "i1", boot: 1, thread: "t2", name: "b", style: "manual", createdAt: 102),
+                        StoredThread(instance: "i1", boot: 1, thread: "t2", endedAt: 103, endedHow: "end_request"),
+                    ], heartbeat: ("i1", 150, 2 + 100_000)))
+            let second = try store.register(Self.instance("i1", at: 200))
+            #expect(second.boot == 2)
+            #expect(second.firstSeq == 100_003)
+            #expect(second.previous?.heartbeatAt == 150)
+            #expect(second.lostThreads.map(\.thread) == ["t1"])
+            let threads = try store.threads(instance: "i1", boot: nil, limit: 10)
+            let t1 = try #require(threads.first { $0.thread == "t1" })
+            #expect(t1.endedHow == "lost")
+            #expect(t1.endedAt == 150)
+            #expect(t1.name == "a")
+            let t2 = try #require(threads.first { $0.thread == "t2" })
+            #expect(t2.endedHow == "end_request")
+            #expect(t2.style == "manual")
+            // A clean stop is remembered until the next start.
+            try store.markStopped(instance: "i1", at: 300)
+            #expect(try store.instances().first { $0.id == "i1" }?.stoppedAt == 300)
+            let third = try store.register(Self.instance("i1", at: 400))
+            #expect(third.previous?.stoppedAt == 300)
+            #expect(third.lostThreads.isEmpty)
+            #expect(try store.instances().first { $0.id == "i1" }?.stoppedAt == nil)
         }
-        try store.open()
-        let first = try store.register(Self.instance("i1", at: 100))
-        #expect(first.boot == 1)
-        #expect(first.firstSeq == 1)
-        #expect(first.previous == nil)
-        try store.write(
-            StoreBatch(
-                events: [Self.event(1), Self.event(2)],
-                threads: [
-                    StoredThread(instance: "i1", boot: 1, thread: "t1", name: "a", style: "loop", createdAt: 101),
-                    StoredThread(instance: "i1", boot: 1, thread: "t2", name: "b", style: "manual", createdAt: 102),
-                    StoredThread(instance: "i1", boot: 1, thread: "t2", endedAt: 103, endedHow: "end_request"),
-                ], heartbeat: ("i1", 150, 2 + 100_000)))
-        let second = try store.register(Self.instance("i1", at: 200))
-        #expect(second.boot == 2)
-        #expect(second.firstSeq == 100_003)
-        #expect(second.previous?.heartbeatAt == 150)
-        #expect(second.lostThreads.map(\.thread) == ["t1"])
-        let threads = try store.threads(instance: "i1", boot: nil, limit: 10)
-        let t1 = try #require(threads.first { $0.thread == "t1" })
-        #expect(t1.endedHow == "lost")
-        #expect(t1.endedAt == 150)
-        #expect(t1.name == "a")
-        let t2 = try #require(threads.first { $0.thread == "t2" })
-        #expect(t2.endedHow == "end_request")
-        #expect(t2.style == "manual")
-        // A clean stop is remembered until the next start.
-        try store.markStopped(instance: "i1", at: 300)
-        #expect(try store.instances().first { $0.id == "i1" }?.stoppedAt == 300)
-        let third = try store.register(Self.instance("i1", at: 400))
-        #expect(third.previous?.stoppedAt == 300)
-        #expect(third.lostThreads.isEmpty)
-        #expect(try store.instances().first { $0.id == "i1" }?.stoppedAt == nil)
     }
 
     @Test(
         "retention: by age the old events go; by size the oldest go first until the rest fits (PostgreSQL)",
-        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+        .needsPostgres)
     func retentionOnPostgres() throws { try retention(kind: "postgres") }
 
     @Test("retention: by age the old events go; by size the oldest go first until the rest fits", arguments: ["sqlite"])
     func retention(kind: String) throws {
-        let (store, drop) = try Self.fresh(kind)
-        defer {
-            store.close()
-            drop()
-        }
-        try store.open()
-        _ = try store.register(Self.instance("i1"))
-        let payload = #"{"pad":""# + String(repeating: "x", count: 2_000) + #""}"#
-        try store.write(StoreBatch(events: (1...1_000).map { Self.event(Int64($0), at: Double($0), data: payload) }))
-        let removedByAge = try store.prune(Retention(maxAge: 500, maxBytes: nil), now: 1_000.5)
-        #expect(removedByAge == 500)
-        #expect(try store.events(HistoryQuery(limit: 1, ascending: true)).first?.seq == 501)
+        try Self.withOpenStore(kind) { store in
+            _ = try store.register(Self.instance("i1"))
+            let payload = #"{"pad":""# + String(repeating: "x", count: 2_000) + #""}"#
+            try store.write(
+                StoreBatch(events: (1...1_000).map { Self.event(Int64($0), at: Double($0), data: payload) }))
+            let removedByAge = try store.prune(Retention(maxAge: 500, maxBytes: nil), now: 1_000.5)
+            #expect(removedByAge == 500)
+            #expect(try store.events(HistoryQuery(limit: 1, ascending: true)).first?.seq == 501)
 
-        let before = try store.size()
-        #expect(before > 800_000)
-        let limit = before / 2
-        let removed = try store.prune(Retention(maxAge: nil, maxBytes: limit), now: 1_000)
-        #expect(removed > 0)
-        #expect(try store.size() <= limit)
-        // The oldest went; the newest stayed.
-        let left = try store.events(HistoryQuery(limit: 1_000, ascending: true))
-        #expect(left.last?.seq == 1_000)
-        #expect((left.first?.seq ?? 0) > 501)
-        #expect(left.map(\.seq) == Array(left.first!.seq...1_000))
+            let before = try store.size()
+            #expect(before > 800_000)
+            let limit = before / 2
+            let removed = try store.prune(Retention(maxAge: nil, maxBytes: limit), now: 1_000)
+            #expect(removed > 0)
+            #expect(try store.size() <= limit)
+            // The oldest went; the newest stayed.
+            let left = try store.events(HistoryQuery(limit: 1_000, ascending: true))
+            #expect(left.last?.seq == 1_000)
+            #expect((left.first?.seq ?? 0) > 501)
+            #expect(left.map(\.seq) == Array(left.first!.seq...1_000))
+        }
     }
 
     @Test("SQLite: a prune told to yield stops after one step; the next calls go on until the file fits")
@@ -254,7 +256,7 @@ struct HistoryStoreTests {
 
     @Test(
         "PostgreSQL that stops answering: a connect and a statement each give up at their timeout; the next call reconnects",
-        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+        .needsPostgres)
     func postgresTimeouts() throws {
         // A listener that never accepts: the TCP handshake completes, the server never speaks.
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -316,6 +318,13 @@ struct HistoryStoreTests {
 }
 
 /// A database of its own on the test PostgreSQL.
+extension Trait where Self == ConditionTrait {
+    /// Runs the test only when a PostgreSQL is there to run it on.
+    static var needsPostgres: Self {
+        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)")
+    }
+}
+
 enum PostgresTestDatabase {
     static var url: String? { ProcessInfo.processInfo.environment["RUNLOOPD_TEST_POSTGRES_URL"] }
 

@@ -28,83 +28,77 @@ struct StoreOperationsTests {
 
     @Test(
         "retention of one instance never deletes another's events or threads; the fleet scope prunes all (PostgreSQL)",
-        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+        .needsPostgres)
     func scopedRetentionOnPostgres() throws { try scopedRetention(kind: "postgres") }
 
     @Test(
         "retention of one instance never deletes another's events or threads; the fleet scope prunes all",
         arguments: ["sqlite"])
     func scopedRetention(kind: String) throws {
-        let (store, drop) = try HistoryStoreTests.fresh(kind)
-        defer {
-            store.close()
-            drop()
+        try HistoryStoreTests.withOpenStore(kind) { store in
+            for id in ["a", "b"] {
+                _ = try store.register(HistoryStoreTests.instance(id))
+                try store.write(
+                    StoreBatch(
+                        events: (1...300).map { Self.event(id, Int64($0)) },
+                        threads: [
+                            StoredThread(instance: id, boot: 1, thread: "t1", createdAt: 1, endedAt: 2, endedHow: "x")
+                        ]
+                    ))
+            }
+            let b = try Self.seqs(store, "b")
+            #expect(b == Array(1...300))
+
+            // By age: a's old events and ended threads go, b's stay.
+            let byAge = try store.prune(Retention(maxAge: 100, maxBytes: nil, instance: "a"), now: 300.5)
+            #expect(byAge == 200)
+            #expect(try Self.seqs(store, "a") == Array(201...300))
+            #expect(try Self.seqs(store, "b") == b)
+            #expect(try store.threads(instance: "a", boot: nil, limit: 10).isEmpty)
+            #expect(try store.threads(instance: "b", boot: nil, limit: 10).count == 1)
+
+            // By size, far below what either holds: a loses its oldest (all of
+            // them if need be), b nothing.
+            let bySize = try store.prune(Retention(maxAge: nil, maxBytes: 20_000, instance: "a"), now: 300.5)
+            #expect(bySize > 0)
+            let a = try Self.seqs(store, "a")
+            #expect(a.count < 100)
+            #expect(a.isEmpty || a == Array(a[0]...300))
+            #expect(try Self.seqs(store, "b") == b)
+
+            // The fleet scope (one designated instance) prunes everyone's.
+            let fleet = try store.prune(Retention(maxAge: 100, maxBytes: nil), now: 300.5)
+            #expect(fleet == 200 + 0)
+            #expect(try Self.seqs(store, "b") == Array(201...300))
+            #expect(try store.threads(instance: "b", boot: nil, limit: 10).isEmpty)
         }
-        try store.open()
-        for id in ["a", "b"] {
-            _ = try store.register(HistoryStoreTests.instance(id))
-            try store.write(
-                StoreBatch(
-                    events: (1...300).map { Self.event(id, Int64($0)) },
-                    threads: [
-                        StoredThread(instance: id, boot: 1, thread: "t1", createdAt: 1, endedAt: 2, endedHow: "x")
-                    ]
-                ))
-        }
-        let b = try Self.seqs(store, "b")
-        #expect(b == Array(1...300))
-
-        // By age: a's old events and ended threads go, b's stay.
-        let byAge = try store.prune(Retention(maxAge: 100, maxBytes: nil, instance: "a"), now: 300.5)
-        #expect(byAge == 200)
-        #expect(try Self.seqs(store, "a") == Array(201...300))
-        #expect(try Self.seqs(store, "b") == b)
-        #expect(try store.threads(instance: "a", boot: nil, limit: 10).isEmpty)
-        #expect(try store.threads(instance: "b", boot: nil, limit: 10).count == 1)
-
-        // By size, far below what either holds: a loses its oldest (all of
-        // them if need be), b nothing.
-        let bySize = try store.prune(Retention(maxAge: nil, maxBytes: 20_000, instance: "a"), now: 300.5)
-        #expect(bySize > 0)
-        let a = try Self.seqs(store, "a")
-        #expect(a.count < 100)
-        #expect(a.isEmpty || a == Array(a[0]...300))
-        #expect(try Self.seqs(store, "b") == b)
-
-        // The fleet scope (one designated instance) prunes everyone's.
-        let fleet = try store.prune(Retention(maxAge: 100, maxBytes: nil), now: 300.5)
-        #expect(fleet == 200 + 0)
-        #expect(try Self.seqs(store, "b") == Array(201...300))
-        #expect(try store.threads(instance: "b", boot: nil, limit: 10).isEmpty)
     }
 
     @Test(
         "forget: a stopped or silent instance goes, a fresh one stays, an unknown one is said to be (PostgreSQL)",
-        .enabled(if: PostgresTestDatabase.url != nil, "needs RUNLOOPD_TEST_POSTGRES_URL (scripts/with-postgres.sh)"))
+        .needsPostgres)
     func forgetOnPostgres() throws { try forget(kind: "postgres") }
 
     @Test(
         "forget: a stopped or silent instance goes, a fresh one stays, an unknown one is said to be",
         arguments: ["sqlite"])
     func forget(kind: String) throws {
-        let (store, drop) = try HistoryStoreTests.fresh(kind)
-        defer {
-            store.close()
-            drop()
+        try HistoryStoreTests.withOpenStore(kind) { store in
+            for id in ["live", "stopped", "silent"] {
+                _ = try store.register(HistoryStoreTests.instance(id, at: 1_000))
+            }
+            try store.write(StoreBatch(events: [Self.event("silent", 1)]))
+            try store.markStopped(instance: "stopped", at: 1_100)
+            try store.write(StoreBatch(heartbeat: ("live", 2_000, 10)))
+            // The judge saw live's heartbeat at 1000; it beat again at 2000: it stays.
+            #expect(try store.forget(instance: "live", silentSince: 1_000.001) == .running)
+            #expect(try store.forget(instance: "stopped", silentSince: 0) == .forgotten)
+            #expect(try store.forget(instance: "silent", silentSince: 1_000.001) == .forgotten)
+            #expect(try store.forget(instance: "nobody", silentSince: 1e12) == .unknown)
+            #expect(try store.instances().map(\.id) == ["live"])
+            // Its history stays.
+            #expect(try Self.seqs(store, "silent") == [1])
         }
-        try store.open()
-        for id in ["live", "stopped", "silent"] { _ = try store.register(HistoryStoreTests.instance(id, at: 1_000)) }
-        try store.write(StoreBatch(events: [Self.event("silent", 1)]))
-        try store.markStopped(instance: "stopped", at: 1_100)
-        try store.write(StoreBatch(heartbeat: ("live", 2_000, 10)))
-        // The judge saw live's heartbeat at 1000; it beat again at 2000: it stays.
-        #expect(try store.forget(instance: "live", silentSince: 1_000.001) == .running)
-        #expect(try store.forget(instance: "stopped", silentSince: 0) == .forgotten)
-        #expect(try store.forget(instance: "silent", silentSince: 1_000.001) == .forgotten)
-        #expect(try store.forget(instance: "nobody", silentSince: 1e12) == .unknown)
-        #expect(try store.instances().map(\.id) == ["live"])
-        // Its history stays.
-        #expect(try Self.seqs(store, "silent") == [1])
     }
 
     /// Mode bits of a file (nil: missing).
@@ -213,7 +207,7 @@ struct PostgresOperationsTests {
 
     @Test(
         "application_name is runloopd/<instance id> unless the URL names one",
-        .enabled(if: PostgresTestDatabase.url != nil, "needs scripts/with-postgres.sh"))
+        .needsPostgres)
     func applicationName() throws {
         let base = try #require(PostgresTestDatabase.url)
         let database = try PostgresTestDatabase.create()
