@@ -7,31 +7,15 @@
 # Screenshots: .build/artifacts/dashboard-1280.png, dashboard-390.png.
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-# shellcheck source=../../scripts/lib/runloopd-bin.sh
-. "$root/scripts/lib/runloopd-bin.sh"
-resolve_runloopd_bin "$@"
+# shellcheck source=../../scripts/lib/test-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/test-env.sh" "$@"
 set -- "${args[@]}"
 
 # --- dependencies, only when missing ---------------------------------------
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "run.sh: installing ${missing[*]} (apt)" >&2
-  if ! $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; then
-    $sudo apt-get update -qq >/dev/null 2>&1
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
-fi
-pip_install() {
-  echo "run.sh: installing $* (pip)" >&2
-  python3 -m pip install -q --disable-pip-version-check "$@" >/dev/null 2>&1 \
-    || python3 -m pip install -q --disable-pip-version-check --break-system-packages "$@" >/dev/null
-}
+[ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 python3 -c 'import selenium' >/dev/null 2>&1 || pip_install selenium
 python3 -c 'import pytest' >/dev/null 2>&1 || pip_install pytest
 

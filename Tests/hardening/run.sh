@@ -22,22 +22,15 @@
 #   HARDENING_CHURN_WORKERS=10000 HARDENING_CHURN_TIMERS=20000
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-# shellcheck source=../../scripts/lib/runloopd-bin.sh
-. "$root/scripts/lib/runloopd-bin.sh"
-resolve_runloopd_bin "$@"
+# shellcheck source=../../scripts/lib/test-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/test-env.sh" "$@"
 set -- "${args[@]}"
 
 missing=()
 python3 -c 'import pytest' 2>/dev/null || missing+=(pytest)
 python3 -c 'import requests' 2>/dev/null || missing+=(requests)
 python3 -c 'import schemathesis' 2>/dev/null || missing+=(schemathesis)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "run.sh: installing ${missing[*]} (pip)" >&2
-  python3 -m pip install -q --disable-pip-version-check "${missing[@]}" >/dev/null 2>&1 \
-    || python3 -m pip install -q --disable-pip-version-check --break-system-packages "${missing[@]}" >/dev/null
-fi
+[ ${#missing[@]} -eq 0 ] || pip_install "${missing[@]}"
 
 # Many sockets at once (slowloris, the flood, 1,088 slow headers): raise our own descriptor limit.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true

@@ -7,27 +7,13 @@
 # second cluster (RUNLOOPD_TEST_POSTGRES_OUTAGE_*) the test stops and starts.
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-# shellcheck source=../../scripts/lib/runloopd-bin.sh
-. "$root/scripts/lib/runloopd-bin.sh"
-resolve_runloopd_bin "$@"
+# shellcheck source=../../scripts/lib/test-env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/test-env.sh" "$@"
 set -- "${args[@]}"
 
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "run.sh: installing prometheus (apt)" >&2
-  if ! $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1; then
-    $sudo apt-get update -qq >/dev/null 2>&1
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-  fi
+  apt_install --no-install-recommends prometheus
 fi
-pip_install() {
-  echo "run.sh: installing $* (pip)" >&2
-  python3 -m pip install -q --disable-pip-version-check "$@" >/dev/null 2>&1 \
-    || python3 -m pip install -q --disable-pip-version-check --break-system-packages "$@" >/dev/null
-}
 python3 -c 'import pytest' >/dev/null 2>&1 || pip_install pytest
 python3 -c 'import yaml' >/dev/null 2>&1 || pip_install pyyaml
 
