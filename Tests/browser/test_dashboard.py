@@ -162,13 +162,19 @@ def test_names_are_bidi_isolated_and_show_their_hidden_characters(driver):
         api("DELETE", f"/api/threads/{plain_tid}")
 
 
+def timer_form(driver, interval):
+    """The open detail panel's timer form and its interval field, with interval typed in."""
+    form = driver.find_element(By.ID, "timer-form")
+    field = form.find_element(By.NAME, "interval")
+    field.clear()
+    field.send_keys(interval)
+    return form, field
+
+
 def test_timer_fire_count_rises_live(driver):
     card, tid = create_from_form(driver, unique("ui-timer"))
     open_details(driver, card)
-    form = driver.find_element(By.ID, "timer-form")
-    interval = form.find_element(By.NAME, "interval")
-    interval.clear()
-    interval.send_keys("0.1")
+    form, _ = timer_form(driver, "0.1")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     result = form.find_element(By.CSS_SELECTOR, ".form-result")
     wait(driver).until(lambda d: "added" in result.text)
@@ -191,10 +197,7 @@ def test_bad_interval_shows_server_error_beside_form(driver):
     status, body = api("POST", f"/api/threads/{tid}/timers", {"interval": -1})
     assert status == 400
     server_message = body["error"]["message"]
-    form = driver.find_element(By.ID, "timer-form")
-    interval = form.find_element(By.NAME, "interval")
-    interval.clear()
-    interval.send_keys("-1")
+    form, interval = timer_form(driver, "-1")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     error = form.find_element(By.CSS_SELECTOR, ".form-error")
     wait(driver).until(lambda d: error.text == server_message)
@@ -305,10 +308,7 @@ def test_main_flows_cause_no_csp_violations(driver, console):
     # create, open the detail panel, add a timer, observe, perform: under the page's CSP
     card, tid = create_from_form(driver, unique("ui-csp"))
     open_details(driver, card)
-    form = driver.find_element(By.ID, "timer-form")
-    interval = form.find_element(By.NAME, "interval")
-    interval.clear()
-    interval.send_keys("0.1")
+    form, _ = timer_form(driver, "0.1")
     Select(form.find_element(By.CSS_SELECTOR, '[data-picker="timer-action"] select')).select_by_value("count")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait(driver).until(lambda d: "added" in form.find_element(By.CSS_SELECTOR, ".form-result").text)
@@ -343,16 +343,19 @@ def no_horizontal_overflow(d):
     return d.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
 
 
+def screenshot(driver, artifacts, name, scroll_js):
+    """Saves artifacts/name once the page, scrolled by scroll_js, is no wider than the viewport."""
+    driver.execute_script(scroll_js)
+    wait(driver).until(no_horizontal_overflow)
+    assert driver.save_screenshot(os.path.join(artifacts, name))
+
+
 def test_screenshots(driver, artifacts):
     try:
         viewport(driver, 1280, 900)
-        driver.execute_script("window.scrollTo(0, 0); document.getElementById('detail').scrollTop = 0")
-        wait(driver).until(no_horizontal_overflow)
-        assert driver.save_screenshot(os.path.join(artifacts, "dashboard-1280.png"))
+        screenshot(driver, artifacts, "dashboard-1280.png", "window.scrollTo(0, 0); document.getElementById('detail').scrollTop = 0")
         viewport(driver, 390, 844, mobile=True)
-        driver.execute_script("window.scrollTo(0, 0)")
-        wait(driver).until(no_horizontal_overflow)  # nothing wider than a phone
-        assert driver.save_screenshot(os.path.join(artifacts, "dashboard-390.png"))
+        screenshot(driver, artifacts, "dashboard-390.png", "window.scrollTo(0, 0)")  # nothing wider than a phone
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 

@@ -7,7 +7,6 @@ the Threads tab with the ended thread and how it ended; the Fleet tab with this
 instance up and a link to its dashboard; Escape closes. Shares the session's
 page (no reload). No sleeps: WebDriverWait only."""
 
-import os
 import re
 
 import pytest
@@ -16,7 +15,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from conftest import api
-from test_dashboard import no_horizontal_overflow, unique, viewport, wait
+from test_dashboard import screenshot, unique, viewport, wait
 
 PERFORMS = 22  # the paging thread's performs: pages of 10, 10 and 2
 
@@ -304,19 +303,13 @@ def test_screenshots_escape_and_console(driver, story, artifacts, console, conso
     wait(driver).until(lambda d: row.find_element(By.CSS_SELECTOR, ".hist-detail").is_displayed())
     try:
         viewport(driver, 1280, 900)
-        driver.execute_script("window.scrollTo(0, document.getElementById('history').getBoundingClientRect().top + window.scrollY - 8)")
-        wait(driver).until(no_horizontal_overflow)
-        assert driver.save_screenshot(os.path.join(artifacts, "history-1280.png"))
+        screenshot(driver, artifacts, "history-1280.png", "window.scrollTo(0, document.getElementById('history').getBoundingClientRect().top + window.scrollY - 8)")
         viewport(driver, 390, 844, mobile=True)
-        driver.execute_script("document.getElementById('hist-page').scrollIntoView()")
-        wait(driver).until(no_horizontal_overflow)  # the open panel fits a phone
-        assert driver.save_screenshot(os.path.join(artifacts, "history-390.png"))
+        screenshot(driver, artifacts, "history-390.png", "document.getElementById('hist-page').scrollIntoView()")  # the open panel fits a phone
         viewport(driver, 1280, 900)
         tab(driver, "fleet")
         wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#fleet-list > li"))
-        driver.execute_script("window.scrollTo(0, document.getElementById('history').getBoundingClientRect().top + window.scrollY - 8)")
-        wait(driver).until(no_horizontal_overflow)
-        assert driver.save_screenshot(os.path.join(artifacts, "fleet-1280.png"))
+        screenshot(driver, artifacts, "fleet-1280.png", "window.scrollTo(0, document.getElementById('history').getBoundingClientRect().top + window.scrollY - 8)")
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 

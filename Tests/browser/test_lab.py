@@ -7,13 +7,12 @@ server's API is refused step by step (test_lab_paths.py); a session is
 recorded and replayed (test_lab_record.py). Shares the session's page (no
 reload). No sleeps: WebDriverWait only."""
 
-import os
 import re
 
 from selenium.webdriver.common.by import By
 
 from conftest import api
-from test_dashboard import no_horizontal_overflow, viewport, wait
+from test_dashboard import screenshot, viewport, wait
 
 # Played with Play all, in this order, when the server has them; any other
 # experiment fills in so that at least three are played.
@@ -152,19 +151,18 @@ def test_play_all_three_experiments(driver, artifacts, console):
     try:
         viewport(driver, 1280, 900)
         # the lanes (main column) beside the played steps (the sticky side column)
-        driver.execute_script(
+        screenshot(
+            driver,
+            artifacts,
+            "experiments-1280.png",
             """
             window.scrollTo(0, document.getElementById('timeline').offsetTop - 8);
             const side = document.getElementById('detail');
             side.scrollTop = document.getElementById('lab-run').offsetTop - 8;
-            """
+            """,
         )
-        wait(driver).until(no_horizontal_overflow)
-        assert driver.save_screenshot(os.path.join(artifacts, "experiments-1280.png"))
         viewport(driver, 390, 844, mobile=True)
-        driver.execute_script("document.getElementById('lab-run').scrollIntoView()")
-        wait(driver).until(no_horizontal_overflow)  # the open panel fits a phone too
-        assert driver.save_screenshot(os.path.join(artifacts, "experiments-390.png"))
+        screenshot(driver, artifacts, "experiments-390.png", "document.getElementById('lab-run').scrollIntoView()")  # the open panel fits a phone too
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         if not was_ticked:
