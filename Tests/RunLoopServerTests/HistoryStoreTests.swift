@@ -157,39 +157,36 @@ struct HistoryStoreTests {
 
     @Test("SQLite: a prune told to yield stops after one step; the next calls go on until the file fits")
     func pruneYields() throws {
-        let (store, drop) = try Self.fresh("sqlite")
-        defer {
-            store.close()
-            drop()
+        try Self.withOpenStore("sqlite") { store in
+            _ = try store.register(Self.instance("i1"))
+            let sqlite = try #require(store as? SQLiteStore)
+            let payload = #"{"pad":""# + String(repeating: "x", count: 2_000) + #""}"#
+            try store.write(
+                StoreBatch(events: (1...1_000).map { Self.event(Int64($0), at: Double($0), data: payload) }))
+            let limit = try store.size() / 2
+            let retention = Retention(maxAge: nil, maxBytes: limit)
+            #expect(sqlite.overLimit(retention))
+            var asked = 0
+            let first = try store.prune(retention, now: 1_000) {
+                asked += 1
+                return true
+            }
+            // One delete of at most 500 (the step), then the question, then back.
+            #expect(asked == 1)
+            #expect(first > 0 && first <= 500, "\(first)")
+            #expect(try store.size() > limit * 6 / 10)
+            var (removed, calls) = (first, 1)
+            while sqlite.overLimit(retention), calls < 200 {
+                removed += try store.prune(retention, now: 1_000) { true }
+                calls += 1
+            }
+            #expect(!sqlite.overLimit(retention), "after \(calls) calls")
+            #expect(calls >= 2)
+            #expect(try store.size() <= limit)
+            let left = try store.events(HistoryQuery(limit: 1_000, ascending: true))
+            #expect(left.count == 1_000 - removed)
+            #expect(left.map(\.seq) == Array((1_000 - Int64(left.count) + 1)...1_000))
         }
-        try store.open()
-        _ = try store.register(Self.instance("i1"))
-        let sqlite = try #require(store as? SQLiteStore)
-        let payload = #"{"pad":""# + String(repeating: "x", count: 2_000) + #""}"#
-        try store.write(StoreBatch(events: (1...1_000).map { Self.event(Int64($0), at: Double($0), data: payload) }))
-        let limit = try store.size() / 2
-        let retention = Retention(maxAge: nil, maxBytes: limit)
-        #expect(sqlite.overLimit(retention))
-        var asked = 0
-        let first = try store.prune(retention, now: 1_000) {
-            asked += 1
-            return true
-        }
-        // One delete of at most 500 (the step), then the question, then back.
-        #expect(asked == 1)
-        #expect(first > 0 && first <= 500, "\(first)")
-        #expect(try store.size() > limit * 6 / 10)
-        var (removed, calls) = (first, 1)
-        while sqlite.overLimit(retention), calls < 200 {
-            removed += try store.prune(retention, now: 1_000) { true }
-            calls += 1
-        }
-        #expect(!sqlite.overLimit(retention), "after \(calls) calls")
-        #expect(calls >= 2)
-        #expect(try store.size() <= limit)
-        let left = try store.events(HistoryQuery(limit: 1_000, ascending: true))
-        #expect(left.count == 1_000 - removed)
-        #expect(left.map(\.seq) == Array((1_000 - Int64(left.count) + 1)...1_000))
     }
 
     @Test("SQLite: WAL mode, the file passes integrity_check, and the folder is created")
