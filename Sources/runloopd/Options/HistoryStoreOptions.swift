@@ -72,7 +72,8 @@ struct HistoryStoreOptions: ParsableArguments {
         if !noStore { noStore = try environment.toggle("NO_STORE") ?? false }
         try resolve(
             \.store, \.dataDir, \.retention, \.retentionSize, \.retentionScope, \.storePasswordFile, \.storeQueue,
-            \.storeWriterNice, \.storeFlushInterval, \.heartbeatInterval, \.storeTimeout, \.replayLimit, \.instanceId, \.advertiseUrl)
+            \.storeWriterNice, \.storeFlushInterval, \.heartbeatInterval, \.storeTimeout, \.replayLimit, \.instanceId,
+            \.advertiseUrl)
         try storeQueue.check("--store-queue", 1...10_000_000, "1...10000000")
         try storeWriterNice.check("--store-writer-nice", 0...19, "0...19")
         try replayLimit.check("--replay-limit", 1...1_000_000, "1...1000000")
