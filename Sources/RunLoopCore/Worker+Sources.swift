@@ -180,20 +180,36 @@ extension Worker {
     @discardableResult
     func checkEmptyModeAsleep(run: Int, mode: String) -> Bool {
         guard
-            let (loop, contents, seconds) = book.withLock({ b -> (CFRunLoop, LoopContents, Double)? in
+            let (loop, contents, seconds, stale) = book.withLock({
+                b -> (CFRunLoop, LoopContents, Double, CFAbsoluteTime?)? in
                 guard !b.exited, let loop = b.loop, let frame = b.runStack.last, frame.seq == run, frame.mode == mode
                 else { return nil }
-                return (loop, b.contents, frame.seconds)
+                return (loop, b.contents, frame.seconds, b.timerfdStale[mode])
             })
         else { return false }
         guard CFRunLoopIsWaiting(loop), contents.isEmpty(mode) else { return false }
-        warn(
-            "empty_mode_asleep", severity: "warning", subjects: [mode],
-            message:
+        var details: [String: Value] = [
+            "mode": .string(mode), "run": .number(Double(run)), "seconds": .number(seconds),
+        ]
+        let wake =
+            "wake it (POST /api/threads/\(id)/wakeup, or ?wakeup=true on the DELETE) and the run returns finished"
+        let message: String
+        if let stale {
+            // CF on Linux leaves the mode's timerfd armed at the removed
+            // timer's date (Worker+Timerfd.swift): one wake-up is still due.
+            let inSeconds = max(0, stale - CFAbsoluteTimeGetCurrent())
+            details["wakesInMs"] = .number((inSeconds * 1000).rounded())
+            message =
+                "\(id) sleeps in \(mode), which is now empty: CF checks for an empty mode only after a wake-up, and removing a source or timer does not wake it; "
+                + "the mode's timer descriptor is still armed at a removed timer's fire date (CF on Linux does not disarm it), so the loop wakes once "
+                + String(format: "in %.2f s", inSeconds)
+                + ", finds nothing to fire and the run returns finished then; to end it sooner, " + wake
+        } else {
+            message =
                 "\(id) sleeps in \(mode), which is now empty, and nothing left in it can wake the loop: CF checks for an empty mode only after a wake-up, and removing a source or timer does not wake it; "
-                + "wake it (POST /api/threads/\(id)/wakeup, or ?wakeup=true on the DELETE) and the run returns finished"
-                + (seconds < 1e9 ? ", or it times out after \(ExitCause.seconds(seconds))" : ""),
-            details: ["mode": .string(mode), "run": .number(Double(run)), "seconds": .number(seconds)])
+                + wake + (seconds < 1e9 ? ", or it times out after \(ExitCause.seconds(seconds))" : "")
+        }
+        warn("empty_mode_asleep", severity: "warning", subjects: [mode], message: message, details: details)
         return true
     }
 

@@ -1,5 +1,6 @@
 import CoreFoundation
 import Foundation
+import Primitives
 import Testing
 
 @testable import RunLoopCore
@@ -108,6 +109,43 @@ import Testing
         #expect(probe.waitUntil { worker.hasExited })
         #expect(worker.snapshot.lastExit?.reason == .finished)
         #expect(worker.snapshot.lastExit?.cause?.code == "mode_empty")
+    }
+
+    /// Rule (CF on Linux): removing a mode's last timer leaves the mode's
+    /// timerfd armed at its fire date. A loop asleep in the emptied mode
+    /// wakes once then, finds nothing to fire, and the run returns
+    /// finished: the warning and `/why` say so, not "nothing can wake it".
+    @Test func aRemovedTimerStillWakesTheLoopOnceAtItsDate() throws {
+        let (registry, probe) = makeRegistry()
+        defer { registry.endAll() }
+        let worker = try registry.createWorker(options(.manual, keepAlive: .none))
+        var spec = TimerSpec(interval: 1.5, repeats: false, delay: 1.5, mode: .default)
+        spec.tolerance = 0
+        let timer = try worker.addTimer(spec)
+        let fireAt = try #require(timer.nextFireAt)
+        let box = Locked<RunExit?>(nil)
+        try worker.run(mode: .default, seconds: 30, returnAfterSourceHandled: false) { result in
+            box.withLock { $0 = try? result.get() }
+        }
+        #expect(probe.waitUntil { worker.snapshot.state == .waiting })
+        _ = try worker.invalidateTimer(timer.id)
+        #expect(
+            probe.waitUntil { worker.warnings().contains { $0.code == "empty_mode_asleep" && $0.active } })
+        let warning = try #require(worker.warnings().first { $0.code == "empty_mode_asleep" })
+        #expect(warning.message.contains("wakes once"), "\(warning.message)")
+        #expect(!warning.message.contains("nothing left in it can wake"), "\(warning.message)")
+        #expect(warning.details["wakesInMs"] != nil)
+        let why = worker.why()
+        if Date() < fireAt {
+            #expect(why.verdict.contains("wakes once"), "\(why.verdict)")
+            #expect(why.modes.first { $0.mode == "default" }?.verdict.contains("returns finished then") == true)
+        }
+        // No wake-up is sent: the timerfd alone ends the run, at the old date.
+        #expect(probe.waitUntil { box.withLock { $0 != nil } })
+        let exit = try #require(box.withLock { value in value })
+        #expect(exit.reason == .finished)
+        #expect(exit.cause?.code == "mode_empty")
+        #expect(exit.endedAt >= fireAt.addingTimeInterval(-0.002), "ended \(exit.endedAt), timer was due \(fireAt)")
     }
 
     /// The removal asked to wake the loop (`?wakeup=true`): the pass ends at once.

@@ -52,8 +52,11 @@ extension Worker {
         let snap = snapshot
         let loopModes = modes()
         let keepAliveMode = policy.keepAliveMode.name
-        let (timers, sources, observers, performs, common, everFilled) = book.withLock { b in
-            (b.timers.all, b.sources.all, b.observers.all, b.performs.queued, b.commonModes, b.everFilled)
+        let (timers, sources, observers, performs, common, everFilled, stale) = book.withLock { b in
+            (
+                b.timers.all, b.sources.all, b.observers.all, b.performs.queued, b.commonModes, b.everFilled,
+                b.timerfdStale
+            )
         }
         let now = Date()
         var names = loopModes.all
@@ -90,14 +93,14 @@ extension Worker {
             let modeObservers = observers.filter { $0.isValid && inMode($0.spec.mode.name, name) }.count
             let running = snap.currentMode == name && (snap.state == .running || snap.state == .waiting)
             let filled = everFilled.contains(name) || (everFilled.contains("common") && common.contains(name))
+            // CF on Linux leaves the mode's timerfd armed at a removed timer's date.
+            let staleIn = stale[name].map { max(0, $0 - now.timeIntervalSinceReferenceDate) }
             var verdict = Self.verdict(
                 mode: name, timers: modeTimers, sources: modeSources, ports: modePorts, performs: modePerforms,
-                everFilled: filled)
+                everFilled: filled, staleWakeIn: staleIn)
             let empty = modeTimers.isEmpty && modeSources.isEmpty && modePorts.isEmpty && modePerforms.isEmpty
             if running && snap.state == .waiting && empty {
-                verdict =
-                    "the loop sleeps in \(name), which is now empty: CF looks at the mode only when it wakes, and nothing left in it can wake it; "
-                    + "a wake-up (POST /api/threads/\(id)/wakeup) makes this run return finished, a stop stopped, its timeout timedOut"
+                verdict = Self.emptyAsleepVerdict(thread: id, mode: name, staleWakeIn: staleIn)
             }
             if let hint = (try? RunLoopMode(name))?.hint { verdict += " (\(hint))" }
             result.append(
@@ -136,9 +139,26 @@ extension Worker {
             thread: id, state: snap.state, currentMode: snap.currentMode, verdict: verdict, modes: result)
     }
 
+    /// The verdict for a loop asleep in a mode a removal emptied. With
+    /// `staleWakeIn` (seconds), the mode's timerfd is still armed at a
+    /// removed timer's date: CF on Linux never disarms it, so the loop
+    /// wakes once then, finds nothing to fire, and the run returns finished.
+    static func emptyAsleepVerdict(thread id: String, mode name: String, staleWakeIn: Double?) -> String {
+        let start = "the loop sleeps in \(name), which is now empty: CF looks at the mode only when it wakes, and "
+        let fixes =
+            "a wake-up (POST /api/threads/\(id)/wakeup) makes this run return finished, a stop stopped, its timeout timedOut"
+        guard let staleWakeIn else { return start + "nothing left in it can wake it; " + fixes }
+        return start
+            + String(
+                format:
+                    "its timer descriptor is still armed at a removed timer's fire date (CF on Linux does not disarm it): the loop wakes once in %.2f s, finds nothing to fire, and the run returns finished then; before that, ",
+                staleWakeIn) + fixes
+    }
+
     static func verdict(
         mode: String, timers: [WhySnapshot.Mode.Timer], sources: [WhySnapshot.Mode.Source],
-        ports: [WhySnapshot.Mode.Source], performs: [WhySnapshot.Mode.Perform], everFilled: Bool
+        ports: [WhySnapshot.Mode.Source], performs: [WhySnapshot.Mode.Perform], everFilled: Bool,
+        staleWakeIn: Double? = nil
     ) -> String {
         if timers.isEmpty && sources.isEmpty && ports.isEmpty && performs.isEmpty {
             return everFilled
@@ -164,6 +184,13 @@ extension Worker {
         let userPorts = ports.filter { !$0.keepAlive }
         if !userPorts.isEmpty {
             wakes.append("a message to \(userPorts.map(\.id).joined(separator: ", ")) wakes it")
+        }
+        if let staleWakeIn, userTimers.isEmpty {
+            wakes.append(
+                String(
+                    format:
+                        "its timer descriptor, left armed at a removed timer's fire date (CF on Linux does not disarm it), wakes it once in %.2f s with nothing to fire, and it sleeps on",
+                    staleWakeIn))
         }
         let delayed = performs.filter(\.delayed)
         if !delayed.isEmpty {
