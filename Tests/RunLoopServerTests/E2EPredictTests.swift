@@ -45,6 +45,20 @@ struct E2EPredictTests {
         )
     }
 
+    @Test("a predict changes nothing: the journal keeps the run, not the predict")
+    func predictIsNotJournaled() async throws {
+        try await ServerProcess.with { server in
+            let c = server.client
+            let thread = try await c.manualThread()
+            let predicted = try await c.post("/api/threads/\(thread)/predict", ["seconds": 0.05])
+            #expect(predicted.status == 200, "\(predicted)")
+            #expect(try await c.post("/api/threads/\(thread)/run", ["seconds": 0.05]).status == 200)
+            let paths = try await c.get("/api/journal")["steps"].items.map { $0["request", "path"] }
+            #expect(paths.contains(.string("/api/threads/${\(thread)}/run")), "\(paths)")
+            #expect(!paths.contains { $0.string?.hasSuffix("/predict") == true }, "\(paths)")
+        }
+    }
+
     @Test("timers, sources, a port and a cancelled delayed perform: each prediction is what the run returns")
     func predictionsMatchRuns() async throws {
         try await ServerProcess.with { server in

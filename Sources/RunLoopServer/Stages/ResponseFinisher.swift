@@ -57,7 +57,7 @@ final class ResponseFinisher: Sendable {
         self.requestId = RunLoopService.requestId(for: request)
         self.cors = cors
         self.isAPI = isAPI
-        changes = request.method == "POST" || request.method == "DELETE"
+        changes = RequestKind.changesState(method: request.method, path: request.path)
         arrivedAt = changes ? Date() : .distantPast
         // Read per request: SIGHUP may change the level.
         let level: Logger.Level = LocalStage.probePaths.contains(request.path) ? .debug : .info
