@@ -56,6 +56,9 @@ public final class Worker: Sendable {
     /// key lookup keeps them off the warning table otherwise.
     let openWarnings = Locked<Set<String>>([])
     let warned = Atomic<Int>(0)
+    /// The loop thread's kernel id (0 until it starts): its scheduling can
+    /// be read in `/proc/self/task/<id>`.
+    let osThreadId = Atomic<Int32>(0)
 
     /// The worker's run loop while its thread lives; `nil` once the thread has
     /// ended: the worker then lets go of the loop so CF can free it and close
@@ -120,6 +123,7 @@ public final class Worker: Sendable {
 
     private func threadMain(ready: DispatchSemaphore) {
         _ = threadName.withCString { clinux_set_thread_name($0) }
+        osThreadId.store(clinux_gettid(), ordering: .relaxed)
         let loop: CFRunLoop = CFRunLoopGetCurrent()
         var objects = LoopObjects()
         installKeepAlive(on: loop, into: &objects)

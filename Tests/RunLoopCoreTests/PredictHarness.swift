@@ -17,6 +17,8 @@ struct PredictHarness {
         var timers: [String] = []
         var sources: [String] = []
         var performs: [String] = []
+        /// Stops the worker refused (why), as they happened.
+        let refused = Locked<[(at: Date, notRunning: Bool, why: String)]>([])
     }
 
     /// How late a stimulus, the run's start or a timer's fire may be before
@@ -44,6 +46,10 @@ struct PredictHarness {
             model, mode: setup.runMode, seconds: seconds, returnAfterSourceHandled: setup.returnAfterSourceHandled,
             stimuli: stimuli)
         let box = Locked<RunExit?>(nil)
+        let tid = built.worker.osThreadId.load(ordering: .relaxed)
+        guard let waitedBefore = Self.runQueueWaitMs(tid) else {
+            return ["no schedstat for the loop thread (\(tid)): its lateness cannot be measured"]
+        }
         try built.worker.run(
             mode: RunLoopMode(setup.runMode), seconds: seconds, returnAfterSourceHandled: setup.returnAfterSourceHandled
         ) { result in
@@ -52,10 +58,19 @@ struct PredictHarness {
         }
         var real: [String] = []
         var lateMs = 0.0
+        var awakeAt: [Int] = []
         for (slot, what) in setup.stimuli {
             let due = built.anchor + Double(slot) * q
             let ended = box.withLock(when: { $0 != nil }, timeout: max(0, due - Monotonic.now())) { _, ready in ready }
             if ended { break }
+            // Every stimulus falls where the plan has the loop asleep (all
+            // else is a quantum away and takes microseconds). A loop still
+            // awake in its run is behind, whatever held it (the CPU, a lock):
+            // CF would drop the stimulus's wake-up (it ignores wake-ups from
+            // the run's start to its first pass, and from a wake to the next).
+            if let loop = built.worker.runLoop, !CFRunLoopIsWaiting(loop), built.worker.hasRequestedRun {
+                awakeAt.append(slot)
+            }
             if let id = apply(what, &built) { real.append(id) }
             // Measured once the stimulus is done: its thread may be taken off
             // the CPU inside the call, before the signal or wake-up it makes.
@@ -72,6 +87,10 @@ struct PredictHarness {
         }
         let exit = box.withLock(when: { $0 != nil }, timeout: seconds + 10) { value, _ in value }
         guard let exit else { return ["the run did not return"] }
+        // The loop thread's time spent runnable but not running during the
+        // run (the kernel's count): every wake-up, callout and check it made
+        // was late by up to that much.
+        let waitedMs = max(0, (Self.runQueueWaitMs(tid) ?? .infinity) - waitedBefore)
         let turns = built.worker.turns(matching: TurnFilter(run: exit.run)).turns
         let startMs = (exit.endedAt.timeIntervalSince(readDate) - exit.duration) * 1000
         let timerLateMs = built.timers.compactMap { try? built.worker.timerSnapshot($0).lateness.maxMs }.max() ?? 0
@@ -90,10 +109,29 @@ struct PredictHarness {
         // Every callout here takes microseconds: a turn busy for longer had
         // its thread taken off the CPU.
         let busyMs = turns.map(\.busyMs).max() ?? 0
-        if max(lateMs, startMs, timerLateMs, timeoutLateMs, busyMs) > Self.lateMs {
+        if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil, !built.refused.withLock({ $0.isEmpty }) {
+            print("debug \(setup.seed) stops refused: \(built.refused.withLock { $0.map(\.why) })")
+        }
+        // A turn the run's timeout woke began that long after the deadline:
+        // CF's timeout (a dispatch timer on a utility queue) or the loop
+        // thread itself (waiting for a lock after epoll returned, which no
+        // run-queue count shows) was late, whatever the prediction was.
+        let runStart = exit.endedAt.addingTimeInterval(-exit.duration)
+        let deadlineLateMs =
+            turns.filter { $0.wokeBy.kind == .timeout }.map {
+                ($0.startedAt.timeIntervalSince(runStart) - seconds) * 1000
+            }.max() ?? 0
+        // A stop refused because the run had not begun, or CF not entered
+        // it, yet: the run began late.
+        let stopBeforeStart = built.refused.withLock { $0 }.contains {
+            ($0.notRunning && $0.at < runStart) || $0.why.hasPrefix("stop_dropped")
+        }
+        if max(lateMs, startMs, timerLateMs, timeoutLateMs, busyMs, waitedMs, deadlineLateMs) > Self.lateMs
+            || !awakeAt.isEmpty || stopBeforeStart
+        {
             if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil {
                 print(
-                    "debug \(setup.seed) late: stimuli \(lateMs), start \(startMs), timers \(timerLateMs), last wake \(timeoutLateMs), busy \(busyMs) ms"
+                    "debug \(setup.seed) late: stimuli \(lateMs), start \(startMs), timers \(timerLateMs), last wake \(timeoutLateMs), busy \(busyMs), loop thread runnable but waiting \(waitedMs) ms; deadline's turn \(deadlineLateMs) ms; loop awake at stimulus slots \(awakeAt), stop before the run began: \(stopBeforeStart)"
                 )
             }
             return nil
@@ -107,6 +145,15 @@ struct PredictHarness {
             )
         }
         return compare(prediction, exit, turns, atMs: exit.endedAt.timeIntervalSince(readDate) * 1000, rename)
+    }
+
+    /// How long thread `tid` has waited, runnable, for a CPU (ms): the
+    /// second field of `/proc/self/task/<tid>/schedstat` (`run_delay`, ns).
+    static func runQueueWaitMs(_ tid: Int32) -> Double? {
+        guard tid > 0, let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/schedstat", encoding: .utf8)
+        else { return nil }
+        let fields = text.split(separator: " ")
+        return fields.count > 1 ? Double(fields[1]).map { $0 / 1e6 } : nil
     }
 
     private func build(_ setup: PredictSetup) throws -> Built {
@@ -184,7 +231,13 @@ struct PredictHarness {
     private func apply(_ what: PredictSetup.StimulusPlan, _ built: inout Built) -> String? {
         let worker = built.worker
         switch what {
-        case .stop: worker.stop(origin: Self.stopOrigin) { _ in }
+        case .stop:
+            let refused = built.refused
+            worker.stop(origin: Self.stopOrigin) { result in
+                guard case .failure(let error) = result else { return }
+                let notRunning = "\(error)".hasPrefix("not_running")
+                refused.withLock { $0.append((Date(), notRunning, "\(error)")) }
+            }
         case .wakeUp: try? worker.wakeUp()
         case .signal(let source, let wake): _ = try? worker.signalSource(built.sources[source], wakeUp: wake)
         case .message(let source): _ = try? worker.sendMessage(toSource: built.sources[source], msgid: 9, data: "s")
