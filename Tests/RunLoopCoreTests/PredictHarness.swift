@@ -59,6 +59,7 @@ struct PredictHarness {
         var real: [String] = []
         var lateMs = 0.0
         var awakeAt: [Int] = []
+        var blockedAt: [Int] = []
         for (slot, what) in setup.stimuli {
             let due = built.anchor + Double(slot) * q
             let ended = box.withLock(when: { $0 != nil }, timeout: max(0, due - Monotonic.now())) { _, ready in ready }
@@ -75,6 +76,15 @@ struct PredictHarness {
             // Measured once the stimulus is done: its thread may be taken off
             // the CPU inside the call, before the signal or wake-up it makes.
             lateMs = max(lateMs, (Monotonic.now() - due) * 1000)
+            // `lateMs` after the stimulus the loop has long handled what it
+            // woke for and sleeps in ppoll again (or still, if nothing woke
+            // it). Blocked on a futex instead, it waits for a lock another,
+            // descheduled, thread holds: after a wake-up, before its turn
+            // (what no run-queue count shows; its wake merges into a later
+            // turn).
+            let probe = due + Self.lateMs / 1000
+            let over = box.withLock(when: { $0 != nil }, timeout: max(0, probe - Monotonic.now())) { _, ready in ready }
+            if !over, built.worker.hasRequestedRun, Self.inFutex(tid) { blockedAt.append(slot) }
         }
         // A probe of the machine: the harness itself wakes at the predicted
         // end; waking late means threads were not scheduled on time.
@@ -127,11 +137,11 @@ struct PredictHarness {
             ($0.notRunning && $0.at < runStart) || $0.why.hasPrefix("stop_dropped")
         }
         if max(lateMs, startMs, timerLateMs, timeoutLateMs, busyMs, waitedMs, deadlineLateMs) > Self.lateMs
-            || !awakeAt.isEmpty || stopBeforeStart
+            || !awakeAt.isEmpty || !blockedAt.isEmpty || stopBeforeStart
         {
             if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil {
                 print(
-                    "debug \(setup.seed) late: stimuli \(lateMs), start \(startMs), timers \(timerLateMs), last wake \(timeoutLateMs), busy \(busyMs), loop thread runnable but waiting \(waitedMs) ms; deadline's turn \(deadlineLateMs) ms; loop awake at stimulus slots \(awakeAt), stop before the run began: \(stopBeforeStart)"
+                    "debug \(setup.seed) late: stimuli \(lateMs), start \(startMs), timers \(timerLateMs), last wake \(timeoutLateMs), busy \(busyMs), loop thread runnable but waiting \(waitedMs) ms; deadline's turn \(deadlineLateMs) ms; loop awake at stimulus slots \(awakeAt), stop before the run began: \(stopBeforeStart); blocked on a lock after stimulus slots \(blockedAt)"
                 )
             }
             return nil
@@ -154,6 +164,18 @@ struct PredictHarness {
         else { return nil }
         let fields = text.split(separator: " ")
         return fields.count > 1 ? Double(fields[1]).map { $0 / 1e6 } : nil
+    }
+
+    /// Whether thread `tid` is inside a futex wait (a lock or condition):
+    /// the first field of `/proc/self/task/<tid>/syscall`.
+    static func inFutex(_ tid: Int32) -> Bool {
+        #if arch(x86_64)
+            let futex = "202"
+        #else
+            let futex = "98"
+        #endif
+        let text = (try? String(contentsOfFile: "/proc/self/task/\(tid)/syscall", encoding: .utf8)) ?? ""
+        return text.split(separator: " ").first == Substring(futex)
     }
 
     private func build(_ setup: PredictSetup) throws -> Built {
