@@ -5,6 +5,8 @@ HOST ?= 127.0.0.1
 RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/runloopd
 BIN_RELEASE := .build/release/runloopd
+# The tests that compare a real run's timing with its prediction: run apart from the rest.
+PREDICT_TESTS := PredictDifferentialTests|E2EPredictTests
 
 .PHONY: run deps build release test test-swift test-predict test-tsan test-browser test-prometheus test-container lint format clean bench
 
@@ -23,14 +25,14 @@ run: release
 	$(BIN_RELEASE) --host $(HOST) --port $(PORT) --public-dir Public
 
 ## Every test: Swift unit + end-to-end tests (with a real PostgreSQL of their own,
-## scripts/with-postgres.sh), then the predictor's differential test over 1,000
-## generated loops on its own (it compares timings), every experiment played, browser tests, Debian's
+## scripts/with-postgres.sh), then the predictor's tests that compare a run's timing
+## with its prediction on their own (1,000 generated loops, and predict vs run over HTTP), every experiment played, browser tests, Debian's
 ## Prometheus against two instances with the shipped alert rules and dashboard, format lint.
 test: deps
 	@bash scripts/install-deps.sh test
 	$(SWIFT) build --build-tests
-	bash scripts/with-postgres.sh $(SWIFT) test --skip-build --skip PredictDifferentialTests
-	$(SWIFT) test --skip-build --filter PredictDifferentialTests
+	bash scripts/with-postgres.sh $(SWIFT) test --skip-build --skip '$(PREDICT_TESTS)'
+	$(SWIFT) test --skip-build --filter '$(PREDICT_TESTS)'
 	@mkdir -p .build/artifacts
 	$(BIN_DEBUG) play experiments/ --quiet --junit .build/artifacts/experiments-junit.xml
 	bash Tests/browser/run.sh $(BIN_DEBUG)
