@@ -11,7 +11,22 @@ extension HistoryRecorder {
     static func stored(_ queued: Queued, instance: String, boot: Int64) -> (StoredEvent, StoredThread?) {
         let at = queued.at
         var row: StoredThread?
-        var head: [(String, String)] = []  // key, JSON text, put before the payload's own keys
+        // `"key":value` pairs (JSON text), comma-separated, put before the payload's own keys.
+        var head: [UInt8] = []
+        head.reserveCapacity(64)
+        func key(_ name: StaticString) {
+            if !head.isEmpty { head.append(UInt8(ascii: ",")) }
+            head.append(UInt8(ascii: "\""))
+            head.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            head.append(contentsOf: "\":".utf8)
+        }
+        // `at` as a JSON string: the timestamp's text is ASCII digits and punctuation.
+        func stamp(_ seconds: Double) {
+            key("at")
+            head.append(UInt8(ascii: "\""))
+            Timestamp.append(Date(timeIntervalSince1970: seconds), to: &head)
+            head.append(UInt8(ascii: "\""))
+        }
         let type: String
         let thread: String?
         var body: [UInt8]
@@ -20,10 +35,11 @@ extension HistoryRecorder {
             let (name, id, data) = EventHub.describe(event)
             (type, thread) = (name, id.isEmpty ? nil : id)
             let object = data.object ?? [:]
-            if object["at"] == nil {
-                head.append(("at", JSON.quoted(Timestamp.string(Date(timeIntervalSince1970: at)))))
+            if object["at"] == nil { stamp(at) }
+            if let thread, object["thread"] == nil {
+                key("thread")
+                head.append(contentsOf: JSON.quoted(thread).utf8)
             }
-            if let thread, object["thread"] == nil { head.append(("thread", JSON.quoted(thread))) }
             body = JSON.serialize(data)
             switch event {
             case .thread(let snapshot, let change) where change == .created:
@@ -42,28 +58,37 @@ extension HistoryRecorder {
             }
         case .request(let method, let path, let status, let requestId, let requestBody, let answer):
             (type, thread) = ("request", Self.threadOf(path))
-            head = [
-                ("at", JSON.quoted(Timestamp.string(Date(timeIntervalSince1970: at)))), ("method", JSON.quoted(method)),
-                ("path", JSON.quoted(path)), ("status", String(status)), ("requestId", JSON.quoted(requestId)),
-            ]
-            if let thread { head.append(("thread", JSON.quoted(thread))) }
+            stamp(at)
+            key("method")
+            head.append(contentsOf: JSON.quoted(method).utf8)
+            key("path")
+            head.append(contentsOf: JSON.quoted(path).utf8)
+            key("status")
+            head.append(contentsOf: String(status).utf8)
+            key("requestId")
+            head.append(contentsOf: JSON.quoted(requestId).utf8)
+            if let thread {
+                key("thread")
+                head.append(contentsOf: JSON.quoted(thread).utf8)
+            }
             // The body as JSON when it is JSON, else as a string: an accepted
             // body was read as JSON by its route; a refused one is checked.
             if !requestBody.isEmpty {
                 let valid = status < 300 || (try? JSONReader.parse(requestBody)) != nil
-                head.append(
-                    (
-                        "body",
-                        valid
-                            ? String(decoding: requestBody, as: UTF8.self)
-                            : JSON.quoted(String(decoding: requestBody, as: UTF8.self))
-                    ))
+                key("body")
+                if valid {
+                    head.append(contentsOf: requestBody)
+                } else {
+                    head.append(contentsOf: JSON.quoted(String(decoding: requestBody, as: UTF8.self)).utf8)
+                }
             }
             // runloopd's own answers are JSON documents: spliced as they were sent.
             if let first = answer.first, first == UInt8(ascii: "{") || first == UInt8(ascii: "[") {
-                head.append(("answer", String(decoding: answer, as: UTF8.self)))
+                key("answer")
+                head.append(contentsOf: answer)
             } else if !answer.isEmpty {
-                head.append(("answer", JSON.quoted(String(decoding: answer, as: UTF8.self))))
+                key("answer")
+                head.append(contentsOf: JSON.quoted(String(decoding: answer, as: UTF8.self)).utf8)
             }
             body = Array("{}".utf8)
         case .instance(let change, let details):
@@ -74,22 +99,24 @@ extension HistoryRecorder {
             object["at"] = Timestamp.value(Date(timeIntervalSince1970: at))
             body = JSON.serialize(.object(object))
         }
+        let data: String
         if !head.isEmpty, body.first == UInt8(ascii: "{") {
-            var joined: [UInt8] = [UInt8(ascii: "{")]
-            joined.reserveCapacity(body.count + 64 * head.count)
-            for (index, (key, value)) in head.enumerated() {
-                if index > 0 { joined.append(UInt8(ascii: ",")) }
-                joined.append(contentsOf: JSON.quoted(key).utf8)
-                joined.append(UInt8(ascii: ":"))
-                joined.append(contentsOf: value.utf8)
+            // `{` head [`,`] the body after its `{`, written once into the text.
+            let comma = body.count > 2 ? 1 : 0
+            data = String(unsafeUninitializedCapacity: 1 + head.count + comma + body.count - 1) { out in
+                out[0] = UInt8(ascii: "{")
+                var end = out[1...].initialize(fromContentsOf: head)
+                if comma == 1 {
+                    out[end] = UInt8(ascii: ",")
+                    end += 1
+                }
+                return out[end...].initialize(fromContentsOf: body[1...])
             }
-            if body.count > 2 { joined.append(UInt8(ascii: ",")) }
-            joined.append(contentsOf: body.dropFirst())
-            body = joined
+        } else {
+            data = String(decoding: body, as: UTF8.self)
         }
         let event = StoredEvent(
-            instance: instance, boot: boot, seq: queued.seq, at: at, type: type, thread: thread,
-            data: String(decoding: body, as: UTF8.self))
+            instance: instance, boot: boot, seq: queued.seq, at: at, type: type, thread: thread, data: data)
         return (event, row)
     }
 
