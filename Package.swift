@@ -50,6 +50,8 @@ let package = Package(
                 "CLibPQ",
                 "Primitives",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for the writer's inserts (one prepared statement, bound by hand).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

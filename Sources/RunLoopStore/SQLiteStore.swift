@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Primitives
 
 /// The embedded store: one SQLite file (`history.sqlite` in `--data-dir`) in
@@ -170,12 +171,81 @@ public final class SQLiteStore: HistoryStore {
     }
 
     private static func logic(_ db: Database, _ sql: HistorySQL) -> HistoryLogic {
-        HistoryLogic(sql: sql) { text, values, recurs in
+        var logic = HistoryLogic(sql: sql) { text, values, recurs in
             let arguments = StatementArguments(values.map(Self.databaseValue))
             let statement = recurs ? try db.cachedStatement(sql: text) : try db.makeStatement(sql: text)
             return try Row.fetchAll(statement, arguments: arguments).map { row in
                 row.databaseValues.map(Self.value)
             }
+        }
+        logic.insertEvents = { events in try insert(events, db, sql) }
+        return logic
+    }
+
+    /// Events through SQLite's C API, in the same multi-row INSERTs as
+    /// `HistoryLogic.insertRows` (chunks of a power of two rows, each text
+    /// prepared once per connection): each chunk's texts are copied once
+    /// into one buffer, NUL-terminated, and bound in place from it (no
+    /// `SQLValue`, `DatabaseValue` or copy per value): the same values GRDB
+    /// would bind.
+    static func insert(_ events: ArraySlice<StoredEvent>, _ db: Database, _ sql: HistorySQL) throws {
+        var arena: [UInt8] = []
+        var start = events.startIndex
+        while start < events.endIndex {
+            var power = HistorySQL.largestInsertPower
+            while 1 << power > events.endIndex - start { power -= 1 }
+            let chunk = events[start..<(start + (1 << power))]
+            let text = sql.insertEventTexts[power]
+            let statement = try db.cachedStatement(sql: text).sqliteStatement
+            arena.removeAll(keepingCapacity: true)
+            // Per row: instance, type, data, thread (absent: nothing), each followed by a NUL.
+            for event in chunk {
+                arena.append(contentsOf: event.instance.utf8)
+                arena.append(0)
+                arena.append(contentsOf: event.type.utf8)
+                arena.append(0)
+                arena.append(contentsOf: event.data.utf8)
+                arena.append(0)
+                if let thread = event.thread {
+                    arena.append(contentsOf: thread.utf8)
+                    arena.append(0)
+                }
+            }
+            let code = arena.withUnsafeBufferPointer { buffer -> Int32 in
+                guard let base = buffer.baseAddress else { return SQLITE_MISUSE }
+                let text = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
+                var offset = 0
+                func bind(_ column: Int32, _ string: String) {
+                    sqlite3_bind_text(statement, column, text + offset, -1, nil)
+                    offset += string.utf8.count + 1
+                }
+                sqlite3_reset(statement)
+                for (row, event) in chunk.enumerated() {
+                    let first = Int32(row * 7)
+                    bind(first + 1, event.instance)
+                    sqlite3_bind_int64(statement, first + 2, event.boot)
+                    sqlite3_bind_int64(statement, first + 3, event.seq)
+                    sqlite3_bind_double(statement, first + 4, event.at)
+                    bind(first + 5, event.type)
+                    bind(first + 7, event.data)
+                    if let thread = event.thread {
+                        bind(first + 6, thread)
+                    } else {
+                        sqlite3_bind_null(statement, first + 6)
+                    }
+                }
+                let code = sqlite3_step(statement)
+                // Nothing keeps a pointer into the buffer past here.
+                sqlite3_reset(statement)
+                sqlite3_clear_bindings(statement)
+                return code
+            }
+            guard code == SQLITE_DONE else {
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code),
+                    message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: text)
+            }
+            start += chunk.count
         }
     }
 
