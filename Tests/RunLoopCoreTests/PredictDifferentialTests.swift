@@ -76,7 +76,9 @@ extension PredictHarness {
         let count = env["PREDICT_SETUPS"].flatMap { Int($0) } ?? 1000
         let kept = Self.keptSeeds()
         print("predict differential: seed \(seed), \(count) setups, \(kept.count) kept seeds")
-        let all = kept + Self.seeds(run: seed, count: count)
+        // PREDICT_REPEAT=n plays the one setup PREDICT_SEED n times (a probe).
+        let repeats = env["PREDICT_REPEAT"].flatMap { Int($0) }
+        let all = repeats.map { Array(repeating: seed, count: $0) } ?? kept + Self.seeds(run: seed, count: count)
         let started = Monotonic.now()
         let (failures, replays, unplayed) = try Self.playAll(all)
         print(
@@ -103,6 +105,20 @@ extension PredictHarness {
             }
         }
         #expect(failures.isEmpty)
+    }
+
+    /// A harness thread held past the run's end never makes the setup's
+    /// stop (slot 1 of 2): that setup was not played as planned (nil, played
+    /// again), not a disagreement. Kept seed 16862391073014902233 under
+    /// load: "a stop unanswered until the deadline" was a stop never sent.
+    @Test func stimuliALateHarnessNeverMadeAreNotJudged() throws {
+        let (registry, _) = makeRegistry(Limits())
+        var harness = PredictHarness(registry: registry)
+        harness.beforeStimuli = { waitForRunEnd in waitForRunEnd() }
+        let setup = PredictSetup.make(seed: 16_862_391_073_014_902_233)
+        #expect(setup.stimuli.count == 1 && setup.deadlineSlot == 2)
+        let problems = try harness.play(setup)
+        #expect(problems == nil, "judged though its stop was never made: \(problems ?? [])")
     }
 
     /// Attempts at a setup the machine could not play on time.

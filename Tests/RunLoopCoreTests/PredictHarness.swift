@@ -21,6 +21,11 @@ struct PredictHarness {
         let refused = Locked<[(at: Date, notRunning: Bool, why: String)]>([])
     }
 
+    /// Test hook: runs on the harness thread once the run is requested,
+    /// before the first stimulus, and gets a call that waits for the run to
+    /// return (a stand-in for this thread being taken off the CPU there).
+    var beforeStimuli: (@Sendable (_ waitForRunEnd: () -> Void) -> Void)?
+
     /// How late a stimulus, the run's start or a timer's fire may be before
     /// the setup counts as not played as planned (and is played again).
     static let lateMs = 8.0
@@ -60,10 +65,18 @@ struct PredictHarness {
         var lateMs = 0.0
         var awakeAt: [Int] = []
         var blockedAt: [Int] = []
+        beforeStimuli?({ box.withLock(when: { $0 != nil }, timeout: seconds + 10) { _, _ in } })
         for (slot, what) in setup.stimuli {
             let due = built.anchor + Double(slot) * q
             let ended = box.withLock(when: { $0 != nil }, timeout: max(0, due - Monotonic.now())) { _, ready in ready }
-            if ended { break }
+            if ended {
+                // The run returned before this stimulus was made. Seen well
+                // after its slot, this thread was late (off the CPU): the run
+                // went on without a stimulus the plan has (a stop never sent
+                // lets it reach its deadline), so it was not played as planned.
+                lateMs = max(lateMs, (Monotonic.now() - due) * 1000)
+                break
+            }
             // Every stimulus falls where the plan has the loop asleep (all
             // else is a quantum away and takes microseconds). A loop still
             // awake in its run is behind, whatever held it (the CPU, a lock):
