@@ -44,7 +44,8 @@ test-swift: deps
 	bash scripts/with-postgres.sh $(SWIFT) test --skip-build
 
 ## The predictor's differential test over 10,000 generated loops (make test
-## plays 1,000): PREDICT_SEED=s replays a run (with PREDICT_SETUPS=1, one setup).
+## plays 1,000): PREDICT_SEED=s replays a run (with PREDICT_SETUPS=1, one setup;
+## with PREDICT_REPEAT=n, that one setup n times, e.g. to stress it under load).
 test-predict: deps
 	$(SWIFT) build --build-tests
 	PREDICT_SETUPS=$${PREDICT_SETUPS:-10000} $(SWIFT) test --skip-build --filter PredictDifferentialTests
