@@ -55,6 +55,7 @@ struct PredictHarness {
         guard let waitedBefore = Self.runQueueWaitMs(tid) else {
             return ["no schedstat for the loop thread (\(tid)): its lateness cannot be measured"]
         }
+        let stolenBefore = Self.stolenMs()
         try built.worker.run(
             mode: RunLoopMode(setup.runMode), seconds: seconds, returnAfterSourceHandled: setup.returnAfterSourceHandled
         ) { result in
@@ -114,6 +115,11 @@ struct PredictHarness {
         // run (the kernel's count): every wake-up, callout and check it made
         // was late by up to that much.
         let waitedMs = max(0, (Self.runQueueWaitMs(tid) ?? .infinity) - waitedBefore)
+        // In a virtual machine the host may take a CPU away from every thread
+        // at once (steal time), which no run-queue count shows: timers and
+        // wake-ups all come late together, and wakes due apart (a stale
+        // timerfd, then the deadline) are served in one turn.
+        let stolenMs = max(0, Self.stolenMs() - stolenBefore)
         let turns = built.worker.turns(matching: TurnFilter(run: exit.run)).turns
         let startMs = (exit.endedAt.timeIntervalSince(readDate) - exit.duration) * 1000
         let timerLateMs = built.timers.compactMap { try? built.worker.timerSnapshot($0).lateness.maxMs }.max() ?? 0
@@ -149,12 +155,12 @@ struct PredictHarness {
         let stopBeforeStart = built.refused.withLock { $0 }.contains {
             ($0.notRunning && $0.at < runStart) || $0.why.hasPrefix("stop_dropped")
         }
-        if max(lateMs, startMs, timerLateMs, timeoutLateMs, busyMs, waitedMs, deadlineLateMs) > Self.lateMs
+        if max(lateMs, startMs, timerLateMs, timeoutLateMs, busyMs, waitedMs, deadlineLateMs, stolenMs) > Self.lateMs
             || !awakeAt.isEmpty || !blockedAt.isEmpty || stopBeforeStart
         {
             if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil {
                 print(
-                    "debug \(setup.seed) late: stimuli \(lateMs), start \(startMs), timers \(timerLateMs), last wake \(timeoutLateMs), busy \(busyMs), loop thread runnable but waiting \(waitedMs) ms; deadline's turn \(deadlineLateMs) ms; loop awake at stimulus slots \(awakeAt), stop before the run began: \(stopBeforeStart); blocked on a lock after stimulus slots \(blockedAt)"
+                    "debug \(setup.seed) late: stimuli \(lateMs), start \(startMs), timers \(timerLateMs), last wake \(timeoutLateMs), busy \(busyMs), loop thread runnable but waiting \(waitedMs) ms, CPU time stolen by the host \(stolenMs) ms; deadline's turn \(deadlineLateMs) ms; loop awake at stimulus slots \(awakeAt), stop before the run began: \(stopBeforeStart); blocked on a lock after stimulus slots \(blockedAt)"
                 )
             }
             return nil
@@ -177,6 +183,16 @@ struct PredictHarness {
         else { return nil }
         let fields = text.split(separator: " ")
         return fields.count > 1 ? Double(fields[1]).map { $0 / 1e6 } : nil
+    }
+
+    /// The CPU time the host has taken from this machine's CPUs (ms): the
+    /// `steal` column of `/proc/stat`'s `cpu` line (ticks). 0 where there is none.
+    static func stolenMs() -> Double {
+        let text = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8)) ?? ""
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return 0 }
+        let fields = line.split(separator: " ")
+        guard fields.count > 8, let ticks = Double(fields[8]) else { return 0 }
+        return ticks * 1000 / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// Whether thread `tid` is inside a futex wait (a lock or condition):
