@@ -10,7 +10,9 @@ log="$scratch/tsan-test.log"
 set +e
 # The predictor's differential test looks for races in the engine here, not
 # timing disagreements (make test plays its 1,000): 200 generated loops.
-PREDICT_SETUPS="${PREDICT_SETUPS:-200}" TSAN_OPTIONS="halt_on_error=0 ${TSAN_OPTIONS:-}" "$SWIFT" test --skip-build --sanitize=thread --scratch-path "$scratch" >"$log" 2>&1
+# A server built with ThreadSanitizer starts several times slower, and the
+# suite starts dozens at once on 2 cores: each gets 90 s to listen.
+E2E_START_TIMEOUT="${E2E_START_TIMEOUT:-90}" PREDICT_SETUPS="${PREDICT_SETUPS:-200}" TSAN_OPTIONS="halt_on_error=0 ${TSAN_OPTIONS:-}" "$SWIFT" test --skip-build --sanitize=thread --scratch-path "$scratch" >"$log" 2>&1
 status=$?
 set -e
 tail -n 3 "$log"

@@ -30,6 +30,11 @@ public final class ServerProcess: @unchecked Sendable {
     private let directory: URL?
 
     public var pid: Int32 { process.processIdentifier }
+
+    /// How long a start may take: 20 s, or `E2E_START_TIMEOUT` seconds (the
+    /// ThreadSanitizer run, whose binary starts several times slower, sets 90).
+    public static let startTimeout: Double =
+        ProcessInfo.processInfo.environment["E2E_START_TIMEOUT"].flatMap(Double.init) ?? 20
     public var log: String { output.value.log }
 
     private init(process: Process, port: UInt16, output: Monitor<Output>, directory: URL?) {
@@ -45,7 +50,8 @@ public final class ServerProcess: @unchecked Sendable {
     /// to write the port it listens on (which it does once it accepts
     /// connections).
     public static func runloopd(
-        binary: URL, arguments: [String] = [], environment extra: [String: String] = [:], timeout: Double = 20
+        binary: URL, arguments: [String] = [], environment extra: [String: String] = [:],
+        timeout: Double = startTimeout
     ) throws -> ServerProcess {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "runloopd-test-\(UUID().uuidString)")
