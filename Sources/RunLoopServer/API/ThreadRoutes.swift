@@ -20,7 +20,7 @@ extension API {
         }
         var cursor: String?
         if let text = ctx.request.query["cursor"] {
-            guard WorkerRegistry.number(text) != nil else {
+            guard text.utf8.count <= 19, WorkerRegistry.number(text) != nil else {
                 throw .badValue("cursor", "cursor must be the nextCursor of an earlier page (a thread id such as t17)")
             }
             cursor = text
