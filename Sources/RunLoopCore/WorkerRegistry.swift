@@ -165,7 +165,8 @@ public final class WorkerRegistry: Sendable {
                     if t.numbers[middle] <= floor { start = middle + 1 } else { high = middle }
                 }
             }
-            let end = min(t.order.count, start + max(0, limit))
+            // Saturating: `limit` may be Int.max (every thread after the cursor).
+            let end = start + min(max(0, limit), t.order.count - start)
             let workers = t.order[start..<end].compactMap { t.workers[$0] }
             return (workers, t.order.count, end < t.order.count)
         }
