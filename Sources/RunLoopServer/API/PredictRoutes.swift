@@ -12,6 +12,14 @@ extension API {
             let asked = try body.mode("mode")
             let askedSeconds = try body.number("seconds")
             let askedFlag = try body.bool("returnAfterSourceHandled")
+            if let seconds = askedSeconds {
+                guard seconds >= 0 else { throw .badValue("seconds", "seconds must be >= 0") }
+                guard seconds <= limits.maxWaitSeconds else {
+                    throw .badValue(
+                        "seconds",
+                        "seconds must be <= \(limits.maxWaitSeconds) (the server's longest wait, --max-wait)")
+                }
+            }
             guard target.policy.style == .manual else {
                 // A thread that runs its loop itself: its own style's next run.
                 let prediction = try target.predictOwnRun()
@@ -20,10 +28,6 @@ extension API {
             // A manual thread: exactly what /run would accept, and its errors.
             guard let seconds = askedSeconds else {
                 throw .badValue("seconds", "seconds is required (how long this run may last)")
-            }
-            guard seconds <= limits.maxWaitSeconds else {
-                throw .badValue(
-                    "seconds", "seconds must be <= \(limits.maxWaitSeconds) (the server's longest wait, --max-wait)")
             }
             let mode = asked ?? target.policy.mode
             let prediction = try target.predict(
