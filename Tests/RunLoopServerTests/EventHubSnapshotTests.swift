@@ -51,16 +51,6 @@ struct EventHubSnapshotTests {
         }
     }
 
-    /// Waits (re-checking every few milliseconds, at most `timeout` seconds) until `predicate` holds.
-    private static func eventually(_ timeout: Double = 10, _ predicate: () -> Bool) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while !predicate() {
-            guard Date() < deadline else { return false }
-            usleep(2000)
-        }
-        return true
-    }
-
     @Test("without a summary stream nothing is marked and no snapshot is armed, whatever is published")
     func idleWithoutSummaryClients() async throws {
         let (hub, registry) = Self.wired()
@@ -79,9 +69,9 @@ struct EventHubSnapshotTests {
         // A summary stream arms one snapshot; once it has gone and the stream
         // closes, events mark nothing again.
         let summary = try Self.open(hub, ["scope": "summary"])
-        #expect(Self.eventually { !Self.snapshots(summary).isEmpty })
+        #expect(waitUntil(timeout: 10) { !Self.snapshots(summary).isEmpty })
         summary.close()
-        #expect(Self.eventually { hub.clients.withLock { $0.summaryClients == 0 } })
+        #expect(waitUntil(timeout: 10) { hub.clients.withLock { $0.summaryClients == 0 } })
         for n in 51...60 {
             hub.publish(.task(thread: worker.id, task: "x\(n)", change: .added, runs: n), id: 1000 + Int64(n))
         }
@@ -118,7 +108,7 @@ struct EventHubSnapshotTests {
         let first = try registry.createWorker(manual)
         let second = try registry.createWorker(manual)
         let stream = try Self.open(hub, ["scope": "summary"])
-        #expect(Self.eventually { Self.snapshots(stream).count == 1 })
+        #expect(waitUntil(timeout: 10) { Self.snapshots(stream).count == 1 })
         let all = try #require(Self.snapshots(stream).first)
         #expect(all["rows"].items.compactMap { $0["id"].string } == [first.id, second.id])
         // Both end; the next creation forgets the older exited one (one is retained).
@@ -130,14 +120,14 @@ struct EventHubSnapshotTests {
         let third = try registry.createWorker(manual)
         #expect((try? registry.worker(first.id)) == nil)
         #expect(
-            Self.eventually {
+            waitUntil(timeout: 10) {
                 Self.snapshots(stream).contains { $0["removed"].items.contains(.string(first.id)) }
             })
         let removal = try #require(Self.snapshots(stream).first { $0["removed"].items.contains(.string(first.id)) })
         #expect(!removal["rows"].items.contains { $0["id"] == .string(first.id) })
         #expect(removal["summary", "threads"] == 2)
         #expect(
-            Self.eventually {
+            waitUntil(timeout: 10) {
                 Self.snapshots(stream).contains { $0["rows"].items.contains { $0["id"] == .string(third.id) } }
             })
     }
