@@ -171,7 +171,7 @@ function computeOrder() {
     const s = m.snap;
     if (!s) continue;
     const st = shownState(m);
-    if (st === 'exited' && !state.showEnded && m.id !== state.selectedId && f.state !== 'exited') continue;
+    if (!listed(m, f.state)) continue;
     if (f.state && st !== f.state) continue;
     if (f.mode && s.run.mode !== f.mode && s.currentMode !== f.mode) continue;
     if (f.code && !activeCodes(s).includes(f.code)) continue;
@@ -205,11 +205,15 @@ export function renderTable() {
   renderRows();
 }
 
+/** The threads the table lists before any filter: the caption's total (the same rule computeOrder starts from). */
 function countShown() {
   let n = 0;
-  for (const m of state.threads.values()) if (m.snap && (state.showEnded || m.snap.state !== 'exited')) n++;
+  for (const m of state.threads.values()) if (m.snap && listed(m, '')) n++;
   return n;
 }
+
+/** Ended threads are listed only when asked for (the switch, or the state filter), or while open. */
+const listed = (m, wantState) => shownState(m) !== 'exited' || state.showEnded || m.id === state.selectedId || wantState === 'exited';
 
 function renderHeader() {
   const v = state.view;
