@@ -24,7 +24,8 @@ extension RunSimulator {
         reasons.append(
             "repeating timers \(timers.map(\.id).joined(separator: ", ")) fire until the deadline (counted, not played turn by turn)"
         )
-        reasons.append("the run's \(ExitCause.seconds(seconds)) pass; timer fires never count as handled sources")
+        reasons.append(
+            "the run's \(ExitCause.seconds(seconds)) deadline passes; timer fires never count as handled sources")
         turns.removeAll()
         var result = Prediction(
             mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,

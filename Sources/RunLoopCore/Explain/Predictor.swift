@@ -160,8 +160,8 @@ struct RunSimulator {
         if seconds <= 0 || (hasTimeout && now >= seconds) {
             reasons.append(
                 timerFires > 0
-                    ? "the run's \(ExitCause.seconds(seconds)) pass; its \(timerFires) timer fires never count as handled sources"
-                    : "the run's \(ExitCause.seconds(seconds)) pass with nothing ending it before")
+                    ? "the run's \(ExitCause.seconds(seconds)) deadline passes; its \(timerFires) timer fires never count as handled sources"
+                    : "the run's \(ExitCause.seconds(seconds)) deadline passes with nothing ending it before")
             return finish(.timedOut, cause: .deadline(seconds: seconds, timerFires: timerFires))
         }
         if stopped {
