@@ -33,9 +33,11 @@ export function updateCard(m) {
   r.warn.title = plain(active.map((w, i) => [i ? '\n' : '', `${w.code}: `, user(w.message)]));
   setText(r.mode, s.currentMode ? user(s.currentMode) : exited ? '–' : ['(', user(s.run.mode), ')']);
   setText(r.runs, s.runs);
+  // the thread's lifetime count (removed timers' fires included), or the
+  // timer events seen since, when they have gone past it
   let fires = 0;
   for (const f of m.timerFires.values()) fires += f;
-  setText(r.fires, fires);
+  setText(r.fires, Math.max(fires, s.timerFires || 0));
   for (const reason of EXIT_REASONS) setText(r['ex_' + reason], s.exits[reason] || 0);
   updateLastExit(r.lastExit, s.lastExit);
   const c = s.counts || {};

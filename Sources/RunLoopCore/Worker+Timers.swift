@@ -64,6 +64,7 @@ extension Worker {
                 }
             }
         }
+        book.withLock { $0.timerFires += 1 }
         emit(.timer(thread: id, timer: record.id, fires: fires, latenessMs: behind * 1000, valid: record.isValid))
         let interval = record.spec.interval
         if record.spec.repeats && behind > interval {

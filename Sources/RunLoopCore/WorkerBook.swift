@@ -53,6 +53,8 @@ struct WorkerBook {
     /// Timers that can still fire (kept by the timers' `onInvalid`): adding the
     /// n-th timer must not cost a scan of n.
     var liveTimers = 0
+    /// Timer fires over the thread's life (removed timers' included).
+    var timerFires = 0
     var sources: RecordTable<UserSource>
     var observers: RecordTable<ObserverRecord>
     var commonModes: [String] = ["default"]

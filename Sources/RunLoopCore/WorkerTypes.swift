@@ -291,6 +291,8 @@ public struct WorkerSnapshot: Sendable {
     public var parked: Bool
     /// Valid timers.
     public var timers: Int
+    /// Timer fires over the thread's life (removed timers' included).
+    public var timerFires: Int = 0
     /// Valid user sources.
     public var sources: Int
     /// The id of the keep-alive port source or timer (listed with role keepAlive).

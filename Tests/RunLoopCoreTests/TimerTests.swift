@@ -51,6 +51,22 @@ import Testing
         #expect(worker.snapshot.timers == 3)
     }
 
+    @Test func theThreadCountsEveryTimerFireOverItsLife() throws {
+        try withWorker(options(.manual, keepAlive: .none)) { worker in
+            #expect(worker.snapshot.timerFires == 0)
+            _ = try worker.addTimer(TimerSpec(interval: 0.02, repeats: false))
+            _ = try worker.addTimer(TimerSpec(interval: 0.02, maxFires: 3))
+
+            #expect(try worker.runAndWait(seconds: 10).reason == .finished)
+
+            // both are invalid now (the one-shot by CF, the other after its
+            // third fire) and count no more as timers; their fires stay
+            #expect(worker.snapshot.timers == 0)
+            #expect(worker.snapshot.timerFires == 4)
+            #expect(worker.timerSnapshots().map(\.fires).reduce(0, +) == 4)
+        }
+    }
+
     @Test func aTimerNeverMakesAReturnAfterSourceHandledRunReturn() throws {
         try withWorker(options(.manual)) { worker in
             _ = try worker.addTimer(TimerSpec(interval: 0.05))

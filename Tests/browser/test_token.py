@@ -123,7 +123,7 @@ def test_live_events_with_token_and_no_token_in_any_url(driver, console, proxy):
     Proxy.targets.clear()
     wait = sign_in(driver, proxy)
     # a thread with a 100 ms timer made behind the page's back: its card's fire count
-    # comes only from the event stream's timer events (polling does not carry it)
+    # rises with the event stream's timer events (a snapshot carries only the count at its time)
     status, thread = api("POST", "/api/threads", {"name": "token-live"})
     assert status == 201
     tid = thread["id"]

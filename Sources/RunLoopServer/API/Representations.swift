@@ -96,7 +96,7 @@ enum Rep {
             "keepAlive": .string(s.keepAlive.rawValue),
             "keepAliveSource": s.keepAlive == .port ? s.keepAliveItem.map(Value.string) ?? .null : .null,
             "keepAliveTimer": s.keepAlive == .timer ? s.keepAliveItem.map(Value.string) ?? .null : .null,
-            "run": policy(s.policy), "runs": .number(Double(s.runs)),
+            "run": policy(s.policy), "runs": .number(Double(s.runs)), "timerFires": .number(Double(s.timerFires)),
             "exits": .object(exits), "lastExit": exit(s.lastExit), "parked": .bool(s.parked),
             "counts": [
                 "timers": .number(Double(s.timers)), "sources": .number(Double(s.sources)),
