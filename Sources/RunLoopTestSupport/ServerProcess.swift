@@ -82,7 +82,7 @@ public final class ServerProcess: @unchecked Sendable {
     /// Starts `executable arguments`, a server that listens on `port`, and waits
     /// up to `timeout` seconds until a connection to it succeeds.
     public static func listening(
-        executable: URL, arguments: [String], port: UInt16, timeout: Double = 15
+        executable: URL, arguments: [String], port: UInt16, timeout: Double = startTimeout
     ) throws -> ServerProcess {
         // A runloopd among them keeps its history store in a folder of its own.
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
