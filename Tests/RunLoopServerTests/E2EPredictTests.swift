@@ -111,6 +111,10 @@ struct E2EPredictTests {
             let own = try await c.post("/api/threads/\(loop)/predict", [:])
             #expect(own.status == 200, "\(own)")
             #expect(own["style"] == "loop")
+            // A loop thread's own run ignores mode and seconds, but checks them as run would.
+            let loopCommon = try await c.post("/api/threads/\(loop)/predict", ["mode": "common"])
+            #expect(loopCommon.status == 400, "\(loopCommon)")
+            #expect(loopCommon["error", "field"] == "mode")
             // Only its keep-alive port: the run does not return by itself.
             #expect(own["prediction", "exitReason"] == .null)
             let why = try await c.get("/api/threads/\(t)/why")

@@ -12,6 +12,9 @@ extension API {
             let asked = try body.mode("mode")
             let askedSeconds = try body.number("seconds")
             let askedFlag = try body.bool("returnAfterSourceHandled")
+            if asked?.isCommon == true {
+                throw .badValue("mode", "a loop runs in one mode; common is a set of modes, not a mode to run in")
+            }
             if let seconds = askedSeconds {
                 guard seconds >= 0 else { throw .badValue("seconds", "seconds must be >= 0") }
                 guard seconds <= limits.maxWaitSeconds else {
