@@ -140,6 +140,13 @@ public final class ServerProcess: @unchecked Sendable {
         return output.value.exitStatus
     }
 
+    /// A server its test never stopped (one it signalled itself, or a failed
+    /// test's) is killed, and its folder removed, once nobody holds it.
+    deinit {
+        if output.value.exitStatus == nil { kill(process.processIdentifier, SIGKILL) }
+        if let directory { try? FileManager.default.removeItem(at: directory) }
+    }
+
     /// Sends `signal` (SIGTERM), then SIGKILL if the process has not exited
     /// within `grace` seconds, and waits for its exit (5 s more at most); removes
     /// the temporary folder.
