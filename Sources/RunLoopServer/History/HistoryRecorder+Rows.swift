@@ -2,15 +2,17 @@ import Foundation
 import RunLoopCore
 import RunLoopStore
 
-/// Events as rows: what one queued item is in the store.
+/// Events as rows: what one recorded item is in the store.
 extension HistoryRecorder {
-    /// The stored event (and the thread row it changes) for one queued item.
-    /// The text is assembled as bytes: the event's own JSON with `at` (and
-    /// `thread`) put in front, a request's answer spliced in as it was sent
-    /// (this runs for every kept event, on the writer's thread).
-    static func stored(_ queued: Queued, instance: String, boot: Int64) -> (StoredEvent, StoredThread?) {
-        let at = queued.at
-        var row: StoredThread?
+    /// The row for one item, made on the recording thread while the event is
+    /// fresh in its caches (a perform's row is a few hundred bytes written
+    /// directly, in the bytes `EventHub.describe` and `JSON.serialize` would
+    /// give): the queue then holds text, not the event, and the writer only
+    /// binds it. The text is the event's own JSON with `at` (and `thread`)
+    /// put in front; a request's answer is spliced in as it was sent.
+    /// `instance`: this instance's id (only an `.instance` item uses it).
+    static func row(_ item: Item, seq: Int64, at: Double, instance: String) -> Queued {
+        var threadRow: StoredThread?
         // `"key":value` pairs (JSON text), comma-separated, put before the payload's own keys.
         var head: [UInt8] = []
         head.reserveCapacity(64)
@@ -30,7 +32,12 @@ extension HistoryRecorder {
         let type: String
         let thread: String?
         var body: [UInt8]
-        switch queued.item {
+        switch item {
+        case .event(.perform(let id, let result)):
+            // The most frequent kept event: written as is, no `Value` built.
+            return Queued(
+                seq: seq, at: at, type: "perform", thread: id.isEmpty ? nil : id,
+                data: performText(result, at: at), threadRow: nil)
         case .event(let event):
             let (name, id, data) = EventHub.describe(event)
             (type, thread) = (name, id.isEmpty ? nil : id)
@@ -38,38 +45,39 @@ extension HistoryRecorder {
             if object["at"] == nil { stamp(at) }
             if let thread, object["thread"] == nil {
                 key("thread")
-                head.append(contentsOf: JSON.quoted(thread).utf8)
+                appendQuoted(thread, to: &head)
             }
             body = JSON.serialize(data)
             switch event {
             case .thread(let snapshot, let change) where change == .created:
-                row = StoredThread(
-                    instance: instance, boot: boot, thread: snapshot.id, name: snapshot.name,
+                threadRow = StoredThread(
+                    instance: "", boot: 0, thread: snapshot.id, name: snapshot.name,
                     style: snapshot.policy.style.rawValue, createdAt: at)
             case .thread(let snapshot, let change) where change == .exited:
-                row = StoredThread(
-                    instance: instance, boot: boot, thread: snapshot.id, endedAt: at,
+                threadRow = StoredThread(
+                    instance: "", boot: 0, thread: snapshot.id, endedAt: at,
                     endedHow: snapshot.endOrigin?.code ?? snapshot.lastExit?.cause?.code ?? "ended",
                     lastExit: snapshot.lastExit.map { JSON.string(Rep.exit($0)) },
                     final: JSON.string(Rep.thread(snapshot)))
             case .runExit(let id, let exit):
-                row = StoredThread(instance: instance, boot: boot, thread: id, lastExit: JSON.string(Rep.exit(exit)))
+                threadRow = StoredThread(instance: "", boot: 0, thread: id, lastExit: JSON.string(Rep.exit(exit)))
             default: break
             }
         case .request(let method, let path, let status, let requestId, let requestBody, let answer):
             (type, thread) = ("request", Self.threadOf(path))
+            head.reserveCapacity(160 + requestBody.count + answer.count)
             stamp(at)
             key("method")
-            head.append(contentsOf: JSON.quoted(method).utf8)
+            appendQuoted(method, to: &head)
             key("path")
-            head.append(contentsOf: JSON.quoted(path).utf8)
+            appendQuoted(path, to: &head)
             key("status")
             head.append(contentsOf: String(status).utf8)
             key("requestId")
-            head.append(contentsOf: JSON.quoted(requestId).utf8)
+            appendQuoted(requestId, to: &head)
             if let thread {
                 key("thread")
-                head.append(contentsOf: JSON.quoted(thread).utf8)
+                appendQuoted(thread, to: &head)
             }
             // The body as JSON when it is JSON, else as a string: an accepted
             // body was read as JSON by its route; a refused one is checked.
@@ -79,7 +87,7 @@ extension HistoryRecorder {
                 if valid {
                     head.append(contentsOf: requestBody)
                 } else {
-                    head.append(contentsOf: JSON.quoted(String(decoding: requestBody, as: UTF8.self)).utf8)
+                    appendQuoted(String(decoding: requestBody, as: UTF8.self), to: &head)
                 }
             }
             // runloopd's own answers are JSON documents: spliced as they were sent.
@@ -88,9 +96,16 @@ extension HistoryRecorder {
                 head.append(contentsOf: answer)
             } else if !answer.isEmpty {
                 key("answer")
-                head.append(contentsOf: JSON.quoted(String(decoding: answer, as: UTF8.self)).utf8)
+                appendQuoted(String(decoding: answer, as: UTF8.self), to: &head)
             }
-            body = Array("{}".utf8)
+            // The whole object is the head: `{` head `}`.
+            let data = String(unsafeUninitializedCapacity: head.count + 2) { out in
+                out[0] = UInt8(ascii: "{")
+                let end = out[1...].initialize(fromContentsOf: head)
+                out[end] = UInt8(ascii: "}")
+                return end + 1
+            }
+            return Queued(seq: seq, at: at, type: type, thread: thread, data: data, threadRow: nil)
         case .instance(let change, let details):
             (type, thread) = ("instance", nil)
             var object = details
@@ -115,8 +130,88 @@ extension HistoryRecorder {
         } else {
             data = String(decoding: body, as: UTF8.self)
         }
+        return Queued(seq: seq, at: at, type: type, thread: thread, data: data, threadRow: threadRow)
+    }
+
+    /// A perform event's text: `at`, then `Rep.performResult`'s members in
+    /// `JSON.serialize`'s order (keys sorted), byte for byte what describing
+    /// and serializing the event gives.
+    static func performText(_ r: PerformResult, at: Double) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(192)
+        out.append(contentsOf: #"{"at":""#.utf8)
+        Timestamp.append(Date(timeIntervalSince1970: at), to: &out)
+        out.append(contentsOf: #"","error":"#.utf8)
+        let value: Value
+        switch r.outcome {
+        case .success(let result):
+            out.append(contentsOf: #"null,"ok":true"#.utf8)
+            value = result
+        case .failure(let error):
+            out.append(contentsOf: JSON.serialize(Rep.error(error)))
+            out.append(contentsOf: #","ok":false"#.utf8)
+            value = .null
+        }
+        out.append(contentsOf: #","performId":"#.utf8)
+        appendQuoted(r.performId, to: &out)
+        out.append(contentsOf: #","queuedMs":"#.utf8)
+        out.append(contentsOf: JSON.format(Rep.rounded3(r.queuedMs)).utf8)
+        out.append(contentsOf: #","ranMs":"#.utf8)
+        out.append(contentsOf: JSON.format(Rep.rounded3(r.ranMs)).utf8)
+        out.append(contentsOf: #","result":"#.utf8)
+        switch value {
+        case .null: out.append(contentsOf: "null".utf8)
+        default: out.append(contentsOf: JSON.serialize(value))
+        }
+        out.append(contentsOf: #","selector":"#.utf8)
+        appendQuoted(r.selector, to: &out)
+        out.append(contentsOf: #","thread":"#.utf8)
+        appendQuoted(r.thread, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// `text` as a JSON string literal, quotes included, appended: the
+    /// escapes `JSON.serialize` writes, without a `String` made per value.
+    static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            // Copy runs of plain bytes at once; escape only what must be.
+            var runStart = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                runStart = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): out.append(contentsOf: "\\\"".utf8)
+                case UInt8(ascii: "\\"): out.append(contentsOf: "\\\\".utf8)
+                case 0x0A: out.append(contentsOf: "\\n".utf8)
+                case 0x0D: out.append(contentsOf: "\\r".utf8)
+                case 0x09: out.append(contentsOf: "\\t".utf8)
+                default:
+                    out.append(contentsOf: "\\u00".utf8)
+                    out.append(hexDigits[Int(byte >> 4)])
+                    out.append(hexDigits[Int(byte & 0x0F)])
+                }
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// The stored event (and the thread row it changes) for one queued row,
+    /// as this instance's boot.
+    static func stored(_ queued: Queued, instance: String, boot: Int64) -> (StoredEvent, StoredThread?) {
         let event = StoredEvent(
-            instance: instance, boot: boot, seq: queued.seq, at: at, type: type, thread: thread, data: data)
+            instance: instance, boot: boot, seq: queued.seq, at: queued.at, type: queued.type, thread: queued.thread,
+            data: queued.data)
+        guard var row = queued.threadRow else { return (event, nil) }
+        row.instance = instance
+        row.boot = boot
         return (event, row)
     }
 

@@ -23,10 +23,17 @@ final class HistoryRecorder: Sendable {
         case instance(change: String, details: [String: Value])
     }
 
+    /// A queued row: made by the recording thread (`row(_:seq:at:instance:)`),
+    /// so the queue holds text, not events, and the writer only binds it.
     struct Queued: Sendable {
         var seq: Int64
         var at: Double
-        var item: Item
+        var type: String
+        var thread: String?
+        /// The event's JSON text.
+        var data: String
+        /// The thread row it changes (instance and boot are filled in when written).
+        var threadRow: StoredThread?
     }
 
     /// What `/api/store` and the metrics show.
@@ -107,8 +114,14 @@ final class HistoryRecorder: Sendable {
         }
     }
 
-    /// Queues one item (any thread; one lock, never I/O).
+    /// Queues one item (any thread; one lock, never I/O). Its row's text is
+    /// made here, before the lock, while the event is in this thread's caches:
+    /// the writer later reads a few hundred bytes per event instead of the
+    /// event's objects, and nothing the event holds outlives this call.
     func record(_ item: Item, seq: Int64, at: Double = Date().timeIntervalSince1970) {
+        var instance = ""
+        if case .instance = item { instance = state.withLock { $0.instance.id } }
+        let row = Self.row(item, seq: seq, at: at, instance: instance)
         let capacity = options.queueCapacity
         let first = state.withLock { s -> Bool in
             guard !s.stopped else { return false }
@@ -116,7 +129,7 @@ final class HistoryRecorder: Sendable {
                 s.queue.removeFirst()
                 s.status.dropped += 1
             }
-            s.queue.append(Queued(seq: seq, at: at, item: item))
+            s.queue.append(row)
             return s.queue.count == 1
         }
         // The writer sleeps until the queue stops being empty: one wake-up per batch.

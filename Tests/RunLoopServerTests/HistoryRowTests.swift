@@ -1,0 +1,76 @@
+import Foundation
+import RunLoopStore
+import Testing
+
+@testable import RunLoopCore
+@testable import RunLoopServer
+
+/// The history rows the recording threads make (issue 26): a perform's text
+/// is written directly, not through `Value`; it must be byte for byte what
+/// describing the event and serializing it (with `at` in front) gives, for
+/// every outcome and for strings that need escapes.
+@Suite("History rows")
+struct HistoryRowTests {
+    /// The text through the general path: `EventHub.describe`, `at` added, `JSON.serialize`.
+    static func described(_ event: RunLoopEvent, at: Double) -> String {
+        let (_, _, data) = EventHub.describe(event)
+        var object = data.object ?? [:]
+        object["at"] = Timestamp.value(Date(timeIntervalSince1970: at))
+        return JSON.string(.object(object))
+    }
+
+    static let results: [PerformResult] = [
+        PerformResult(
+            performId: "p1", thread: "t1", selector: "echo", outcome: .success(["n": 1, "s": "a\"b\\c\n\u{1}é"]),
+            queuedMs: 0.0894, ranMs: 0),
+        PerformResult(
+            performId: "p2", thread: "t12", selector: "sleep", outcome: .success(.null), queuedMs: 12.3456,
+            ranMs: 1500.25),
+        PerformResult(
+            performId: "p\"3", thread: "t1", selector: "fail\t",
+            outcome: .failure(RunLoopError(kind: .failed, code: "boom", message: "it \"broke\"", field: "x")),
+            queuedMs: 1e-9, ranMs: 3),
+        PerformResult(
+            performId: "p4", thread: "t2", selector: "echo", outcome: .success([1, "two", [true, false]]),
+            queuedMs: 1e20, ranMs: -0.5),
+    ]
+
+    @Test("a perform's row is the described event's JSON, with `at`, byte for byte")
+    func performRowMatchesDescribed() throws {
+        for (index, result) in Self.results.enumerated() {
+            let at = 1_764_150_000.123 + Double(index)
+            let row = HistoryRecorder.row(
+                .event(.perform(thread: result.thread, result: result)), seq: 7, at: at, instance: "i1")
+            #expect(row.data == Self.described(.perform(thread: result.thread, result: result), at: at))
+            #expect(row.type == "perform")
+            #expect(row.thread == result.thread)
+            #expect(row.seq == 7 && row.at == at && row.threadRow == nil)
+            // And it is JSON whose members are the event's.
+            let parsed = try JSONSerialization.jsonObject(with: Data(row.data.utf8)) as? [String: Any]
+            #expect(parsed?["performId"] as? String == result.performId)
+        }
+    }
+
+    @Test("a request's row: `at`, the request's fields, its body and its answer as sent")
+    func requestRow() throws {
+        let row = HistoryRecorder.row(
+            .request(
+                method: "POST", path: "/api/threads/t3/perform", status: 200, requestId: "r\"1",
+                body: Array(#"{"selector":"echo"}"#.utf8), answer: Array(#"{"ok":true}"#.utf8)),
+            seq: 9, at: 1_764_150_000.5, instance: "i1")
+        #expect(row.type == "request" && row.thread == "t3")
+        #expect(
+            row.data
+                == #"{"at":"2025-11-26T09:40:00.500Z","method":"POST","path":"/api/threads/t3/perform","status":200,"requestId":"r\"1","thread":"t3","body":{"selector":"echo"},"answer":{"ok":true}}"#
+        )
+        let refused = HistoryRecorder.row(
+            .request(
+                method: "POST", path: "/api/threads", status: 400, requestId: "r2", body: Array("not json".utf8),
+                answer: Array("plain".utf8)),
+            seq: 10, at: 1_764_150_000.5, instance: "i1")
+        #expect(refused.thread == nil)
+        let parsed = try JSONSerialization.jsonObject(with: Data(refused.data.utf8)) as? [String: Any]
+        #expect(parsed?["body"] as? String == "not json")
+        #expect(parsed?["answer"] as? String == "plain")
+    }
+}
