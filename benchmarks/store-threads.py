@@ -79,9 +79,14 @@ def threads(pid):
         cpu = (int(fields[11]) + int(fields[12])) / TICK
         sys_cpu = int(fields[12]) / TICK
         faults = int(fields[7])
+        try:
+            io = dict(line.split(": ") for line in open(f"/proc/{pid}/task/{tid}/io").read().split("\n") if line)
+        except OSError:
+            io = {}
+        io = tuple(int(io.get(k, 0)) for k in ("syscr", "syscw", "rchar", "wchar"))
         vol = int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
         nvol = int(re.search(r"^nonvoluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
-        out[tid] = (name, cpu, vol, nvol, sys_cpu, faults)
+        out[tid] = (name, cpu, vol, nvol, sys_cpu, faults) + io
     return out
 
 
@@ -101,9 +106,9 @@ def measure(proc, port, path, seconds, script):
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     rows = {}
     for tid, now in after.items():
-        b = before.get(tid, (now[0], 0, 0, 0, 0, 0))
-        r = rows.setdefault(group(now[0]), [0.0, 0, 0, 0.0, 0])
-        for i in range(1, 6):
+        b = before.get(tid, (now[0],) + (0,) * 9)
+        r = rows.setdefault(group(now[0]), [0.0, 0, 0, 0.0, 0, 0, 0, 0, 0])
+        for i in range(1, 10):
             r[i - 1] += now[i] - b[i]
     wrk_cpu = (child1.ru_utime + child1.ru_stime) - (child0.ru_utime + child0.ru_stime)
     return requests, rps, rows, wrk_cpu
@@ -142,11 +147,14 @@ def main():
                     total = sum(r[0] for r in rows.values())
                     print(f"round {rnd + 1} {label}: {n} requests, {rps:.0f} req/s, load {load}; "
                           f"process {total / n * 1e6:.1f} us/req, wrk {wrk_cpu / n * 1e6:.1f} us/req")
-                    for g, (cpu, vol, nvol, sys_cpu, faults) in sorted(rows.items(), key=lambda kv: -kv[1][0]):
+                    for g, r in sorted(rows.items(), key=lambda kv: -kv[1][0]):
+                        cpu, vol, nvol, sys_cpu, faults, syscr, syscw, rchar, wchar = r
                         if cpu == 0 and vol == 0 and nvol == 0:
                             continue
+                        io = (f"  reads {syscr / n:.3f} ({rchar / n:.0f} B)  writes {syscw / n:.3f} ({wchar / n:.0f} B)"
+                              if g == "rl-store" else "")
                         print(f"    {g:24s} cpu {cpu / n * 1e6:6.2f} us/req (sys {sys_cpu / n * 1e6:5.2f})  "
-                              f"vcsw {vol / n:7.4f}/req  ivcsw {nvol / n:7.4f}/req  faults {faults / n:7.4f}/req")
+                              f"vcsw {vol / n:7.4f}/req  ivcsw {nvol / n:7.4f}/req  faults {faults / n:7.4f}/req{io}")
                     sys.stdout.flush()
             for label, (p, port, path) in sides:
                 try:

@@ -27,6 +27,12 @@ public final class SQLiteStore: HistoryStore {
     /// SQLite's own autocheckpoint (1000 pages of 4 KiB).
     static let defaultWALBytes: Int64 = 4_096_000
 
+    /// A new file's page size (bytes). Events are appended a few thousand per
+    /// commit: 16 KiB pages write the WAL and checkpoint it in a quarter of
+    /// the system calls of SQLite's default 4 KiB (measured, issue 26: the
+    /// writer's CPU per perform request 4.7 -> 3.7 µs; 8 KiB and 64 KiB less).
+    static let pageSize: Int64 = 16_384
+
     /// The size bound's trigger and target: past `triggerShare` of the limit
     /// (the file and its WAL, by `stat`, after every commit) the oldest events
     /// go until the data is under `targetShare` of it.
@@ -55,7 +61,8 @@ public final class SQLiteStore: HistoryStore {
         configuration.label = "runloopd-history"
         // A busy reader never makes the writer fail at once (and the reverse).
         configuration.busyMode = .timeout(5)
-        let walPages = max(16, walBytes / 4096)
+        let pageSize = Self.pageSize
+        let walPages = max(64 * 1024 / pageSize, walBytes / pageSize)
         let walBytes = walBytes
         configuration.prepareDatabase { db in
             // Before anything else touches a new file (GRDB turns WAL on next):
@@ -63,6 +70,8 @@ public final class SQLiteStore: HistoryStore {
             // retention can give pages back to the file system (the pool's
             // read-only reader connections leave it alone).
             if !db.configuration.readonly {
+                // A new file's pages (an existing file keeps its own).
+                try db.execute(sql: "PRAGMA page_size = \(pageSize)")
                 try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
                 // Debian's SQLite zeroes every deleted row's bytes by default
                 // (SECURE_DELETE), which made a prune write its whole size to the

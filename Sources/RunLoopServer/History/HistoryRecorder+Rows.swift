@@ -130,7 +130,8 @@ extension HistoryRecorder {
         } else {
             data = String(decoding: body, as: UTF8.self)
         }
-        return Queued(seq: seq, at: at, type: type, thread: thread, data: data, threadRow: threadRow)
+        return Queued(
+            seq: seq, at: at, type: type, thread: thread, data: data, threadRow: threadRow.map(ThreadRow.init))
     }
 
     /// A perform event's text: `at`, then `Rep.performResult`'s members in
@@ -209,7 +210,7 @@ extension HistoryRecorder {
         let event = StoredEvent(
             instance: instance, boot: boot, seq: queued.seq, at: queued.at, type: queued.type, thread: queued.thread,
             data: queued.data)
-        guard var row = queued.threadRow else { return (event, nil) }
+        guard var row = queued.threadRow?.row else { return (event, nil) }
         row.instance = instance
         row.boot = boot
         return (event, row)

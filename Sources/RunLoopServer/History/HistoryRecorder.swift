@@ -32,8 +32,15 @@ final class HistoryRecorder: Sendable {
         var thread: String?
         /// The event's JSON text.
         var data: String
-        /// The thread row it changes (instance and boot are filled in when written).
-        var threadRow: StoredThread?
+        /// The thread row it changes (instance and boot are filled in when
+        /// written); boxed, as few events change one: a queued row stays small.
+        var threadRow: ThreadRow?
+    }
+
+    /// A thread row waiting in the queue.
+    final class ThreadRow: Sendable {
+        let row: StoredThread
+        init(_ row: StoredThread) { self.row = row }
     }
 
     /// What `/api/store` and the metrics show.
