@@ -370,17 +370,43 @@ struct HistoryLogic {
     }
 
     func pruneByAge(_ maxAge: Double, now: Double, instance: String?) throws -> Int {
-        let before = try count(instance: instance)
         let mine = instance.map { [SQLValue.text($0)] } ?? []
-        for statement in sql.pruneByAge(instance: instance != nil) {
+        let statements = sql.pruneByAge(instance: instance != nil)
+        if sql.dialect == .sqlite {
+            // SQLite says how many rows its last DELETE took: no count before
+            // and after (each reads a whole index).
+            _ = try run(statements[0], [.double(now - maxAge)] + mine)
+            let removed = try changes()
+            for statement in statements.dropFirst() { _ = try run(statement, [.double(now - maxAge)] + mine) }
+            return removed
+        }
+        let before = try count(instance: instance)
+        for statement in statements {
             _ = try run(statement, [.double(now - maxAge)] + mine)
         }
         return before - (try count(instance: instance))
     }
 
-    /// Deletes the oldest `n` events (of `instance`, or of all).
-    func deleteOldest(_ n: Int, instance: String?) throws {
+    /// Deletes the oldest `n` events (of `instance`, or of all); how many
+    /// went (SQLite), nil where the dialect does not say (PostgreSQL).
+    @discardableResult
+    func deleteOldest(_ n: Int, instance: String?) throws -> Int? {
         _ = try run(sql.pruneOldest(instance: instance != nil), (instance.map { [.text($0)] } ?? []) + [.int(Int64(n))])
+        return sql.dialect == .sqlite ? try changes() : nil
+    }
+
+    /// Rows the connection's last INSERT, UPDATE or DELETE changed (SQLite).
+    private func changes() throws -> Int {
+        Int(try run("SELECT changes()", []).first?.first?.int ?? 0)
+    }
+
+    /// The span of event ids (the largest less the smallest, plus one):
+    /// the number of events where ids are dense (the oldest go first), at
+    /// the cost of two index lookups instead of a count.
+    func idSpan() throws -> Int64 {
+        let row = try run("SELECT MIN(id), MAX(id) FROM events", []).first
+        guard let row, row.count == 2, row[0] != .null else { return 0 }
+        return max(0, row[1].int - row[0].int + 1)
     }
 
     func count(instance: String? = nil) throws -> Int {

@@ -81,13 +81,13 @@ extension HistoryRecorder {
             }
             backoff = 0
             if count > 0 { lastCommit = Monotonic.now() }
-            // By the clock, and (SQLite) whenever the file and its WAL pass
-            // the size bound's trigger: a stat after each commit.
-            if Monotonic.now() - lastPrune >= options.retentionInterval
-                || (count > 0 && store.overLimit(options.retention))
-            {
-                lastPrune = Monotonic.now()
-                prune()
+            // By the clock (age and size), and (SQLite) whenever the file and
+            // its WAL pass the size bound's trigger: a stat after each commit,
+            // and then the size only (the age's delete runs by the clock).
+            let pruneDue = Monotonic.now() - lastPrune >= options.retentionInterval
+            if pruneDue || (count > 0 && store.overLimit(options.retention)) {
+                if pruneDue { lastPrune = Monotonic.now() }
+                prune(byAge: pruneDue)
             }
             if stopping && state.withLock({ $0.queue.isEmpty }) { break }
         }
@@ -140,14 +140,16 @@ extension HistoryRecorder {
         return retention
     }
 
-    /// Applies the retention now (the writer's thread). A prune that deleted
+    /// Applies the retention now (the writer's thread); `byAge` false: the
+    /// size bound only. A prune that deleted
     /// something is counted, and logged at warning (history is gone): at
     /// once, unless a warning line was written within `retentionInterval`
     /// (SQLite prunes after any commit past the limit's trigger, several
     /// times a second under load); then at debug, and the next warning line
     /// carries the prunes and events since the previous one.
-    func prune() {
-        let retention = self.retention
+    func prune(byAge: Bool = true) {
+        var retention = self.retention
+        if !byAge { retention.maxAge = nil }
         do {
             let started = Monotonic.now()
             // A size prune (SQLite: from 90 % of the bound down to 60 %) is
