@@ -19,14 +19,15 @@ extension HistoryRecorder {
         func key(_ name: StaticString) {
             if !head.isEmpty { head.append(UInt8(ascii: ",")) }
             head.append(UInt8(ascii: "\""))
-            head.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-            head.append(contentsOf: "\":".utf8)
+            append(name, to: &head)
+            head.append(UInt8(ascii: "\""))
+            head.append(UInt8(ascii: ":"))
         }
         // `at` as a JSON string: the timestamp's text is ASCII digits and punctuation.
         func stamp(_ seconds: Double) {
             key("at")
             head.append(UInt8(ascii: "\""))
-            Timestamp.append(Date(timeIntervalSince1970: seconds), to: &head)
+            appendStamp(seconds, to: &head)
             head.append(UInt8(ascii: "\""))
         }
         let type: String
@@ -72,7 +73,7 @@ extension HistoryRecorder {
             key("path")
             appendQuoted(path, to: &head)
             key("status")
-            head.append(contentsOf: String(status).utf8)
+            appendNumber(Double(status), to: &head)
             key("requestId")
             appendQuoted(requestId, to: &head)
             if let thread {
@@ -140,39 +141,128 @@ extension HistoryRecorder {
     static func performText(_ r: PerformResult, at: Double) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(192)
-        out.append(contentsOf: #"{"at":""#.utf8)
-        Timestamp.append(Date(timeIntervalSince1970: at), to: &out)
-        out.append(contentsOf: #"","error":"#.utf8)
+        append(#"{"at":""#, to: &out)
+        appendStamp(at, to: &out)
+        append(#"","error":"#, to: &out)
         let value: Value
         switch r.outcome {
         case .success(let result):
-            out.append(contentsOf: #"null,"ok":true"#.utf8)
+            append(#"null,"ok":true"#, to: &out)
             value = result
         case .failure(let error):
             out.append(contentsOf: JSON.serialize(Rep.error(error)))
-            out.append(contentsOf: #","ok":false"#.utf8)
+            append(#","ok":false"#, to: &out)
             value = .null
         }
-        out.append(contentsOf: #","performId":"#.utf8)
+        append(#","performId":"#, to: &out)
         appendQuoted(r.performId, to: &out)
-        out.append(contentsOf: #","queuedMs":"#.utf8)
-        out.append(contentsOf: JSON.format(Rep.rounded3(r.queuedMs)).utf8)
-        out.append(contentsOf: #","ranMs":"#.utf8)
-        out.append(contentsOf: JSON.format(Rep.rounded3(r.ranMs)).utf8)
-        out.append(contentsOf: #","result":"#.utf8)
+        append(#","queuedMs":"#, to: &out)
+        appendNumber(Rep.rounded3(r.queuedMs), to: &out)
+        append(#","ranMs":"#, to: &out)
+        appendNumber(Rep.rounded3(r.ranMs), to: &out)
+        append(#","result":"#, to: &out)
         switch value {
-        case .null: out.append(contentsOf: "null".utf8)
+        case .null: append("null", to: &out)
+        case .bool(let flag): flag ? append("true", to: &out) : append("false", to: &out)
+        case .number(let number): appendNumber(number, to: &out)
+        case .string(let text): appendQuoted(text, to: &out)
         default: out.append(contentsOf: JSON.serialize(value))
         }
-        out.append(contentsOf: #","selector":"#.utf8)
+        append(#","selector":"#, to: &out)
         appendQuoted(r.selector, to: &out)
-        out.append(contentsOf: #","thread":"#.utf8)
+        append(#","thread":"#, to: &out)
         appendQuoted(r.thread, to: &out)
         out.append(UInt8(ascii: "}"))
         return String(decoding: out, as: UTF8.self)
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// Appends a literal's bytes (one copy, not a walk of its UTF-8 view).
+    @inline(__always)
+    static func append(_ literal: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// Appends `JSON.format(value)`: an integer's digits without a `String`.
+    static func appendNumber(_ value: Double, to out: inout [UInt8]) {
+        guard value.isFinite, value.rounded() == value, abs(value) < 1e15 else {
+            out.append(contentsOf: JSON.format(value).utf8)
+            return
+        }
+        var whole = Int64(value)
+        if whole < 0 {
+            out.append(UInt8(ascii: "-"))
+            whole = -whole
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = 20
+            repeat {
+                start -= 1
+                digits[start] = UInt8(48 + whole % 10)
+                whole /= 10
+            } while whole > 0
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
+        }
+    }
+
+    /// Appends `Timestamp.append`'s text for `seconds` since 1970 (UTC,
+    /// milliseconds truncated), written into 24 bytes at once: the same
+    /// civil-date arithmetic, without a growth check per digit.
+    static func appendStamp(_ seconds: Double, to out: inout [UInt8]) {
+        // Through `Date` as `Timestamp` goes (its reference date rounds the same).
+        let seconds = Date(timeIntervalSince1970: seconds).timeIntervalSince1970
+        let whole = seconds.rounded(.down)
+        guard abs(whole) < 1e11 else {
+            Timestamp.append(Date(timeIntervalSince1970: seconds), to: &out)
+            return
+        }
+        let total = Int(whole)
+        let millis = min(999, Int(((seconds - whole) * 1000).rounded(.down)))
+        var days = total / 86_400
+        var secondOfDay = total % 86_400
+        if secondOfDay < 0 {
+            secondOfDay += 86_400
+            days -= 1
+        }
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        guard (0...9999).contains(year) else {
+            Timestamp.append(Date(timeIntervalSince1970: seconds), to: &out)
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { text in
+            func put(_ value: Int, at end: Int, digits: Int) {
+                var value = value
+                for index in stride(from: end - 1, through: end - digits, by: -1) {
+                    text[index] = UInt8(48 + value % 10)
+                    value /= 10
+                }
+            }
+            put(year, at: 4, digits: 4)
+            text[4] = UInt8(ascii: "-")
+            put(month, at: 7, digits: 2)
+            text[7] = UInt8(ascii: "-")
+            put(day, at: 10, digits: 2)
+            text[10] = UInt8(ascii: "T")
+            put(secondOfDay / 3600, at: 13, digits: 2)
+            text[13] = UInt8(ascii: ":")
+            put(secondOfDay / 60 % 60, at: 16, digits: 2)
+            text[16] = UInt8(ascii: ":")
+            put(secondOfDay % 60, at: 19, digits: 2)
+            text[19] = UInt8(ascii: ".")
+            put(millis, at: 23, digits: 3)
+            text[23] = UInt8(ascii: "Z")
+            out.append(contentsOf: UnsafeBufferPointer(text))
+        }
+    }
 
     /// `text` as a JSON string literal, quotes included, appended: the
     /// escapes `JSON.serialize` writes, without a `String` made per value.
