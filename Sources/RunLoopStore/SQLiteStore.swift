@@ -198,11 +198,14 @@ public final class SQLiteStore: HistoryStore {
     /// Events through SQLite's C API, in the same multi-row INSERTs as
     /// `HistoryLogic.insertRows` (chunks of a power of two rows, each text
     /// prepared once per connection): each chunk's texts are copied once
-    /// into one buffer, NUL-terminated, and bound in place from it (no
-    /// `SQLValue`, `DatabaseValue` or copy per value): the same values GRDB
-    /// would bind.
+    /// into one buffer, in one pass that also notes where each starts and
+    /// how long it is, and bound in place from it with their lengths (no
+    /// `SQLValue`, `DatabaseValue`, copy or `strlen` per value): the same
+    /// values GRDB would bind.
     static func insert(_ events: ArraySlice<StoredEvent>, _ db: Database, _ sql: HistorySQL) throws {
         var arena: [UInt8] = []
+        // Per row: instance, type, data, thread (start, length; thread length -1: NULL).
+        var spans: [(start: Int32, count: Int32)] = []
         var start = events.startIndex
         while start < events.endIndex {
             var power = HistorySQL.largestInsertPower
@@ -211,41 +214,42 @@ public final class SQLiteStore: HistoryStore {
             let text = sql.insertEventTexts[power]
             let statement = try db.cachedStatement(sql: text).sqliteStatement
             arena.removeAll(keepingCapacity: true)
-            // Per row: instance, type, data, thread (absent: nothing), each followed by a NUL.
-            for event in chunk {
-                arena.append(contentsOf: event.instance.utf8)
-                arena.append(0)
-                arena.append(contentsOf: event.type.utf8)
-                arena.append(0)
-                arena.append(contentsOf: event.data.utf8)
-                arena.append(0)
-                if let thread = event.thread {
-                    arena.append(contentsOf: thread.utf8)
-                    arena.append(0)
-                }
+            spans.removeAll(keepingCapacity: true)
+            func add(_ string: String) {
+                let from = arena.count
+                arena.append(contentsOf: string.utf8)
+                spans.append((Int32(from), Int32(arena.count - from)))
+            }
+            for index in chunk.indices {
+                add(chunk[index].instance)
+                add(chunk[index].type)
+                add(chunk[index].data)
+                if let thread = chunk[index].thread { add(thread) } else { spans.append((0, -1)) }
             }
             let code = arena.withUnsafeBufferPointer { buffer -> Int32 in
-                guard let base = buffer.baseAddress else { return SQLITE_MISUSE }
-                let text = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
-                var offset = 0
-                func bind(_ column: Int32, _ string: String) {
-                    sqlite3_bind_text(statement, column, text + offset, -1, nil)
-                    offset += string.utf8.count + 1
+                // A chunk of empty texts has no buffer: any valid pointer does for length 0.
+                let base = UnsafeRawPointer(buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+                    .assumingMemoryBound(to: CChar.self)
+                func bind(_ column: Int32, _ span: (start: Int32, count: Int32)) {
+                    if span.count < 0 {
+                        sqlite3_bind_null(statement, column)
+                    } else {
+                        sqlite3_bind_text(statement, column, base + Int(span.start), span.count, nil)
+                    }
                 }
                 sqlite3_reset(statement)
-                for (row, event) in chunk.enumerated() {
+                var row = 0
+                for index in chunk.indices {
                     let first = Int32(row * 7)
-                    bind(first + 1, event.instance)
-                    sqlite3_bind_int64(statement, first + 2, event.boot)
-                    sqlite3_bind_int64(statement, first + 3, event.seq)
-                    sqlite3_bind_double(statement, first + 4, event.at)
-                    bind(first + 5, event.type)
-                    bind(first + 7, event.data)
-                    if let thread = event.thread {
-                        bind(first + 6, thread)
-                    } else {
-                        sqlite3_bind_null(statement, first + 6)
-                    }
+                    let at = row * 4
+                    bind(first + 1, spans[at])
+                    sqlite3_bind_int64(statement, first + 2, chunk[index].boot)
+                    sqlite3_bind_int64(statement, first + 3, chunk[index].seq)
+                    sqlite3_bind_double(statement, first + 4, chunk[index].at)
+                    bind(first + 5, spans[at + 1])
+                    bind(first + 6, spans[at + 3])
+                    bind(first + 7, spans[at + 2])
+                    row += 1
                 }
                 let code = sqlite3_step(statement)
                 // Nothing keeps a pointer into the buffer past here.
