@@ -27,7 +27,7 @@ extension HistoryRecorder {
         func stamp(_ seconds: Double) {
             key("at")
             head.append(UInt8(ascii: "\""))
-            appendStamp(seconds, to: &head)
+            Timestamp.append(Date(timeIntervalSince1970: seconds), to: &head)
             head.append(UInt8(ascii: "\""))
         }
         let type: String
@@ -46,7 +46,7 @@ extension HistoryRecorder {
             if object["at"] == nil { stamp(at) }
             if let thread, object["thread"] == nil {
                 key("thread")
-                appendQuoted(thread, to: &head)
+                JSON.writeString(thread, into: &head)
             }
             body = JSON.serialize(data)
             switch event {
@@ -69,16 +69,16 @@ extension HistoryRecorder {
             head.reserveCapacity(160 + requestBody.count + answer.count)
             stamp(at)
             key("method")
-            appendQuoted(method, to: &head)
+            JSON.writeString(method, into: &head)
             key("path")
-            appendQuoted(path, to: &head)
+            JSON.writeString(path, into: &head)
             key("status")
             appendNumber(Double(status), to: &head)
             key("requestId")
-            appendQuoted(requestId, to: &head)
+            JSON.writeString(requestId, into: &head)
             if let thread {
                 key("thread")
-                appendQuoted(thread, to: &head)
+                JSON.writeString(thread, into: &head)
             }
             // The body as JSON when it is JSON, else as a string: an accepted
             // body was read as JSON by its route; a refused one is checked.
@@ -88,7 +88,7 @@ extension HistoryRecorder {
                 if valid {
                     head.append(contentsOf: requestBody)
                 } else {
-                    appendQuoted(String(decoding: requestBody, as: UTF8.self), to: &head)
+                    JSON.writeString(String(decoding: requestBody, as: UTF8.self), into: &head)
                 }
             }
             // runloopd's own answers are JSON documents: spliced as they were sent.
@@ -97,7 +97,7 @@ extension HistoryRecorder {
                 head.append(contentsOf: answer)
             } else if !answer.isEmpty {
                 key("answer")
-                appendQuoted(String(decoding: answer, as: UTF8.self), to: &head)
+                JSON.writeString(String(decoding: answer, as: UTF8.self), into: &head)
             }
             // The whole object is the head: `{` head `}`.
             let data = String(unsafeUninitializedCapacity: head.count + 2) { out in
@@ -142,7 +142,7 @@ extension HistoryRecorder {
         var out: [UInt8] = []
         out.reserveCapacity(192)
         append(#"{"at":""#, to: &out)
-        appendStamp(at, to: &out)
+        Timestamp.append(Date(timeIntervalSince1970: at), to: &out)
         append(#"","error":"#, to: &out)
         let value: Value
         switch r.outcome {
@@ -155,7 +155,7 @@ extension HistoryRecorder {
             value = .null
         }
         append(#","performId":"#, to: &out)
-        appendQuoted(r.performId, to: &out)
+        JSON.writeString(r.performId, into: &out)
         append(#","queuedMs":"#, to: &out)
         appendNumber(Rep.rounded3(r.queuedMs), to: &out)
         append(#","ranMs":"#, to: &out)
@@ -165,18 +165,16 @@ extension HistoryRecorder {
         case .null: append("null", to: &out)
         case .bool(let flag): flag ? append("true", to: &out) : append("false", to: &out)
         case .number(let number): appendNumber(number, to: &out)
-        case .string(let text): appendQuoted(text, to: &out)
+        case .string(let text): JSON.writeString(text, into: &out)
         default: out.append(contentsOf: JSON.serialize(value))
         }
         append(#","selector":"#, to: &out)
-        appendQuoted(r.selector, to: &out)
+        JSON.writeString(r.selector, into: &out)
         append(#","thread":"#, to: &out)
-        appendQuoted(r.thread, to: &out)
+        JSON.writeString(r.thread, into: &out)
         out.append(UInt8(ascii: "}"))
         return String(decoding: out, as: UTF8.self)
     }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// Appends a literal's bytes (one copy, not a walk of its UTF-8 view).
     @inline(__always)
@@ -204,94 +202,6 @@ extension HistoryRecorder {
             } while whole > 0
             out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
         }
-    }
-
-    /// Appends `Timestamp.append`'s text for `seconds` since 1970 (UTC,
-    /// milliseconds truncated), written into 24 bytes at once: the same
-    /// civil-date arithmetic, without a growth check per digit.
-    static func appendStamp(_ seconds: Double, to out: inout [UInt8]) {
-        // Through `Date` as `Timestamp` goes (its reference date rounds the same).
-        let seconds = Date(timeIntervalSince1970: seconds).timeIntervalSince1970
-        let whole = seconds.rounded(.down)
-        guard abs(whole) < 1e11 else {
-            Timestamp.append(Date(timeIntervalSince1970: seconds), to: &out)
-            return
-        }
-        let total = Int(whole)
-        let millis = min(999, Int(((seconds - whole) * 1000).rounded(.down)))
-        var days = total / 86_400
-        var secondOfDay = total % 86_400
-        if secondOfDay < 0 {
-            secondOfDay += 86_400
-            days -= 1
-        }
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        guard (0...9999).contains(year) else {
-            Timestamp.append(Date(timeIntervalSince1970: seconds), to: &out)
-            return
-        }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { text in
-            func put(_ value: Int, at end: Int, digits: Int) {
-                var value = value
-                for index in stride(from: end - 1, through: end - digits, by: -1) {
-                    text[index] = UInt8(48 + value % 10)
-                    value /= 10
-                }
-            }
-            put(year, at: 4, digits: 4)
-            text[4] = UInt8(ascii: "-")
-            put(month, at: 7, digits: 2)
-            text[7] = UInt8(ascii: "-")
-            put(day, at: 10, digits: 2)
-            text[10] = UInt8(ascii: "T")
-            put(secondOfDay / 3600, at: 13, digits: 2)
-            text[13] = UInt8(ascii: ":")
-            put(secondOfDay / 60 % 60, at: 16, digits: 2)
-            text[16] = UInt8(ascii: ":")
-            put(secondOfDay % 60, at: 19, digits: 2)
-            text[19] = UInt8(ascii: ".")
-            put(millis, at: 23, digits: 3)
-            text[23] = UInt8(ascii: "Z")
-            out.append(contentsOf: UnsafeBufferPointer(text))
-        }
-    }
-
-    /// `text` as a JSON string literal, quotes included, appended: the
-    /// escapes `JSON.serialize` writes, without a `String` made per value.
-    static func appendQuoted(_ text: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var text = text
-        text.withUTF8 { bytes in
-            // Copy runs of plain bytes at once; escape only what must be.
-            var runStart = 0
-            for index in 0..<bytes.count {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                runStart = index + 1
-                switch byte {
-                case UInt8(ascii: "\""): out.append(contentsOf: "\\\"".utf8)
-                case UInt8(ascii: "\\"): out.append(contentsOf: "\\\\".utf8)
-                case 0x0A: out.append(contentsOf: "\\n".utf8)
-                case 0x0D: out.append(contentsOf: "\\r".utf8)
-                case 0x09: out.append(contentsOf: "\\t".utf8)
-                default:
-                    out.append(contentsOf: "\\u00".utf8)
-                    out.append(hexDigits[Int(byte >> 4)])
-                    out.append(hexDigits[Int(byte & 0x0F)])
-                }
-            }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
-        }
-        out.append(UInt8(ascii: "\""))
     }
 
     /// The stored event (and the thread row it changes) for one queued row,

@@ -73,7 +73,9 @@ public enum JSON {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
-    private static func writeString(_ s: String, into out: inout [UInt8]) {
+    /// Appends `s` as a JSON string literal, quotes included (the history's
+    /// rows are written with it too).
+    static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var text = s
         text.withUTF8 { bytes in
