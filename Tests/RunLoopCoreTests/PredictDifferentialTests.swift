@@ -1,5 +1,6 @@
 import Foundation
 import Primitives
+import RunLoopTestSupport
 import Testing
 
 @testable import RunLoopCore

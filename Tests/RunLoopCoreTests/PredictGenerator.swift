@@ -1,21 +1,7 @@
 import Foundation
+import RunLoopTestSupport
 
 @testable import RunLoopCore
-
-/// SplitMix64: a small seeded generator (every setup is replayable by seed).
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(_ seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func chance(_ p: Double) -> Bool { Double.random(in: 0..<1, using: &self) < p }
-    mutating func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &self)] }
-}
 
 /// One generated loop and one run of it. Every event (a timer's fire, a
 /// delayed perform, a stimulus, the deadline) sits on its own slot of a

@@ -1,5 +1,6 @@
 import Foundation
 import RunLoopStore
+import RunLoopTestSupport
 import Testing
 
 @testable import RunLoopCore
@@ -85,7 +86,7 @@ struct HistoryRowTests {
     }
 
     static func numbers(seed: UInt64) {
-        var generator = SeededGenerator(seed: seed)
+        var generator = SplitMix(seed)
         var numbers: [Double] = [
             0, -0.0, 1, -1, 0.089, 1e15, 1e15 - 1, -1e15 + 1, 1e20, 1e-9, 12.3456, .infinity, .nan,
         ]
@@ -98,18 +99,5 @@ struct HistoryRowTests {
             HistoryRecorder.appendNumber(number, to: &mine)
             #expect(String(decoding: mine, as: UTF8.self) == JSON.format(number), "\(number) (seed \(seed))")
         }
-    }
-}
-
-/// SplitMix64: a reproducible sequence from a printed seed.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
