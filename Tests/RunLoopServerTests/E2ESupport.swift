@@ -73,7 +73,7 @@ extension ServerProcess {
     /// Runs the binary with `arguments` until it exits (killed after `timeout`
     /// seconds): its status and output, waited for off the cooperative pool.
     static func runToExit(
-        _ arguments: [String], environment: [String: String] = [:], timeout: Double = 20
+        _ arguments: [String], environment: [String: String] = [:], timeout: Double = startTimeout
     ) async throws -> (Int32?, String) {
         try await offThePool { try runToExitBlocking(arguments, environment: environment, timeout: timeout) }
     }
@@ -102,7 +102,9 @@ extension ServerProcess {
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         watchdog.cancel()
-        exited.wait(timeout: 20) { $0 != nil }
+        // The pipe's end comes with the exit; Foundation reports the status a
+        // moment later (much later in a loaded ThreadSanitizer run).
+        exited.wait(timeout: max(20, startTimeout)) { $0 != nil }
         return (exited.value, String(decoding: data, as: UTF8.self))
     }
 
