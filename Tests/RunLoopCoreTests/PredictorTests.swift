@@ -32,6 +32,29 @@ import Testing
         #expect(p.atMs == 300_000)
     }
 
+    @Test func aLoopTooLongToPlayIsGivenUpWithinTheCallsBudget() {
+        // 300 timers every 100 µs, each with a fire limit (so not counted by
+        // fast-forward): 4,000 passes of 300 items are more than one call may
+        // play on the control loop. Every mode of a /why shares the budget.
+        var timers: [LoopModel.Timer] = []
+        for index in 1...300 {
+            var timer = Self.timer("tm\(index)", next: 0.0001, interval: 0.0001)
+            timer.maxFires = 1_000_000
+            timers.append(timer)
+        }
+        let model = LoopModel(timers: timers, everFilled: ["default"])
+        let budget = PredictBudget()
+        let p = Worker.predict(model, mode: "default", seconds: 100, returnAfterSourceHandled: false, budget: budget)
+        #expect(p.exitReason == nil)
+        #expect(!p.certain)
+        #expect(p.reasons.last?.contains("too long to play here") == true, "\(p.reasons)")
+        #expect(budget.left <= 0)
+        // The next mode's prediction of the same call plays nothing more.
+        let next = Worker.predict(model, mode: "default", seconds: 100, returnAfterSourceHandled: false, budget: budget)
+        #expect(next.exitReason == nil)
+        #expect(next.reasons.last?.contains("1 pass played") == true, "\(next.reasons)")
+    }
+
     @Test func aTimerfdLeftArmedWakesTheLoopOnceAndAnEmptyModeFinishes() {
         var model = LoopModel(
             sources: [LoopModel.Source(id: "s1", port: false, modeNames: ["default"], modes: ["default"])],

@@ -9,7 +9,12 @@ extension RunSimulator {
         let plain =
             stimuli.isEmpty && !timers.isEmpty && timers.allSatisfy { $0.interval != nil && $0.maxFires == nil }
             && !model.sources.contains { $0.valid && $0.modes.contains(mode) && ($0.signalled || $0.queued > 0) }
-        guard plain else { return unknown("more than \(Self.maxPasses) passes to play: not played to the end") }
+        guard plain else {
+            return unknown(
+                outOfBudget
+                    ? "\(passes) pass\(passes == 1 ? "" : "es") played and more to come over \(model.timers.count + model.sources.count + model.observers.count) items: too long to play here, not played to the end"
+                    : "more than \(Self.maxPasses) passes to play: not played to the end")
+        }
         guard hasTimeout else {
             reasons.append(
                 "repeating timers \(timers.map(\.id).joined(separator: ", ")) keep waking it and the run has no timeout: it does not return by itself"

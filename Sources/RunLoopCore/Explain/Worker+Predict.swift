@@ -58,17 +58,18 @@ extension Worker {
     /// involved). Where timing decides, each race is played both ways.
     public static func predict(
         _ model: LoopModel, mode: String, seconds: Double, returnAfterSourceHandled: Bool,
-        stimuli: [Stimulus] = [], margin: Double = 0.002
+        stimuli: [Stimulus] = [], margin: Double = 0.002, budget: PredictBudget = PredictBudget()
     ) -> Prediction {
-        func play(flip: Int?) -> (Prediction, Int) {
+        func play(flip: Int?) -> (Prediction, Int, gaveUp: Bool) {
             var sim = RunSimulator(
                 model: model, mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
                 stimuli: stimuli, margin: margin)
             sim.flip = flip
+            sim.budget = budget
             let prediction = sim.run()
-            return (prediction, sim.decisions)
+            return (prediction, sim.decisions, sim.outOfBudget)
         }
-        var (base, decisions) = play(flip: nil)
+        var (base, decisions, _) = play(flip: nil)
         if model.depth > 0 {
             base.reasons.insert(
                 "the thread is inside \(model.depth) run\(model.depth == 1 ? "" : "s") now: this run would be nested in them",
@@ -77,8 +78,9 @@ extension Worker {
         guard decisions > 0 else { return base }
         var outcomes = [base.outcome]
         var whys = base.reasons
-        for flip in 0..<min(decisions, 4) {
-            let (other, _) = play(flip: flip)
+        for flip in 0..<min(decisions, 4) where budget.left > 0 {
+            let (other, _, gaveUp) = play(flip: flip)
+            if gaveUp { break }  // not an outcome: the work ran out
             outcomes.append(other.outcome)
             whys.append(contentsOf: other.reasons.filter { !whys.contains($0) })
         }

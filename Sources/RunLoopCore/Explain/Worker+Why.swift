@@ -111,12 +111,13 @@ extension Worker {
         var model = loopModel()
         model.depth = 0
         let own = ownRun
+        let budget = PredictBudget()  // one for every mode: this runs on the control loop
         for index in result.indices where result[index].mode != "common" && snap.state != .exited {
             let name = result[index].mode
             let mine = policy.style != .manual && name == own.mode.name
             result[index].prediction = Self.predict(
                 model, mode: name, seconds: mine ? own.seconds : RunPolicy.distantFuture,
-                returnAfterSourceHandled: mine ? own.returnAfterSourceHandled : false)
+                returnAfterSourceHandled: mine ? own.returnAfterSourceHandled : false, budget: budget)
         }
         let focus = snap.currentMode ?? keepAliveMode
         let focusVerdict = result.first { $0.mode == focus }?.verdict ?? ""
