@@ -22,7 +22,10 @@ public final class WorkerRegistry: Sendable {
         var numbers: [UInt64] = []
     }
     private let table = Locked(Table())
-    /// Told the ids of exited workers the registry forgets (never under a lock).
+    /// Told the ids whose listing changed (never under a lock): the exited
+    /// workers the registry forgets, and a new worker once it is listed (its
+    /// first events come from its thread before it is: a summary stream that
+    /// read the registry then did not find it, and reads it again).
     private let forgotten: @Sendable ([String]) -> Void
 
     /// Creates a registry. `events` receives every `RunLoopEvent` on the thread
@@ -97,7 +100,7 @@ public final class WorkerRegistry: Sendable {
         }
         // Released after the lock: the table may have held a forgotten worker's
         // last reference, and with it its records' (their CF objects are freed then).
-        if !forgotten.isEmpty { self.forgotten(forgotten.map(\.id)) }
+        self.forgotten(forgotten.map(\.id) + [id])
         return worker
     }
 

@@ -331,7 +331,10 @@ final class EventHub: Sendable {
         }
     }
 
-    /// The exited threads the registry forgot: the next snapshot lists them as removed.
+    /// Threads whose listing in the registry changed: the exited ones it
+    /// forgot (the next snapshot lists them as removed) and a new one once
+    /// listed (the next snapshot has its row, even if its first events were
+    /// flushed before the registry had it).
     func forgotten(_ ids: [String]) {
         let arm = clients.withLock { c -> Bool in
             guard c.summaryClients > 0 else { return false }
