@@ -293,16 +293,16 @@ public final class Worker: Sendable {
     public var snapshot: WorkerSnapshot {
         var (snapshot, loop) = book.withLock { b in
             let inRun = !b.runStack.isEmpty
-            var snapshot = WorkerSnapshot(
+            let snapshot = WorkerSnapshot(
                 id: id, name: name, threadName: threadName, threadNameTruncated: threadName != name,
                 state: b.exited ? .exited : (inRun ? .running : .idle), currentMode: b.runStack.last?.mode,
                 depth: b.runStack.count, keepAlive: keepAlive, policy: policy, runs: b.runs, exits: b.exits,
-                lastExit: b.lastExit, parked: b.parked, timers: b.liveTimers, sources: b.sources.liveCount,
+                lastExit: b.lastExit, parked: b.parked, timers: b.liveTimers,
+                timerFires: b.timerFires, sources: b.sources.liveCount,
                 keepAliveItem: b.keepAliveItem,
                 observers: b.observers.liveCount, tasks: b.tasks.entries.count,
                 pendingPerforms: b.performs.queued.map(\.snapshot), createdAt: createdAt, endedAt: b.endedAt,
                 ending: b.cancelled, endOrigin: b.endOrigin)
-            snapshot.timerFires = b.timerFires
             return (snapshot, b.loop)
         }
         if snapshot.state == .running, let loop, CFRunLoopIsWaiting(loop) { snapshot.state = .waiting }
