@@ -23,11 +23,10 @@ control loop), else its number.
 import collections
 import glob
 import http.client
+import importlib.util
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,12 +36,16 @@ SMALL, LARGE, NATIVE = 400, 2000, 3000
 COUNTED = ("pthread_mutex_lock", "malloc", "swift_retain", "swift_release", "CFRunLoopWakeUp")
 
 
-def free_port():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
+def per_request_module():
+    """benchmarks/callgrind/per-request.py (its free_port), loaded as hops.py loads it."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "per-request.py")
+    spec = importlib.util.spec_from_file_location("per_request", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+free_port = per_request_module().free_port
 
 
 def start(argv, port, deadline=300):
