@@ -77,7 +77,20 @@ struct HistorySQL {
         ]
     }
 
-    static let eventColumns = "id, instance, boot, seq, at, type, thread, data"
+    /// Version 2: a perform's row may keep the request that answered it
+    /// (`StoredEvent.request`): two columns, NULL in every other row. SQLite
+    /// adds them in its migration "v2"; PostgreSQL runs these at each open.
+    var schemaV2: [String] {
+        let ifNew = dialect == .postgres ? "IF NOT EXISTS " : ""
+        return [
+            "ALTER TABLE events ADD COLUMN \(ifNew)request TEXT",
+            "ALTER TABLE events ADD COLUMN \(ifNew)request_at \(real)",
+        ]
+    }
+
+    static let eventColumns = "id, instance, boot, seq, at, type, thread, data, request, request_at"
+    /// Values per inserted event row.
+    static let insertedColumns = 9
     static let threadColumns = "instance, boot, thread, name, style, created_at, ended_at, ended_how, last_exit, final"
     static let instanceColumns = "id, url, version, host, pid, boot, started_at, heartbeat_at, stopped_at, seq_ceiling"
 
@@ -85,14 +98,16 @@ struct HistorySQL {
 
     static func insertEvent(rows: Int, dialect: Dialect) -> String {
         let sql = HistorySQL.Marks(dialect: dialect)
-        let tuples = (0..<rows).map { "(\(sql.marks(7, from: $0 * 7 + 1)))" }.joined(separator: ", ")
-        return "INSERT INTO events (instance, boot, seq, at, type, thread, data) VALUES \(tuples)"
+        let n = insertedColumns
+        let tuples = (0..<rows).map { "(\(sql.marks(n, from: $0 * n + 1)))" }.joined(separator: ", ")
+        return
+            "INSERT INTO events (instance, boot, seq, at, type, thread, data, request, request_at) VALUES \(tuples)"
     }
 
     static func eventValues(_ e: StoredEvent) -> [SQLValue] {
         [
             .text(e.instance), .int(e.boot), .int(e.seq), .double(e.at), .text(e.type), .optional(e.thread),
-            .text(e.data),
+            .text(e.data), .optional(e.request), .optional(e.requestAt),
         ]
     }
 
@@ -135,7 +150,11 @@ struct HistorySQL {
     }
 
     var selectInstance: String { "SELECT \(Self.instanceColumns) FROM instances WHERE id = \(marks(1))" }
-    var maxSeq: String { "SELECT COALESCE(MAX(seq), 0) FROM events WHERE instance = \(marks(1))" }
+    /// The instance's largest event id: its last row's seq, + 1 when that row
+    /// keeps a request too (through the (instance, seq) index, one row read).
+    var maxSeq: String {
+        "SELECT seq + CASE WHEN request IS NULL THEN 0 ELSE 1 END FROM events WHERE instance = \(marks(1)) ORDER BY seq DESC LIMIT 1"
+    }
     var openThreads: String {
         "SELECT \(Self.threadColumns) FROM threads WHERE instance = \(marks(1)) AND boot < \(marks(1, from: 2)) AND ended_at IS NULL"
     }
@@ -146,7 +165,9 @@ struct HistorySQL {
         "UPDATE instances SET stopped_at = \(marks(1)), heartbeat_at = \(marks(1, from: 2)) WHERE id = \(marks(1, from: 3))"
     }
 
-    /// The events query: newest first unless ascending; `afterSeq` orders by seq.
+    /// The events query: newest first unless ascending; `afterSeq` orders by
+    /// seq. It reads rows: a perform's row may hold its request too
+    /// (`HistoryLogic.events` gives the events), found by the perform's time.
     func events(_ q: HistoryQuery) -> (String, [SQLValue]) {
         var clauses: [String] = []
         var values: [SQLValue] = []
@@ -159,7 +180,9 @@ struct HistorySQL {
         if !q.types.isEmpty {
             let first = values.count + 1
             values.append(contentsOf: q.types.map(SQLValue.text))
-            clauses.append("type IN (\(marks(q.types.count, from: first)))")
+            let named = "type IN (\(marks(q.types.count, from: first)))"
+            // A request may be kept in its perform's row.
+            clauses.append(q.types.contains("request") ? "(\(named) OR request IS NOT NULL)" : named)
         }
         if let since = q.since { add({ "at >= \($0)" }, .double(since)) }
         if let until = q.until { add({ "at < \($0)" }, .double(until)) }
@@ -209,16 +232,29 @@ struct HistorySQL {
     /// instance, `$2` how many, by its event ids: the index on (instance,
     /// seq) finds them). SQLite's `?` bind in the order of the text.
     func pruneOldest(instance: Bool) -> String {
-        let oldest =
-            instance
-            ? "SELECT id FROM events WHERE instance = \(marks(1)) ORDER BY seq ASC LIMIT \(marks(1, from: 2))"
-            : "SELECT id FROM events ORDER BY id ASC LIMIT \(marks(1))"
-        return "DELETE FROM events WHERE id IN (\(oldest))"
+        "DELETE FROM events WHERE id IN (\(oldest("id", instance: instance)))"
     }
 
-    /// How many events (`$1`: that instance's).
+    /// The requests kept in the rows `pruneOldest` deletes (the same values).
+    func foldedInOldest(instance: Bool) -> String {
+        "SELECT COUNT(request) FROM (\(oldest("request", instance: instance))) AS oldest"
+    }
+
+    private func oldest(_ column: String, instance: Bool) -> String {
+        instance
+            ? "SELECT \(column) FROM events WHERE instance = \(marks(1)) ORDER BY seq ASC LIMIT \(marks(1, from: 2))"
+            : "SELECT \(column) FROM events ORDER BY id ASC LIMIT \(marks(1))"
+    }
+
+    /// The requests kept in the rows the age's first DELETE removes (its values).
+    func foldedBeforeAge(instance: Bool) -> String {
+        "SELECT COUNT(request) FROM events WHERE at < \(marks(1))"
+            + (instance ? " AND instance = \(marks(1, from: 2))" : "")
+    }
+
+    /// How many events (`$1`: that instance's): rows, and the requests kept in them.
     func count(instance: Bool) -> String {
-        "SELECT COUNT(*) FROM events" + (instance ? " WHERE instance = \(marks(1))" : "")
+        "SELECT COUNT(*) + COUNT(request) FROM events" + (instance ? " WHERE instance = \(marks(1))" : "")
     }
 
     /// Deletes an instance's row unless it runs: stopped cleanly, or its
@@ -261,7 +297,8 @@ extension StoredEvent {
     init(row r: [SQLValue]) {
         self.init(
             id: r[0].int, instance: r[1].text ?? "", boot: r[2].int, seq: r[3].int, at: r[4].double ?? 0,
-            type: r[5].text ?? "", thread: r[6].text, data: r[7].text ?? "{}")
+            type: r[5].text ?? "", thread: r[6].text, data: r[7].text ?? "{}", request: r[8].text,
+            requestAt: r[9].double)
     }
 }
 
@@ -355,9 +392,23 @@ struct HistoryLogic {
         _ = try run(sql.markStopped, [.double(at), .double(at), .text(instance)])
     }
 
+    /// The events of at most `query.limit` rows: a row that keeps a perform
+    /// and its request gives both (each if its type is asked for; the newer
+    /// first when newest first), with the row's id.
     func events(_ query: HistoryQuery) throws -> [StoredEvent] {
         let (text, values) = sql.events(query)
-        return try run(text, values).map(StoredEvent.init(row:))
+        var events: [StoredEvent] = []
+        for row in try run(text, values) {
+            let event = StoredEvent(row: row)
+            guard event.request != nil else {
+                events.append(event)
+                continue
+            }
+            let pair = event.unfolded.filter { query.types.isEmpty || query.types.contains($0.type) }
+            // Oldest first by id or by seq; else newest first.
+            events.append(contentsOf: query.ascending || query.afterSeq != nil ? pair : pair.reversed())
+        }
+        return events
     }
 
     func threads(instance: String?, boot: Int64?, limit: Int) throws -> [StoredThread] {
@@ -374,9 +425,11 @@ struct HistoryLogic {
         let statements = sql.pruneByAge(instance: instance != nil)
         if sql.dialect == .sqlite {
             // SQLite says how many rows its last DELETE took: no count before
-            // and after (each reads a whole index).
+            // and after (each reads a whole index); the requests kept in
+            // those rows are counted first, in the range the DELETE reads.
+            let folded = try run(sql.foldedBeforeAge(instance: instance != nil), [.double(now - maxAge)] + mine)
             _ = try run(statements[0], [.double(now - maxAge)] + mine)
-            let removed = try changes()
+            let removed = try changes() + Int(folded.first?.first?.int ?? 0)
             for statement in statements.dropFirst() { _ = try run(statement, [.double(now - maxAge)] + mine) }
             return removed
         }
@@ -387,12 +440,19 @@ struct HistoryLogic {
         return before - (try count(instance: instance))
     }
 
-    /// Deletes the oldest `n` events (of `instance`, or of all); how many
-    /// went (SQLite), nil where the dialect does not say (PostgreSQL).
+    /// Deletes the oldest `n` rows (of `instance`, or of all); how many
+    /// events went (SQLite: the rows and the requests kept in them), nil
+    /// where the dialect does not say (PostgreSQL).
     @discardableResult
     func deleteOldest(_ n: Int, instance: String?) throws -> Int? {
-        _ = try run(sql.pruneOldest(instance: instance != nil), (instance.map { [.text($0)] } ?? []) + [.int(Int64(n))])
-        return sql.dialect == .sqlite ? try changes() : nil
+        let values = (instance.map { [SQLValue.text($0)] } ?? []) + [.int(Int64(n))]
+        guard sql.dialect == .sqlite else {
+            _ = try run(sql.pruneOldest(instance: instance != nil), values)
+            return nil
+        }
+        let folded = try run(sql.foldedInOldest(instance: instance != nil), values).first?.first?.int ?? 0
+        _ = try run(sql.pruneOldest(instance: instance != nil), values)
+        return try changes() + Int(folded)
     }
 
     /// Rows the connection's last INSERT, UPDATE or DELETE changed (SQLite).
@@ -400,8 +460,8 @@ struct HistoryLogic {
         Int(try run("SELECT changes()", []).first?.first?.int ?? 0)
     }
 
-    /// The span of event ids (the largest less the smallest, plus one):
-    /// the number of events where ids are dense (the oldest go first), at
+    /// The span of row ids (the largest less the smallest, plus one):
+    /// the number of rows where ids are dense (the oldest go first), at
     /// the cost of two index lookups instead of a count.
     func idSpan() throws -> Int64 {
         let row = try run("SELECT MIN(id), MAX(id) FROM events", []).first

@@ -185,7 +185,7 @@ public final class PostgresStore: HistoryStore {
         try using(writer, transaction: true) { logic in
             // Several instances may start at once: one creates the schema.
             _ = try logic.run("SELECT pg_advisory_xact_lock(7261001)", [])
-            for statement in logic.sql.schema { _ = try logic.run(statement, []) }
+            for statement in logic.sql.schema + logic.sql.schemaV2 { _ = try logic.run(statement, []) }
         }
     }
 
@@ -216,7 +216,8 @@ public final class PostgresStore: HistoryStore {
     /// The events' payload bytes plus 64 per row (PostgreSQL gives deleted
     /// space back to its own free-space map, not to the file system, so the
     /// files' size would never fall below the limit).
-    static let sizeQuery = "SELECT COALESCE(SUM(octet_length(data)), 0) + 64 * COUNT(*) FROM events"
+    static let sizeQuery =
+        "SELECT COALESCE(SUM(octet_length(data) + COALESCE(octet_length(request), 0)), 0) + 64 * COUNT(*) FROM events"
     /// The same for one instance's events (`--retention-scope instance`).
     static let instanceSizeQuery = sizeQuery + " WHERE instance = $1"
 
@@ -257,7 +258,7 @@ public final class PostgresStore: HistoryStore {
     }
 
     static let copyEvents =
-        "COPY events (instance, boot, seq, at, type, thread, data) FROM STDIN (FORMAT binary)"
+        "COPY events (instance, boot, seq, at, type, thread, data, request, request_at) FROM STDIN (FORMAT binary)"
 
     /// COPY's binary format: the signature, flags and header extension length;
     /// the rows; -1 at the end.
@@ -281,7 +282,7 @@ public final class PostgresStore: HistoryStore {
             }
         }
         for e in events {
-            out += [0, 7]
+            out += [0, 9]
             text(e.instance)
             bits(UInt64(bitPattern: e.boot))
             bits(UInt64(bitPattern: e.seq))
@@ -289,6 +290,8 @@ public final class PostgresStore: HistoryStore {
             text(e.type)
             if let thread = e.thread { text(thread) } else { int32(-1) }
             text(e.data)
+            if let request = e.request { text(request) } else { int32(-1) }
+            if let requestAt = e.requestAt { bits(requestAt.bitPattern) } else { int32(-1) }
         }
     }
 

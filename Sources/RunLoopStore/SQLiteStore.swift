@@ -103,8 +103,12 @@ public final class SQLiteStore: HistoryStore {
             Self.narrow(location)
             var migrator = DatabaseMigrator()
             let statements = logic.schema
+            let v2 = logic.schemaV2
             migrator.registerMigration("v1") { db in
                 for statement in statements { try db.execute(sql: statement) }
+            }
+            migrator.registerMigration("v2") { db in
+                for statement in v2 { try db.execute(sql: statement) }
             }
             try migrator.migrate(opened)
             // A pool another open put there meanwhile is released (and closed
@@ -204,7 +208,7 @@ public final class SQLiteStore: HistoryStore {
     /// values GRDB would bind.
     static func insert(_ events: ArraySlice<StoredEvent>, _ db: Database, _ sql: HistorySQL) throws {
         var arena: [UInt8] = []
-        // Per row: instance, type, data, thread (start, length; thread length -1: NULL).
+        // Per row: instance, type, data, thread, request (start, length; length -1: NULL).
         var spans: [(start: Int32, count: Int32)] = []
         var start = events.startIndex
         while start < events.endIndex {
@@ -225,6 +229,7 @@ public final class SQLiteStore: HistoryStore {
                 add(chunk[index].type)
                 add(chunk[index].data)
                 if let thread = chunk[index].thread { add(thread) } else { spans.append((0, -1)) }
+                if let request = chunk[index].request { add(request) } else { spans.append((0, -1)) }
             }
             let code = arena.withUnsafeBufferPointer { buffer -> Int32 in
                 // A chunk of empty texts has no buffer: any valid pointer does for length 0.
@@ -240,8 +245,8 @@ public final class SQLiteStore: HistoryStore {
                 sqlite3_reset(statement)
                 var row = 0
                 for index in chunk.indices {
-                    let first = Int32(row * 7)
-                    let at = row * 4
+                    let first = Int32(row * HistorySQL.insertedColumns)
+                    let at = row * 5
                     bind(first + 1, spans[at])
                     sqlite3_bind_int64(statement, first + 2, chunk[index].boot)
                     sqlite3_bind_int64(statement, first + 3, chunk[index].seq)
@@ -249,6 +254,12 @@ public final class SQLiteStore: HistoryStore {
                     bind(first + 5, spans[at + 1])
                     bind(first + 6, spans[at + 3])
                     bind(first + 7, spans[at + 2])
+                    bind(first + 8, spans[at + 4])
+                    if let requestAt = chunk[index].requestAt {
+                        sqlite3_bind_double(statement, first + 9, requestAt)
+                    } else {
+                        sqlite3_bind_null(statement, first + 9)
+                    }
                     row += 1
                 }
                 let code = sqlite3_step(statement)
@@ -332,12 +343,12 @@ public final class SQLiteStore: HistoryStore {
             let resuming = sizePruning.withLock { $0 }
             if data > target, resuming || Double(data) > Double(maxBytes) * Self.triggerShare {
                 sizePruning.withLock { $0 = true }
-                // The average event's size from the span of ids (no count: it reads a whole index).
+                // The average row's size from the span of ids (no count: it reads a whole index).
                 let span = try reading { try $0.idSpan() }
                 while data > target {
-                    let perEvent = max(1, data / max(1, span))
-                    let step = min(Self.pruneStep, max(Self.smallestPruneStep, Int(maxBytes / 100 / perEvent)))
-                    let n = min(step, max(1, Int((data - target) / perEvent) + 1))
+                    let perRow = max(1, data / max(1, span))
+                    let step = min(Self.pruneStep, max(Self.smallestPruneStep, Int(maxBytes / 100 / perRow)))
+                    let n = min(step, max(1, Int((data - target) / perRow) + 1))
                     let gone = try writing { try $0.deleteOldest(n, instance: instance) } ?? n
                     removed += gone
                     if gone == 0 { break }

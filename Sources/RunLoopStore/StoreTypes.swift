@@ -21,10 +21,16 @@ public struct StoredEvent: Sendable, Equatable {
     public var thread: String?
     /// The JSON payload.
     public var data: String
+    /// A `request` event kept in this `perform` event's row (docs/history.md,
+    /// "A perform and its request"): its payload and time; its `seq` is this
+    /// one's + 1, its thread this one's. Nil for every other row, and for
+    /// an event as a query returns it (the pair comes back as two events).
+    public var request: String?
+    public var requestAt: Double?
 
     public init(
         id: Int64 = 0, instance: String, boot: Int64, seq: Int64, at: Double, type: String, thread: String?,
-        data: String
+        data: String, request: String? = nil, requestAt: Double? = nil
     ) {
         self.id = id
         self.instance = instance
@@ -34,6 +40,34 @@ public struct StoredEvent: Sendable, Equatable {
         self.type = type
         self.thread = thread
         self.data = data
+        self.request = request
+        self.requestAt = requestAt
+    }
+
+    /// The longest a request may come after its perform (seconds) and still
+    /// be kept in its row: a query's `since` and `until` find the pair by the
+    /// perform's time.
+    public static let foldWindow = 0.1
+
+    /// Whether `next` is the request that answered this perform: the next
+    /// event id, the same thread, within `foldWindow`.
+    public func folds(_ next: StoredEvent) -> Bool {
+        type == "perform" && request == nil && next.type == "request" && next.request == nil
+            && next.seq == seq + 1 && next.thread == thread && next.instance == instance && next.boot == boot
+            && next.at >= at && next.at - at <= Self.foldWindow
+    }
+
+    /// The events of one row: itself, or a perform and the request kept with it
+    /// (oldest first), each as a query returns it.
+    public var unfolded: [StoredEvent] {
+        guard let request else { return [self] }
+        var perform = self
+        perform.request = nil
+        perform.requestAt = nil
+        let answer = StoredEvent(
+            id: id, instance: instance, boot: boot, seq: seq + 1, at: requestAt ?? at, type: "request",
+            thread: thread, data: request)
+        return [perform, answer]
     }
 }
 

@@ -107,6 +107,33 @@ struct E2EHistoryTests {
         let performs = try await c.get("/api/history?instance=clean&type=perform&order=asc")
         #expect(performs["events"].items.map { $0["data", "result", "n"] } == [1, 2, 3])
         #expect(performs["events"].items.allSatisfy { $0["boot"] == 1 && $0["thread"] == .string(loop) })
+        // Each perform and the request that answered it share one row
+        // (docs/history.md): history gives both; a page never splits them.
+        let answered = "/api/history?instance=clean&thread=\(loop)&type=perform,request&order=asc"
+        let pairs = try await c.get(answered)["events"].items
+        #expect(pairs.map { $0["event"] } == ["perform", "request", "perform", "request", "perform", "request"])
+        for pair in stride(from: 0, to: pairs.count - 1, by: 2) {
+            let (perform, request) = (pairs[pair], pairs[pair + 1])
+            #expect(perform["cursor"] == request["cursor"])
+            #expect(request["id"].number == perform["id"].number.map { $0 + 1 })
+            #expect(request["data", "answer", "result", "n"] == perform["data", "result", "n"])
+            #expect(request["data", "path"] == .string("/api/threads/\(loop)/perform"))
+        }
+        var walked: [Value] = []
+        var next: Value = .null
+        var pages = 0
+        repeat {
+            let cursor = next.string.map { "&cursor=\($0)" } ?? ""
+            let page = try await c.get(answered + "&limit=1" + cursor)
+            #expect(page["count"] == 2)
+            walked += page["events"].items
+            next = page["next"]
+            pages += 1
+        } while next != .null && pages < 10
+        #expect(walked == pairs)
+        #expect(pages == 3)
+        let path = dir.appendingPathComponent("history.sqlite").path
+        #expect(try Self.sqlite(path, "SELECT COUNT(*) FROM events WHERE request IS NOT NULL", as: Int.self) == 3)
         let started = try await c.get("/api/history?type=instance&limit=1")
         #expect(started["events"].items.first?["data", "boot"] == 2)
         #expect(started["events"].items.first?["data", "previousEnd"] == "stopped")
@@ -135,9 +162,12 @@ struct E2EHistoryTests {
 
         let file = dir.appendingPathComponent("history.sqlite").path
         #expect(try Self.sqlite(file, "PRAGMA integrity_check", as: String.self) == "ok")
-        let kept = try Self.sqlite(file, "SELECT COUNT(*) FROM events WHERE boot = 1", as: Int.self) ?? 0
+        // Events: rows, and the requests kept in their performs' rows.
+        let kept =
+            try Self.sqlite(file, "SELECT COUNT(*) + COUNT(request) FROM events WHERE boot = 1", as: Int.self) ?? 0
         #expect(kept >= committed)
-        let lastSeq = try Self.sqlite(file, "SELECT MAX(seq) FROM events", as: Int64.self) ?? 0
+        let lastSeq =
+            try Self.sqlite(file, "SELECT MAX(seq + (request IS NOT NULL)) FROM events", as: Int64.self) ?? 0
 
         server = try await ServerProcess.started(args)
         defer { server.stop() }

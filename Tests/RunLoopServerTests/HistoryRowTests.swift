@@ -75,6 +75,51 @@ struct HistoryRowTests {
         #expect(parsed?["answer"] as? String == "plain")
     }
 
+    @Test("a perform keeps in its row only the request that answered it: next id, same thread, within 0.1 s")
+    func foldRules() {
+        func event(_ seq: Int64, _ type: String, thread: String? = "t1", at: Double = 10) -> StoredEvent {
+            StoredEvent(instance: "i1", boot: 1, seq: seq, at: at, type: type, thread: thread, data: "{}")
+        }
+        let perform = event(7, "perform")
+        #expect(perform.folds(event(8, "request", at: 10.00003)))
+        #expect(!perform.folds(event(9, "request")))  // another event came between
+        #expect(!perform.folds(event(8, "request", thread: "t2")))
+        #expect(!perform.folds(event(8, "request", thread: nil)))
+        #expect(!perform.folds(event(8, "request", at: 10.2)))
+        #expect(!perform.folds(event(8, "request", at: 9.9)))
+        #expect(!perform.folds(event(8, "perform")))
+        #expect(!event(7, "run-exit").folds(event(8, "request")))
+        var kept = perform
+        kept.request = "{}"
+        #expect(!kept.folds(event(8, "request")))
+        var otherBoot = event(8, "request")
+        otherBoot.boot = 2
+        #expect(!perform.folds(otherBoot))
+    }
+
+    @Test("a history page holds whole rows: a perform and its request are never split by `next`")
+    func pagesKeepPairsWhole() {
+        func events(_ ids: [Int64]) -> [StoredEvent] {
+            ids.enumerated().map { index, id in
+                StoredEvent(
+                    id: id, instance: "i1", boot: 1, seq: Int64(index), at: 0, type: "perform", thread: nil,
+                    data: "{}")
+            }
+        }
+        let read = events([9, 9, 8, 7, 7])  // rows 9 (a pair), 8, 7 (a pair)
+        func page(_ limit: Int) -> ([Int64], Bool) {
+            let (kept, more) = API.page(read, limit: limit)
+            return (kept.map(\.id), more)
+        }
+        #expect(page(1) == ([9, 9], true))  // a first pair whole, past the limit
+        #expect(page(2) == ([9, 9], true))
+        #expect(page(3) == ([9, 9, 8], true))
+        #expect(page(4) == ([9, 9, 8], true))
+        #expect(page(5) == ([9, 9, 8, 7, 7], false))
+        #expect(API.page([], limit: 3).1 == false)
+        #expect(API.page(events([4, 3]), limit: 1).0.map(\.id) == [4])
+    }
+
     @Test("a row's numbers are JSON's, byte for byte (random sweep; seed printed)")
     func numbers() {
         // Seeds that ever failed are kept (6950224024690379890, found when the

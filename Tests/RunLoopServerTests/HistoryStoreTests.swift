@@ -81,6 +81,67 @@ struct HistoryStoreTests {
     }
 
     @Test(
+        "a perform and the request kept in its row read back as two events through every filter (PostgreSQL)",
+        .needsPostgres)
+    func foldedPairOnPostgres() throws { try foldedPair(kind: "postgres") }
+
+    @Test(
+        "a perform and the request kept in its row read back as two events through every filter",
+        arguments: ["sqlite"])
+    func foldedPair(kind: String) throws {
+        try Self.withOpenStore(kind) { store in
+            _ = try store.register(Self.instance("i1"))
+            var perform = Self.event(2, at: 2, data: #"{"performId":"p1"}"#)
+            perform.request = #"{"method":"POST","answer":{"ok":true}}"#
+            perform.requestAt = 2.00004
+            let events = [
+                Self.event(1, type: "thread"), perform, Self.event(4, type: "run-exit", at: 4),
+                Self.event(5, thread: "t2", at: 5),
+            ]
+            try store.write(StoreBatch(events: events, heartbeat: ("i1", 30, 0)))
+
+            let newest = try store.events(HistoryQuery(limit: 10))
+            #expect(newest.map(\.seq) == [5, 4, 3, 2, 1])
+            #expect(newest.map(\.type) == ["perform", "run-exit", "request", "perform", "thread"])
+            let request = newest[2]
+            #expect(request.id == newest[3].id && request.thread == "t1" && request.at == 2.00004)
+            #expect(request.data == #"{"method":"POST","answer":{"ok":true}}"#)
+            #expect(newest.allSatisfy { $0.request == nil && $0.requestAt == nil })
+            #expect(newest[3].data == #"{"performId":"p1"}"# && newest[3].at == 2)
+            #expect(try store.events(HistoryQuery(limit: 10, ascending: true)).map(\.seq) == [1, 2, 3, 4, 5])
+            // Four rows: a limit counts rows; a cursor passes the pair whole.
+            #expect(try store.events(HistoryQuery(limit: 3, ascending: true)).map(\.seq) == [1, 2, 3, 4])
+            let after = try store.events(HistoryQuery(cursor: request.id, limit: 10, ascending: true))
+            #expect(after.map(\.seq) == [4, 5])
+            // Each half answers to its own type.
+            #expect(try store.events(HistoryQuery(types: ["request"], limit: 10)).map(\.seq) == [3])
+            #expect(try store.events(HistoryQuery(types: ["perform"], limit: 10)).map(\.seq) == [5, 2])
+            #expect(try store.events(HistoryQuery(types: ["request", "run-exit"], limit: 10)).map(\.seq) == [4, 3])
+            #expect(try store.events(HistoryQuery(thread: "t2", types: ["request"], limit: 10)).isEmpty)
+            #expect(try store.events(HistoryQuery(thread: "t1", limit: 10)).map(\.seq) == [4, 3, 2, 1])
+            // Found by the perform's time.
+            #expect(try store.events(HistoryQuery(since: 2, until: 3, limit: 10)).map(\.seq) == [3, 2])
+            // A resumed stream (its types never include `request`): the perform alone.
+            #expect(
+                try store.events(HistoryQuery(instance: "i1", types: ["perform", "run-exit"], afterSeq: 1, limit: 10))
+                    .map(\.seq) == [2, 4, 5])
+            #expect(
+                try store.events(HistoryQuery(instance: "i1", types: ["perform", "request"], afterSeq: 1, limit: 10))
+                    .map(\.seq) == [2, 3, 5])
+
+            // The next start's ids begin above a request kept in the last row.
+            var last = Self.event(8, at: 8)
+            last.request = "{}"
+            last.requestAt = 8
+            try store.write(StoreBatch(events: [last]))
+            #expect(try store.register(Self.instance("i1")).firstSeq == 10)
+            // Retention counts events: the row before `at` 3 and the pair.
+            #expect(try store.prune(Retention(maxAge: 97, maxBytes: nil), now: 100) { false } == 3)
+            #expect(try store.events(HistoryQuery(limit: 10, ascending: true)).map(\.seq) == [4, 5, 8, 9])
+        }
+    }
+
+    @Test(
         "register counts starts, begins ids above the reserved ceiling and marks unended threads lost (PostgreSQL)",
         .needsPostgres)
     func registrationOnPostgres() throws { try registration(kind: "postgres") }

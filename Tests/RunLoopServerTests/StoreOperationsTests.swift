@@ -2,7 +2,7 @@ import CLibPQ
 import Foundation
 import GRDB
 import RunLoopServer
-import RunLoopStore
+@testable import RunLoopStore
 import RunLoopTestSupport
 import Testing
 
@@ -140,6 +140,38 @@ struct StoreOperationsTests {
         defer { try? db.close() }
         #expect(try db.read { try String.fetchOne($0, sql: "SELECT x FROM legacy") } == "kept")
         #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
+    }
+
+    @Test("SQLite: a file of schema v1 (an earlier runloopd's) gains the request columns; its rows read as before")
+    func sqliteSchemaV1File() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("history.sqlite").path
+        // What an earlier runloopd left: the v1 tables, GRDB's record of the migration, a row.
+        let v1 = try DatabaseQueue(path: path)
+        try v1.write { db in
+            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+            for statement in HistorySQL(dialect: .sqlite).schema { try db.execute(sql: statement) }
+            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1')")
+            try db.execute(
+                sql: """
+                    INSERT INTO events (instance, boot, seq, at, type, thread, data)
+                    VALUES ('i1', 1, 1, 1, 'perform', 't1', '{}')
+                    """)
+        }
+        try v1.close()
+        let store = SQLiteStore(path: path)
+        try store.open()
+        defer { store.close() }
+        let registration = try store.register(HistoryStoreTests.instance("i1"))
+        #expect(registration.firstSeq == 2)
+        var pair = Self.event("i1", 2)
+        pair.request = #"{"ok":true}"#
+        pair.requestAt = 2
+        try store.write(StoreBatch(events: [pair]))
+        #expect(try store.events(HistoryQuery(limit: 10, ascending: true)).map(\.seq) == [1, 2, 3])
     }
 
     static func pragma(_ path: String, _ name: String) throws -> Int? {

@@ -13,9 +13,7 @@ extension API {
             let history = try requireStore()
             let query = try Self.historyQuery(ctx, limit: history.options.replayLimit)
             read(ctx, history) { store in
-                var events = try store.events(query)
-                let more = events.count > query.limit - 1 && query.limit > 1
-                if more { events.removeLast() }
+                let (events, more) = Self.page(try store.events(query), limit: query.limit - 1)
                 var page: [String: Value] = [
                     "events": .array(events.map(Rep.storedEvent)), "count": .number(Double(events.count)),
                     "next": more ? .string(String(events.last?.id ?? 0)) : .null,
@@ -216,6 +214,21 @@ extension API {
         }
         query.limit = try limitParameter(ctx, max: min(1000, maxLimit), default: 100) + 1
         return query
+    }
+
+    /// A page of at most `limit` events from those of the `limit` + 1 rows
+    /// read, and whether more follow. Whole rows only: a perform and the
+    /// request kept in its row share a cursor, so a page never ends between
+    /// them (a first row of two is given whole, even past a limit of 1).
+    static func page(_ events: [StoredEvent], limit: Int) -> ([StoredEvent], Bool) {
+        var end = 0
+        while end < events.count {
+            var next = end + 1
+            while next < events.count, events[next].id == events[end].id { next += 1 }
+            if next > limit, end > 0 { break }
+            end = next
+        }
+        return (Array(events[..<end]), end < events.count)
     }
 
     /// The event types the store keeps.
