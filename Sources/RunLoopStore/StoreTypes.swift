@@ -49,14 +49,6 @@ public struct StoredEvent: Sendable, Equatable {
     /// perform's time.
     public static let foldWindow = 0.1
 
-    /// Whether `next` is the request that answered this perform: the next
-    /// event id, the same thread, within `foldWindow`.
-    public func folds(_ next: StoredEvent) -> Bool {
-        type == "perform" && request == nil && next.type == "request" && next.request == nil
-            && next.seq == seq + 1 && next.thread == thread && next.instance == instance && next.boot == boot
-            && next.at >= at && next.at - at <= Self.foldWindow
-    }
-
     /// The events of one row: itself, or a perform and the request kept with it
     /// (oldest first), each as a query returns it.
     public var unfolded: [StoredEvent] {

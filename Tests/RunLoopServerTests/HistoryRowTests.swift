@@ -77,24 +77,19 @@ struct HistoryRowTests {
 
     @Test("a perform keeps in its row only the request that answered it: next id, same thread, within 0.1 s")
     func foldRules() {
-        func event(_ seq: Int64, _ type: String, thread: String? = "t1", at: Double = 10) -> StoredEvent {
-            StoredEvent(instance: "i1", boot: 1, seq: seq, at: at, type: type, thread: thread, data: "{}")
+        func event(_ seq: Int64, _ type: String, thread: String? = "t1", at: Double = 10) -> HistoryRecorder.Queued {
+            HistoryRecorder.Queued(seq: seq, at: at, type: type, thread: thread, data: "{}", threadRow: nil)
         }
         let perform = event(7, "perform")
-        #expect(perform.folds(event(8, "request", at: 10.00003)))
-        #expect(!perform.folds(event(9, "request")))  // another event came between
-        #expect(!perform.folds(event(8, "request", thread: "t2")))
-        #expect(!perform.folds(event(8, "request", thread: nil)))
-        #expect(!perform.folds(event(8, "request", at: 10.2)))
-        #expect(!perform.folds(event(8, "request", at: 9.9)))
-        #expect(!perform.folds(event(8, "perform")))
-        #expect(!event(7, "run-exit").folds(event(8, "request")))
-        var kept = perform
-        kept.request = "{}"
-        #expect(!kept.folds(event(8, "request")))
-        var otherBoot = event(8, "request")
-        otherBoot.boot = 2
-        #expect(!perform.folds(otherBoot))
+        #expect(HistoryRecorder.folds(perform, event(8, "request", at: 10.00003)))
+        #expect(!HistoryRecorder.folds(perform, event(9, "request")))  // another event came between
+        #expect(!HistoryRecorder.folds(perform, event(8, "request", thread: "t2")))
+        #expect(!HistoryRecorder.folds(perform, event(8, "request", thread: nil)))
+        #expect(!HistoryRecorder.folds(perform, event(8, "request", at: 10.2)))
+        #expect(!HistoryRecorder.folds(perform, event(8, "request", at: 9.9)))
+        #expect(!HistoryRecorder.folds(perform, event(8, "perform")))
+        #expect(!HistoryRecorder.folds(event(7, "run-exit"), event(8, "request")))
+        #expect(!HistoryRecorder.folds(event(8, "request"), event(7, "perform")))
     }
 
     @Test("a history page holds whole rows: a perform and its request are never split by `next`")

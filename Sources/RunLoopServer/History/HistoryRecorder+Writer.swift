@@ -206,16 +206,27 @@ extension HistoryRecorder {
         var batch = StoreBatch(
             heartbeat: (instance.id, Date().timeIntervalSince1970, sequence.current + Self.seqReserve))
         batch.events.reserveCapacity(items.count)
-        for queued in items {
-            let (event, thread) = Self.stored(queued, instance: instance.id, boot: boot)
-            if let last = batch.events.indices.last, batch.events[last].folds(event) {
-                batch.events[last].request = event.data
-                batch.events[last].requestAt = event.at
-            } else {
-                batch.events.append(event)
+        var index = items.startIndex
+        while index < items.endIndex {
+            var (event, thread) = Self.stored(items[index], instance: instance.id, boot: boot)
+            index += 1
+            if index < items.endIndex, Self.folds(items[index - 1], items[index]) {
+                event.request = items[index].data
+                event.requestAt = items[index].at
+                index += 1
             }
+            batch.events.append(event)
             if let thread { batch.threads.append(thread) }
         }
         return batch
+    }
+
+    /// Whether `next` is the request that answered `perform` (kept in its
+    /// row): the next event id, the same thread, at most
+    /// `StoredEvent.foldWindow` later.
+    static func folds(_ perform: Queued, _ next: Queued) -> Bool {
+        next.seq == perform.seq + 1 && perform.type == "perform" && next.type == "request"
+            && next.thread == perform.thread && next.threadRow == nil && next.at >= perform.at
+            && next.at - perform.at <= StoredEvent.foldWindow
     }
 }
