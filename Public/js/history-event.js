@@ -9,7 +9,8 @@ import { h, user, userList } from './dom.js';
 import { fmtMs, jsonShort, jsonLines, plural } from './format.js';
 import { fmtWhen, ago } from './fleet.js';
 
-const idOf = (e) => `hist-ev-${e.cursor}`;
+// A perform and the request kept in its row share a cursor: the event id tells them apart.
+const idOf = (e) => `hist-ev-${e.cursor}-${e.id}`;
 
 /** The list item of one event: a row button that opens its details. */
 export function eventItem(e) {

@@ -163,6 +163,38 @@ def test_filter_by_type(driver, story):
     assert {r["event"] for r in shown} == {"run-exit", "perform"}
 
 
+def test_a_perform_and_its_request_are_two_rows_with_one_cursor(driver):
+    """Waited-for performs: each perform and the request that answered it share
+    a store row (docs/history.md), so one cursor; the panel shows two rows with
+    ids of their own, each opening its own details."""
+    status, created = api("POST", "/api/threads", {"name": unique("pair"), "run": {"style": "loop"}})
+    assert status == 201, created
+    tid = created["id"]
+    for n in range(3):
+        status, answer = api("POST", f"/api/threads/{tid}/perform", {"selector": "echo", "args": {"n": n}, "waitUntilDone": True})
+        assert status == 200, answer
+    wait(driver, 10).until(lambda d: len(history(tid, type="perform,request")) == 6)
+    open_history(driver)
+    set_filters(driver, thread=tid, types=("perform", "request"))
+    shown = wait(driver, 10).until(lambda d: (r := rows(d)) and len(r) == 6 and all(x["thread"] == tid for x in r) and r)
+    assert [r["event"] for r in shown] == ["request", "perform"] * 3  # newest first
+    for pair in range(0, 6, 2):
+        assert shown[pair]["cursor"] == shown[pair + 1]["cursor"]
+        assert shown[pair]["summary"].startswith(f"POST /api/threads/{tid}/perform → 200"), shown[pair]
+    ids = driver.execute_script("return [...document.querySelectorAll('#hist-list > li')].map((li) => li.id)")
+    assert len(ids) == 6 and len(set(ids)) == 6, ids
+    # the request's details are its own, beside the closed perform's
+    items = driver.find_elements(By.CSS_SELECTOR, "#hist-list > li")
+    items[0].find_element(By.CSS_SELECTOR, ".hist-row").click()
+    detail = wait(driver).until(lambda d: (box := items[0].find_elements(By.CSS_SELECTOR, ".hist-detail")) and box[0])
+    assert '"answer"' in detail.text and '"method"' in detail.text, detail.text
+    assert items[1].find_elements(By.CSS_SELECTOR, ".hist-detail") == []
+    assert len(set(driver.execute_script("return [...document.querySelectorAll('[id]')].map((e) => e.id)"))) == len(
+        driver.execute_script("return [...document.querySelectorAll('[id]')]")
+    )
+    api("DELETE", f"/api/threads/{tid}")
+
+
 def test_run_exit_details_show_its_cause(driver, story):
     open_history(driver)
     tid = story["tid"]
