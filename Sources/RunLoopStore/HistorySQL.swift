@@ -28,7 +28,7 @@ struct HistorySQL {
         insertEventTexts = texts
     }
 
-    /// The largest chunk of events one statement inserts: 2^9 = 512 rows (3,584 values).
+    /// The largest chunk of events one statement inserts: 2^9 = 512 rows (4,608 values).
     static let largestInsertPower = 9
 
     /// The placeholders for `count` values starting at `first` (1-based).
