@@ -33,6 +33,9 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// How long a start may take: 20 s, or `E2E_START_TIMEOUT` seconds (the
     /// ThreadSanitizer run, whose binary starts several times slower, sets 90).
+    /// Also how long an exit may take where a test checks only that it is
+    /// clean, not how fast (an instrumented process beside dozens of others
+    /// once needed more than 10 s after logging "runloopd stopped").
     public static let startTimeout: Double =
         ProcessInfo.processInfo.environment["E2E_START_TIMEOUT"].flatMap(Double.init) ?? 20
     public var log: String { output.value.log }

@@ -156,7 +156,7 @@ struct E2EHistoryTests {
         let store = try await c.poll("/api/store", timeout: 60) { ($0["written"].number ?? 0) >= 600 }
         let committed = Int(store["written"].number ?? 0)
         server.send(signal: SIGKILL)
-        #expect(await server.exited(timeout: 10) != nil)
+        #expect(await server.exited(timeout: ServerProcess.startTimeout) != nil)
         let statuses = await load.stop()
         #expect(statuses.keys.contains(200))
 

@@ -39,7 +39,7 @@ struct E2EOperationsTests {
         #expect(server.log.components(separatedBy: "is readable by every user").count - 1 >= 2, "\(server.log)")
         // Still serving; SIGTERM still stops it cleanly.
         server.send(signal: SIGTERM)
-        #expect(await server.exited(timeout: 10) == 0, "\(server.log)")
+        #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
     }
 
     @Test("SIGHUP rereads --log-level-file: the new level takes effect, a bad file keeps it, the process lives")
@@ -81,7 +81,7 @@ struct E2EOperationsTests {
         #expect(await server.logged(timeout: 10) { $0.contains("still-debug") }, "\(server.log)")
         #expect(server.output.value.exitStatus == nil, "SIGHUP never stops the process")
         server.send(signal: SIGTERM)
-        #expect(await server.exited(timeout: 10) == 0, "\(server.log)")
+        #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
     }
 
     @Test("a --log-level-file that cannot be read refuses the start")

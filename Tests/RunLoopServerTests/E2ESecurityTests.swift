@@ -167,7 +167,7 @@ struct E2ESecurityTests {
         _ = try await c.send("GET", "/\u{1B}[2J")
         _ = try await c.send("GET", "/x\rFAKE 200")
         server.send(signal: SIGTERM)
-        #expect(await server.exited(timeout: 10) == 0)
+        #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0)
         let log = server.log
         #expect(!log.contains("\u{1B}") && !log.contains("\r"), "raw control bytes in the log")
         #expect(log.contains("GET /\\x1b[2J 404"), "\(log)")

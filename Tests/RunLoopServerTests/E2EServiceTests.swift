@@ -252,7 +252,7 @@ struct E2EServiceTests {
             }
         }
         server.send(signal: SIGTERM)
-        #expect(await server.exited(timeout: 10) == 0, "\(server.log)")
+        #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
         let lines = server.log.split(separator: "\n").filter { $0.contains("GET /api/version 200") }
         #expect(lines.count == count, "\(lines.count) access-log lines for \(count) requests")
         for i in [0, count / 2, count - 1] {
