@@ -113,9 +113,12 @@ extension E2EStoreOperationsTests {
 }
 
 extension E2EStoreOperationsTests {
-    /// Events of another instance id in the file (synchronous GRDB).
+    /// Events of another instance id in the file (synchronous GRDB), as a
+    /// second writer: it waits while the server's writer holds the file.
     static func insertEvents(_ path: String, instance: String, count: Int) throws {
-        let db = try DatabaseQueue(path: path)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        let db = try DatabaseQueue(path: path, configuration: configuration)
         defer { try? db.close() }
         try db.write { db in
             for seq in 1...count {
