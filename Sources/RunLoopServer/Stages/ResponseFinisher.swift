@@ -76,10 +76,12 @@ final class ResponseFinisher: Sendable {
         if response.status == 429 || response.status == 503 {
             tools.metrics.recordRefusal(response.errorCode ?? "status_\(response.status)")
         }
-        respond(response)
+        // Kept before it leaves too: a client that has its answer finds its
+        // change in the journal (`GET /api/journal` right after it).
         if isAPI, changes, response.status != 401, response.status != 403, response.status != 503 {
             keep(response, answeredAt: answeredAt)
         }
+        respond(response)
         if let accessLevel { log(response, route: route, seconds: seconds, level: accessLevel) }
     }
 
