@@ -38,6 +38,11 @@ public final class ServerProcess: @unchecked Sendable {
     /// once needed more than 10 s after logging "runloopd stopped").
     public static let startTimeout: Double =
         ProcessInfo.processInfo.environment["E2E_START_TIMEOUT"].flatMap(Double.init) ?? 20
+
+    /// How much slower than a plain build the servers under test run: 1, or
+    /// `startTimeout` / 20 (4.5 under ThreadSanitizer). A test that bounds a
+    /// stop in seconds scales its bound by it; the bound's meaning stays.
+    public static let slowdown = max(1, startTimeout / 20)
     public var log: String { output.value.log }
 
     private init(process: Process, port: UInt16, output: Monitor<Output>, directory: URL?) {
