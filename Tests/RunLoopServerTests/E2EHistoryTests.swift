@@ -109,12 +109,16 @@ struct E2EHistoryTests {
         #expect(performs["events"].items.allSatisfy { $0["boot"] == 1 && $0["thread"] == .string(loop) })
         // Each perform and the request that answered it share one row
         // (docs/history.md): history gives both; a page never splits them.
+        // Under ThreadSanitizer beside dozens of servers a request may come
+        // more than 0.1 s after its perform, or another event between them:
+        // it then keeps a row of its own, and only the rules are checked.
+        let folds = ServerProcess.slowdown == 1
         let answered = "/api/history?instance=clean&thread=\(loop)&type=perform,request&order=asc"
         let pairs = try await c.get(answered)["events"].items
         #expect(pairs.map { $0["event"] } == ["perform", "request", "perform", "request", "perform", "request"])
         for pair in stride(from: 0, to: pairs.count - 1, by: 2) {
             let (perform, request) = (pairs[pair], pairs[pair + 1])
-            #expect(perform["cursor"] == request["cursor"])
+            if folds { #expect(perform["cursor"] == request["cursor"]) }
             #expect(request["id"].number == perform["id"].number.map { $0 + 1 })
             #expect(request["data", "answer", "result", "n"] == perform["data", "result", "n"])
             #expect(request["data", "path"] == .string("/api/threads/\(loop)/perform"))
@@ -125,15 +129,18 @@ struct E2EHistoryTests {
         repeat {
             let cursor = next.string.map { "&cursor=\($0)" } ?? ""
             let page = try await c.get(answered + "&limit=1" + cursor)
-            #expect(page["count"] == 2)
-            walked += page["events"].items
+            let events = page["events"].items
+            // One row a page: one event, or a pair with one cursor.
+            #expect(page["count"] == (folds ? 2 : page["count"]) && Set(events.map { $0["cursor"] }).count == 1)
+            walked += events
             next = page["next"]
             pages += 1
         } while next != .null && pages < 10
         #expect(walked == pairs)
-        #expect(pages == 3)
         let path = dir.appendingPathComponent("history.sqlite").path
-        #expect(try Self.sqlite(path, "SELECT COUNT(*) FROM events WHERE request IS NOT NULL", as: Int.self) == 3)
+        let kept = try Self.sqlite(path, "SELECT COUNT(*) FROM events WHERE request IS NOT NULL", as: Int.self) ?? 0
+        #expect(pages == 6 - kept)
+        if folds { #expect(kept == 3) }
         let started = try await c.get("/api/history?type=instance&limit=1")
         #expect(started["events"].items.first?["data", "boot"] == 2)
         #expect(started["events"].items.first?["data", "previousEnd"] == "stopped")
