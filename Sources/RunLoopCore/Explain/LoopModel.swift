@@ -114,6 +114,8 @@ public struct LoopModel: Sendable {
     public var sources: [Source]
     public var performs: [Perform]
     public var observers: [Observer]
+    /// Its timers, sources and observers: what one pass of a play looks at.
+    var itemCount: Int { timers.count + sources.count + observers.count }
     /// Modes anything was ever added to (`common` expanded).
     public var everFilled: Set<String>
     /// Runs under way (innermost last): the predicted run would be nested.

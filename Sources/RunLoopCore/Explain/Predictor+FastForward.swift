@@ -12,7 +12,7 @@ extension RunSimulator {
         guard plain else {
             return unknown(
                 outOfBudget
-                    ? "\(passes) pass\(passes == 1 ? "" : "es") played and more to come over \(model.timers.count + model.sources.count + model.observers.count) items: too long to play here, not played to the end"
+                    ? "\(passes) pass\(passes == 1 ? "" : "es") played and more to come over \(model.itemCount) items: too long to play here, not played to the end"
                     : "more than \(Self.maxPasses) passes to play: not played to the end")
         }
         guard hasTimeout else {

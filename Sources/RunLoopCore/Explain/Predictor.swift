@@ -117,7 +117,7 @@ struct RunSimulator {
             if let end = pass() { return end }
             passes += 1
             // A pass looks at every item of the loop once or so.
-            budget.left -= 1 + model.timers.count + model.sources.count + model.observers.count
+            budget.left -= 1 + model.itemCount
             if budget.left <= 0 { outOfBudget = true }
             if passes >= Self.maxPasses || outOfBudget { return fastForward() }
         }
