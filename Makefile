@@ -53,7 +53,7 @@ test-predict: deps
 ## ThreadSanitizer over the Swift suite (its own build folder, .build-tsan);
 ## any report fails. About 2 minutes.
 test-tsan: deps
-	SWIFT=$(SWIFT) bash scripts/test-tsan.sh
+	SWIFT=$(SWIFT) PREDICT_TESTS='$(PREDICT_TESTS)' bash scripts/test-tsan.sh
 
 test-browser: build
 	@bash scripts/install-deps.sh test

@@ -15,7 +15,9 @@ set +e
 # As in make test, the predictor's tests run after the rest, on their own:
 # beside dozens of servers many generated runs are played late (one run had
 # 43 of 236), and the test then refuses to judge.
-predict='PredictDifferentialTests|E2EPredictTests'
+# The list is the Makefile's (PREDICT_TESTS), passed by `make test-tsan` or read from it.
+predict="${PREDICT_TESTS:-$(sed -n 's/^PREDICT_TESTS := //p' Makefile)}"
+[ -n "$predict" ] || { echo "test-tsan.sh: no PREDICT_TESTS in Makefile" >&2; exit 2; }
 export E2E_START_TIMEOUT="${E2E_START_TIMEOUT:-90}" PREDICT_SETUPS="${PREDICT_SETUPS:-200}" TSAN_OPTIONS="halt_on_error=0 ${TSAN_OPTIONS:-}"
 "$SWIFT" test --skip-build --sanitize=thread --scratch-path "$scratch" --skip "$predict" >"$log" 2>&1
 status=$?
