@@ -23,7 +23,6 @@ control loop), else its number.
 import collections
 import glob
 import http.client
-import importlib.util
 import os
 import shutil
 import signal
@@ -32,20 +31,15 @@ import sys
 import tempfile
 import time
 
+from hops import PER_REQUEST
+
 SMALL, LARGE, NATIVE = 400, 2000, 3000
 COUNTED = ("pthread_mutex_lock", "malloc", "swift_retain", "swift_release", "CFRunLoopWakeUp")
 
 
-def per_request_module():
-    """benchmarks/callgrind/per-request.py (its free_port), loaded as hops.py loads it."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "per-request.py")
-    spec = importlib.util.spec_from_file_location("per_request", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-free_port = per_request_module().free_port
+# per-request.py's free_port, through hops.py's loader of that file (its
+# name is not a module name).
+free_port = PER_REQUEST.free_port
 
 
 def start(argv, port, deadline=300):
