@@ -131,7 +131,8 @@ struct E2EHistoryTests {
             let page = try await c.get(answered + "&limit=1" + cursor)
             let events = page["events"].items
             // One row a page: one event, or a pair with one cursor.
-            #expect(page["count"] == (folds ? 2 : page["count"]) && Set(events.map { $0["cursor"] }).count == 1)
+            #expect(Set(events.map { $0["cursor"] }).count == 1)
+            if folds { #expect(page["count"] == 2) }
             walked += events
             next = page["next"]
             pages += 1
