@@ -196,9 +196,11 @@ def test_run_form_shows_the_prediction_live_then_beside_the_outcome(driver, cons
         # the Explain section: GET /why's prediction for each mode
         why = api("GET", f"/api/threads/{tid}/why")[1]
         default = next(m for m in why["modes"] if m["mode"] == "default")
-        line = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, '#d-why-modes li[data-mode="default"] .why-predict'))
-        assert line.get_attribute("data-exit") == (default["prediction"]["exitReason"] or "")
-        assert "predicted: no return by itself" in line.text  # its keep-alive port, no deadline
+        # read in one script: the section is drawn again as the thread changes (a stale element otherwise)
+        read = 'const e = document.querySelector(arguments[0]); return e && [e.getAttribute("data-exit"), e.innerText]'
+        exit_reason, text = wait(driver, 10).until(lambda d: d.execute_script(read, '#d-why-modes li[data-mode="default"] .why-predict'))
+        assert exit_reason == (default["prediction"]["exitReason"] or "")
+        assert "predicted: no return by itself" in text  # its keep-alive port, no deadline
 
         form = driver.find_element(By.ID, "run-form")
         form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
