@@ -29,7 +29,8 @@ struct E2EServiceTests {
             let event = stream.next(timeout: 5) { $0.name == "run-exit" && $0.data["exitReason"] == "stopped" }
             let received = try #require(event)
             #expect(received.data["thread"] == .string(t))
-            #expect(received.receivedAt.timeIntervalSince(stoppedAt) < 1)
+            // 1 s in a plain build (1.6 s seen under ThreadSanitizer beside dozens of servers).
+            #expect(received.receivedAt.timeIntervalSince(stoppedAt) < 1 * ServerProcess.slowdown)
         }
     }
 
