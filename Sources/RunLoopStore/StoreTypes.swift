@@ -58,8 +58,53 @@ public struct StoredEvent: Sendable, Equatable {
         perform.requestAt = nil
         let answer = StoredEvent(
             id: id, instance: instance, boot: boot, seq: seq + 1, at: requestAt ?? at, type: "request",
-            thread: thread, data: request)
+            thread: thread, data: Self.expanded(request: request, perform: data))
         return [perform, answer]
+    }
+
+    /// A perform request's answer is its perform's payload without `at`
+    /// (plus the newline every answer ends with), and it is the request's
+    /// last key: a kept request may leave it out. The text then ends at
+    /// `"answer":`, which no JSON object does (docs/history.md). Nil when
+    /// the request is not so; `expanded` gives back the same bytes.
+    public static func compacted(request: String, perform: String) -> String? {
+        var request = request
+        var perform = perform
+        return request.withUTF8 { r in
+            perform.withUTF8 { p -> String? in
+                guard let rest = afterStamp(p) else { return nil }
+                let kept = r.count - (p.count - rest) - 3  // `{`, the rest, `\n}`
+                guard kept > answerKey.count, r[kept - 1] == UInt8(ascii: ":"), r[kept] == UInt8(ascii: "{"),
+                    r[r.count - 2] == UInt8(ascii: "\n"), r[r.count - 1] == UInt8(ascii: "}"),
+                    r[(kept - answerKey.count)..<kept].elementsEqual(answerKey),
+                    r[(kept + 1)..<(r.count - 2)].elementsEqual(p[rest...])
+                else { return nil }
+                return String(decoding: r[..<kept], as: UTF8.self)
+            }
+        }
+    }
+
+    /// A kept request's whole text: `compacted`'s undone (any other text as it is).
+    public static func expanded(request: String, perform: String) -> String {
+        guard request.utf8.last == UInt8(ascii: ":") else { return request }
+        var perform = perform
+        let rest: String? = perform.withUTF8 { p in
+            afterStamp(p).map { String(decoding: p[$0...], as: UTF8.self) }
+        }
+        guard let rest else { return request }
+        return request + "{" + rest + "\n}"
+    }
+
+    private static let answerKey = Array(#""answer":"#.utf8)
+    private static let stampKey = Array(#"{"at":""#.utf8)
+
+    /// Where a payload's keys after its leading `"at":"…",` begin.
+    private static func afterStamp(_ p: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard p.count > stampKey.count, p[..<stampKey.count].elementsEqual(stampKey) else { return nil }
+        var i = stampKey.count
+        while i < p.count, p[i] != UInt8(ascii: "\"") { i += 1 }
+        guard i + 2 < p.count, p[i + 1] == UInt8(ascii: ",") else { return nil }
+        return i + 2
     }
 }
 

@@ -92,6 +92,40 @@ struct HistoryRowTests {
         #expect(!HistoryRecorder.folds(event(8, "request"), event(7, "perform")))
     }
 
+    @Test("a kept request leaves out the answer its perform's payload repeats, and reads back byte for byte")
+    func compactedRequest() throws {
+        for (index, result) in Self.results.enumerated() {
+            let at = 1_764_150_000.123 + Double(index)
+            let perform = HistoryRecorder.row(
+                .event(.perform(thread: result.thread, result: result)), seq: 7, at: at, instance: "i1"
+            ).data
+            // The answer as the route sends it: the payload without `at`, and a newline.
+            var payload = try #require(try JSONReader.parse(Array(perform.utf8)).object)
+            payload["at"] = nil
+            let answer = Array((JSON.string(.object(payload)) + "\n").utf8)
+            let request = HistoryRecorder.row(
+                .request(
+                    method: "POST", path: "/api/threads/\(result.thread)/perform", status: 200, requestId: "r1",
+                    body: Array(#"{"selector":"echo"}"#.utf8), answer: answer),
+                seq: 8, at: at + 0.001, instance: "i1"
+            ).data
+            let kept = try #require(StoredEvent.compacted(request: request, perform: perform), "\(index)")
+            #expect(kept.hasSuffix(#""answer":"#) && kept.utf8.count == request.utf8.count - answer.count - 1)
+            #expect(StoredEvent.expanded(request: kept, perform: perform) == request)
+            var row = StoredEvent(
+                instance: "i1", boot: 1, seq: 7, at: at, type: "perform", thread: result.thread, data: perform,
+                request: kept, requestAt: at + 0.001)
+            #expect(row.unfolded.map(\.data) == [perform, request])
+            // Any other answer is kept whole.
+            row.data = perform.replacingOccurrences(of: #""selector":"#, with: #""selectoR":"#)
+            #expect(StoredEvent.compacted(request: request, perform: row.data) == nil)
+            #expect(StoredEvent.compacted(request: request + " ", perform: perform) == nil)
+            #expect(StoredEvent.compacted(request: request, perform: "{}") == nil)
+        }
+        // A whole text is never taken for a kept one.
+        #expect(StoredEvent.expanded(request: #"{"ok":true}"#, perform: #"{"at":"x","ok":1}"#) == #"{"ok":true}"#)
+    }
+
     @Test("a history page holds whole rows: a perform and its request are never split by `next`")
     func pagesKeepPairsWhole() {
         func events(_ ids: [Int64]) -> [StoredEvent] {

@@ -211,7 +211,8 @@ extension HistoryRecorder {
             var (event, thread) = Self.stored(items[index], instance: instance.id, boot: boot)
             index += 1
             if index < items.endIndex, Self.folds(items[index - 1], items[index]) {
-                event.request = items[index].data
+                let request = items[index].data
+                event.request = StoredEvent.compacted(request: request, perform: event.data) ?? request
                 event.requestAt = items[index].at
                 index += 1
             }
