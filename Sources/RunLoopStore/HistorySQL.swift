@@ -96,12 +96,13 @@ struct HistorySQL {
 
     func insertEvent(rows: Int) -> String { Self.insertEvent(rows: rows, dialect: dialect) }
 
-    static func insertEvent(rows: Int, dialect: Dialect) -> String {
+    /// `table`: where the rows go (SQLite: the newest segment).
+    static func insertEvent(rows: Int, dialect: Dialect, table: String = "events") -> String {
         let sql = HistorySQL.Marks(dialect: dialect)
         let n = insertedColumns
         let tuples = (0..<rows).map { "(\(sql.marks(n, from: $0 * n + 1)))" }.joined(separator: ", ")
         return
-            "INSERT INTO events (instance, boot, seq, at, type, thread, data, request, request_at) VALUES \(tuples)"
+            "INSERT INTO \(table) (instance, boot, seq, at, type, thread, data, request, request_at) VALUES \(tuples)"
     }
 
     static func eventValues(_ e: StoredEvent) -> [SQLValue] {
@@ -218,12 +219,12 @@ struct HistorySQL {
 
     var instances: String { "SELECT \(Self.instanceColumns) FROM instances ORDER BY started_at DESC" }
 
-    /// Retention by age: events, then threads that ended before the cutoff
-    /// (`$1`); with `instance`, only that instance's (`$2`).
-    func pruneByAge(instance: Bool) -> [String] {
+    /// Retention by age: events (of `table`), then threads that ended
+    /// before the cutoff (`$1`); with `instance`, only that instance's (`$2`).
+    func pruneByAge(instance: Bool, table: String = "events") -> [String] {
         let mine = instance ? " AND instance = \(marks(1, from: 2))" : ""
         return [
-            "DELETE FROM events WHERE at < \(marks(1))\(mine)",
+            "DELETE FROM \(table) WHERE at < \(marks(1))\(mine)",
             "DELETE FROM threads WHERE ended_at < \(marks(1))\(mine)",
         ]
     }
@@ -231,24 +232,24 @@ struct HistorySQL {
     /// The oldest `$1` events; with `instance`, that instance's (`$1` the
     /// instance, `$2` how many, by its event ids: the index on (instance,
     /// seq) finds them). SQLite's `?` bind in the order of the text.
-    func pruneOldest(instance: Bool) -> String {
-        "DELETE FROM events WHERE id IN (\(oldest("id", instance: instance)))"
+    func pruneOldest(instance: Bool, table: String = "events") -> String {
+        "DELETE FROM \(table) WHERE id IN (\(oldest("id", instance: instance, table: table)))"
     }
 
     /// The requests kept in the rows `pruneOldest` deletes (the same values).
-    func foldedInOldest(instance: Bool) -> String {
-        "SELECT COUNT(request) FROM (\(oldest("request", instance: instance))) AS oldest"
+    func foldedInOldest(instance: Bool, table: String = "events") -> String {
+        "SELECT COUNT(request) FROM (\(oldest("request", instance: instance, table: table))) AS oldest"
     }
 
-    private func oldest(_ column: String, instance: Bool) -> String {
+    private func oldest(_ column: String, instance: Bool, table: String) -> String {
         instance
-            ? "SELECT \(column) FROM events WHERE instance = \(marks(1)) ORDER BY seq ASC LIMIT \(marks(1, from: 2))"
-            : "SELECT \(column) FROM events ORDER BY id ASC LIMIT \(marks(1))"
+            ? "SELECT \(column) FROM \(table) WHERE instance = \(marks(1)) ORDER BY seq ASC LIMIT \(marks(1, from: 2))"
+            : "SELECT \(column) FROM \(table) ORDER BY id ASC LIMIT \(marks(1))"
     }
 
     /// The requests kept in the rows the age's first DELETE removes (its values).
-    func foldedBeforeAge(instance: Bool) -> String {
-        "SELECT COUNT(request) FROM events WHERE at < \(marks(1))"
+    func foldedBeforeAge(instance: Bool, table: String = "events") -> String {
+        "SELECT COUNT(request) FROM \(table) WHERE at < \(marks(1))"
             + (instance ? " AND instance = \(marks(1, from: 2))" : "")
     }
 
@@ -420,16 +421,21 @@ struct HistoryLogic {
         try run(sql.instances, []).map(InstanceRecord.init(row:))
     }
 
-    func pruneByAge(_ maxAge: Double, now: Double, instance: String?) throws -> Int {
+    /// `tables`: SQLite's segments to prune row by row (PostgreSQL: its one table).
+    func pruneByAge(_ maxAge: Double, now: Double, instance: String?, tables: [String] = ["events"]) throws -> Int {
         let mine = instance.map { [SQLValue.text($0)] } ?? []
         let statements = sql.pruneByAge(instance: instance != nil)
         if sql.dialect == .sqlite {
             // SQLite says how many rows its last DELETE took: no count before
             // and after (each reads a whole index); the requests kept in
             // those rows are counted first, in the range the DELETE reads.
-            let folded = try run(sql.foldedBeforeAge(instance: instance != nil), [.double(now - maxAge)] + mine)
-            _ = try run(statements[0], [.double(now - maxAge)] + mine)
-            let removed = try changes() + Int(folded.first?.first?.int ?? 0)
+            var removed = 0
+            for table in tables {
+                let values = [SQLValue.double(now - maxAge)] + mine
+                let folded = try run(sql.foldedBeforeAge(instance: instance != nil, table: table), values)
+                _ = try run(sql.pruneByAge(instance: instance != nil, table: table)[0], values)
+                removed += try changes() + Int(folded.first?.first?.int ?? 0)
+            }
             for statement in statements.dropFirst() { _ = try run(statement, [.double(now - maxAge)] + mine) }
             return removed
         }
@@ -443,30 +449,23 @@ struct HistoryLogic {
     /// Deletes the oldest `n` rows (of `instance`, or of all); how many
     /// events went (SQLite: the rows and the requests kept in them), nil
     /// where the dialect does not say (PostgreSQL).
+    /// `table`: SQLite's segment to delete from.
     @discardableResult
-    func deleteOldest(_ n: Int, instance: String?) throws -> Int? {
+    func deleteOldest(_ n: Int, instance: String?, table: String = "events") throws -> Int? {
         let values = (instance.map { [SQLValue.text($0)] } ?? []) + [.int(Int64(n))]
         guard sql.dialect == .sqlite else {
             _ = try run(sql.pruneOldest(instance: instance != nil), values)
             return nil
         }
-        let folded = try run(sql.foldedInOldest(instance: instance != nil), values).first?.first?.int ?? 0
-        _ = try run(sql.pruneOldest(instance: instance != nil), values)
+        let folded =
+            try run(sql.foldedInOldest(instance: instance != nil, table: table), values).first?.first?.int ?? 0
+        _ = try run(sql.pruneOldest(instance: instance != nil, table: table), values)
         return try changes() + Int(folded)
     }
 
     /// Rows the connection's last INSERT, UPDATE or DELETE changed (SQLite).
     private func changes() throws -> Int {
         Int(try run("SELECT changes()", []).first?.first?.int ?? 0)
-    }
-
-    /// The span of row ids (the largest less the smallest, plus one):
-    /// the number of rows where ids are dense (the oldest go first), at
-    /// the cost of two index lookups instead of a count.
-    func idSpan() throws -> Int64 {
-        let row = try run("SELECT MIN(id), MAX(id) FROM events", []).first
-        guard let row, row.count == 2, row[0] != .null else { return 0 }
-        return max(0, row[1].int - row[0].int + 1)
     }
 
     func count(instance: String? = nil) throws -> Int {

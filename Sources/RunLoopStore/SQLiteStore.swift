@@ -16,12 +16,21 @@ public final class SQLiteStore: HistoryStore {
     /// WAL together stay near the limit (SQLite's defaults, 1000 pages and no
     /// cut, let a 1 MB store carry a 4 MB WAL).
     private let walBytes: Int64
+    /// The bounds a segment rolls over by (`SQLiteSegments`): with neither,
+    /// the newest segment takes every event.
+    private let sizeLimit: Int64?
+    private let maxAge: Double?
+    /// The newest segment's insert texts (`HistorySQL.insertEventTexts`'s sizes), made once per segment.
+    private let inserts = Locked<(segment: Int, texts: [String])>((0, []))
 
     /// `path`: the database file (its folder is created if missing).
-    /// `sizeLimit`: `--retention-size`, which the WAL's bound follows.
-    public init(path: String, sizeLimit: Int64? = nil) {
+    /// `sizeLimit`: `--retention-size`, which the WAL's bound and the
+    /// segments' size follow; `maxAge`: `--retention`, which the segments' age follows.
+    public init(path: String, sizeLimit: Int64? = nil, maxAge: Double? = nil) {
         self.location = path
         self.walBytes = min(Self.defaultWALBytes, max(64 * 1024, (sizeLimit ?? .max) / 10))
+        self.sizeLimit = sizeLimit
+        self.maxAge = maxAge
     }
 
     /// SQLite's own autocheckpoint (1000 pages of 4 KiB).
@@ -110,6 +119,7 @@ public final class SQLiteStore: HistoryStore {
             migrator.registerMigration("v2") { db in
                 for statement in v2 { try db.execute(sql: statement) }
             }
+            migrator.registerMigration("v3", migrate: SQLiteSegments.migrate)
             try migrator.migrate(opened)
             // A pool another open put there meanwhile is released (and closed
             // by GRDB) after the lock, not inside it.
@@ -168,8 +178,14 @@ public final class SQLiteStore: HistoryStore {
 
     /// Runs `body` with a `HistoryLogic` inside one write transaction.
     private func writing<T>(_ body: (HistoryLogic) throws -> T) throws -> T {
+        let logic = logic
+        return try writingDatabase { db in try body(Self.logic(db, logic)) }
+    }
+
+    /// Runs `body` inside one write transaction.
+    private func writingDatabase<T>(_ body: (Database) throws -> T) throws -> T {
         do {
-            return try database().write { db in try body(Self.logic(db, logic)) }
+            return try database().write { db in try body(db) }
         } catch let error as StoreError {
             throw error
         } catch {
@@ -178,8 +194,13 @@ public final class SQLiteStore: HistoryStore {
     }
 
     private func reading<T>(_ body: (HistoryLogic) throws -> T) throws -> T {
+        let logic = logic
+        return try readingDatabase { db in try body(Self.logic(db, logic)) }
+    }
+
+    private func readingDatabase<T>(_ body: (Database) throws -> T) throws -> T {
         do {
-            return try database().read { db in try body(Self.logic(db, logic)) }
+            return try database().read { db in try body(db) }
         } catch let error as StoreError {
             throw error
         } catch {
@@ -188,15 +209,13 @@ public final class SQLiteStore: HistoryStore {
     }
 
     private static func logic(_ db: Database, _ sql: HistorySQL) -> HistoryLogic {
-        var logic = HistoryLogic(sql: sql) { text, values, recurs in
+        HistoryLogic(sql: sql) { text, values, recurs in
             let arguments = StatementArguments(values.map(Self.databaseValue))
             let statement = recurs ? try db.cachedStatement(sql: text) : try db.makeStatement(sql: text)
             return try Row.fetchAll(statement, arguments: arguments).map { row in
                 row.databaseValues.map(Self.value)
             }
         }
-        logic.insertEvents = { events in try insert(events, db, sql) }
-        return logic
     }
 
     /// Events through SQLite's C API, in the same multi-row INSERTs as
@@ -206,7 +225,7 @@ public final class SQLiteStore: HistoryStore {
     /// how long it is, and bound in place from it with their lengths (no
     /// `SQLValue`, `DatabaseValue`, copy or `strlen` per value): the same
     /// values GRDB would bind.
-    static func insert(_ events: ArraySlice<StoredEvent>, _ db: Database, _ sql: HistorySQL) throws {
+    static func insert(_ events: ArraySlice<StoredEvent>, _ db: Database, _ texts: [String]) throws {
         var arena: [UInt8] = []
         // Per row: instance, type, data, thread, request (start, length; length -1: NULL).
         var spans: [(start: Int32, count: Int32)] = []
@@ -215,7 +234,7 @@ public final class SQLiteStore: HistoryStore {
             var power = HistorySQL.largestInsertPower
             while 1 << power > events.endIndex - start { power -= 1 }
             let chunk = events[start..<(start + (1 << power))]
-            let text = sql.insertEventTexts[power]
+            let text = texts[power]
             let statement = try db.cachedStatement(sql: text).sqliteStatement
             arena.removeAll(keepingCapacity: true)
             spans.removeAll(keepingCapacity: true)
@@ -281,8 +300,61 @@ public final class SQLiteStore: HistoryStore {
         try writing { try $0.register(instance) }
     }
 
+    /// Into the newest segment, which then rolls over if it is full (`roll`).
     public func write(_ batch: StoreBatch) throws {
-        try writing { try $0.write(batch) }
+        try writingDatabase { db in
+            let segments = try SQLiteSegments.list(db)
+            guard let newest = segments.last else { throw StoreError("\(location) has no events table") }
+            let texts = insertTexts(newest)
+            var logic = Self.logic(db, logic)
+            logic.insertEvents = { events in try Self.insert(events, db, texts) }
+            try logic.write(batch)
+            try roll(db, segments)
+        }
+    }
+
+    /// The multi-row INSERT texts for segment `number`.
+    private func insertTexts(_ number: Int) -> [String] {
+        if let texts = inserts.withLock({ $0.segment == number ? $0.texts : nil }) { return texts }
+        let table = SQLiteSegments.table(number)
+        let texts = (0...HistorySQL.largestInsertPower).map {
+            HistorySQL.insertEvent(rows: 1 << $0, dialect: .sqlite, table: table)
+        }
+        inserts.withLock { $0 = (number, texts) }
+        return texts
+    }
+
+    /// Starts a new newest segment once the newest holds its share of the
+    /// size bound's rows (by the rows' average size in the file), or its
+    /// first event is older than its share of the age bound.
+    private func roll(_ db: Database, _ segments: [Int]) throws {
+        guard let newest = segments.last, segments.count < SQLiteSegments.most, sizeLimit != nil || maxAge != nil
+        else { return }
+        let highWater = try SQLiteSegments.highWater(db)
+        let (rows, since) = try SQLiteSegments.newest(db, newest, highWater: highWater)
+        guard rows >= SQLiteSegments.fewestRows else { return }
+        var due = false
+        if let sizeLimit {
+            let span = max(1, try SQLiteSegments.idSpan(db, segments))
+            let (data, pageSize) = try Self.dataBytes(db)
+            let perRow = max(1, data / span)
+            let bytes = max(Int64(Double(sizeLimit) * SQLiteSegments.share), SQLiteSegments.fewestPages * pageSize)
+            due = rows >= max(SQLiteSegments.fewestRows, bytes / perRow)
+        }
+        if let maxAge, let since, Date().timeIntervalSince1970 - since >= maxAge * SQLiteSegments.ageShare {
+            due = true
+        }
+        guard due else { return }
+        try SQLiteSegments.create(db, newest + 1, after: highWater)
+        try SQLiteSegments.rebuildView(db, segments + [newest + 1])
+    }
+
+    /// Bytes in pages that hold data, and the page size.
+    private static func dataBytes(_ db: Database) throws -> (data: Int64, pageSize: Int64) {
+        let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+        let free = try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+        let pageSize = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? Self.pageSize
+        return ((pages - free) * pageSize, pageSize)
     }
 
     public func markStopped(instance: String, at: Double) throws {
@@ -335,7 +407,7 @@ public final class SQLiteStore: HistoryStore {
         var removed = 0
         let instance = retention.instance
         if let maxAge = retention.maxAge {
-            removed += try writing { try $0.pruneByAge(maxAge, now: now, instance: instance) }
+            removed += try writingDatabase { db in try pruneByAge(db, cutoff: now - maxAge, instance: instance) }
         }
         if let maxBytes = retention.maxBytes {
             let target = Int64(Double(maxBytes) * Self.targetShare)
@@ -344,12 +416,12 @@ public final class SQLiteStore: HistoryStore {
             if data > target, resuming || Double(data) > Double(maxBytes) * Self.triggerShare {
                 sizePruning.withLock { $0 = true }
                 // The average row's size from the span of ids (no count: it reads a whole index).
-                let span = try reading { try $0.idSpan() }
+                let span = try readingDatabase { db in try SQLiteSegments.idSpan(db, try SQLiteSegments.list(db)) }
                 while data > target {
                     let perRow = max(1, data / max(1, span))
                     let step = min(Self.pruneStep, max(Self.smallestPruneStep, Int(maxBytes / 100 / perRow)))
                     let n = min(step, max(1, Int((data - target) / perRow) + 1))
-                    let gone = try writing { try $0.deleteOldest(n, instance: instance) } ?? n
+                    let gone = try writingDatabase { db in try deleteOldest(db, n, instance: instance) }
                     removed += gone
                     if gone == 0 { break }
                     data = try size()
@@ -360,6 +432,56 @@ public final class SQLiteStore: HistoryStore {
             if fileBytes() > maxBytes { try compact(yield: yield) }
         }
         return removed
+    }
+
+    /// The oldest events: the oldest segment whole when it is not the
+    /// newest and holds no other instance's events (`instance` nil: any),
+    /// else the oldest `n` rows of `instance` (or of all) in the oldest
+    /// segment that has some, one by one. Empty older segments go too.
+    /// The events that went (rows and the requests kept in them).
+    private func deleteOldest(_ db: Database, _ n: Int, instance: String?) throws -> Int {
+        var segments = try SQLiteSegments.list(db)
+        for number in segments {
+            let name = SQLiteSegments.table(number)
+            let empty = try Int64.fetchOne(db, sql: "SELECT MIN(id) FROM \(name)") == nil
+            if number != segments.last {
+                if empty {
+                    _ = try SQLiteSegments.drop(db, number, segments: segments)
+                    segments.removeAll { $0 == number }
+                    continue
+                }
+                if try instance.map({ try SQLiteSegments.onlyOf(db, number, instance: $0) }) ?? true {
+                    return try SQLiteSegments.drop(db, number, segments: segments)
+                }
+            }
+            if empty { continue }
+            if let instance,
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM \(name) WHERE instance = ? LIMIT 1", arguments: [instance])
+                    == nil
+            {
+                continue
+            }
+            return try Self.logic(db, logic).deleteOldest(n, instance: instance, table: name) ?? 0
+        }
+        return 0
+    }
+
+    /// Events before `cutoff`: whole segments (not the newest) whose newest
+    /// event is older and that hold no other instance's events; then row
+    /// by row in the rest. Threads that ended before it too.
+    private func pruneByAge(_ db: Database, cutoff: Double, instance: String?) throws -> Int {
+        var segments = try SQLiteSegments.list(db)
+        var removed = 0
+        for number in segments.dropLast() {
+            let newestAt = try Double.fetchOne(db, sql: "SELECT MAX(at) FROM \(SQLiteSegments.table(number))")
+            guard newestAt.map({ $0 < cutoff }) ?? true else { break }
+            guard try instance.map({ try SQLiteSegments.onlyOf(db, number, instance: $0) }) ?? true else { continue }
+            removed += try SQLiteSegments.drop(db, number, segments: segments)
+            segments.removeAll { $0 == number }
+        }
+        return removed
+            + (try Self.logic(db, logic).pruneByAge(
+                0, now: cutoff, instance: instance, tables: segments.map(SQLiteSegments.table)))
     }
 
     /// A size prune stopped by its `yield` before the data was under the target.
