@@ -34,7 +34,7 @@ enum SQLiteSegments {
     /// The segments' numbers, oldest first.
     static func list(_ db: Database) throws -> [Int] {
         try String.fetchAll(
-            db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'events_[0-9]*'"
+            db.cachedStatement(sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'events_[0-9]*'")
         )
         .compactMap { Int($0.dropFirst(prefix.count)) }.sorted()
     }
@@ -66,7 +66,8 @@ enum SQLiteSegments {
     /// The largest id ever given (AUTOINCREMENT's record of each segment; a
     /// dropped segment's goes with it, but the newest is never dropped).
     static func highWater(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM sqlite_sequence WHERE name GLOB 'events_[0-9]*'") ?? 0
+        try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT MAX(seq) FROM sqlite_sequence WHERE name GLOB 'events_[0-9]*'")) ?? 0
     }
 
     /// The view over `segments` and its triggers, made again.

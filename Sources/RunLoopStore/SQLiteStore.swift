@@ -351,9 +351,9 @@ public final class SQLiteStore: HistoryStore {
 
     /// Bytes in pages that hold data, and the page size.
     private static func dataBytes(_ db: Database) throws -> (data: Int64, pageSize: Int64) {
-        let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
-        let free = try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
-        let pageSize = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? Self.pageSize
+        let pages = try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA page_count")) ?? 0
+        let free = try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA freelist_count")) ?? 0
+        let pageSize = try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA page_size")) ?? Self.pageSize
         return ((pages - free) * pageSize, pageSize)
     }
 

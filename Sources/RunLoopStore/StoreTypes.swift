@@ -76,8 +76,7 @@ public struct StoredEvent: Sendable, Equatable {
                 let kept = r.count - (p.count - rest) - 3  // `{`, the rest, `\n}`
                 guard kept > answerKey.count, r[kept - 1] == UInt8(ascii: ":"), r[kept] == UInt8(ascii: "{"),
                     r[r.count - 2] == UInt8(ascii: "\n"), r[r.count - 1] == UInt8(ascii: "}"),
-                    r[(kept - answerKey.count)..<kept].elementsEqual(answerKey),
-                    r[(kept + 1)..<(r.count - 2)].elementsEqual(p[rest...])
+                    same(r, kept - answerKey.count, answerKey), same(r, kept + 1, p, from: rest)
                 else { return nil }
                 return String(decoding: r[..<kept], as: UTF8.self)
             }
@@ -96,6 +95,21 @@ public struct StoredEvent: Sendable, Equatable {
     }
 
     private static let answerKey = Array(#""answer":"#.utf8)
+
+    /// Whether `r` holds `p[from...]` at `at` (memcmp: this runs for every kept request).
+    private static func same(
+        _ r: UnsafeBufferPointer<UInt8>, _ at: Int, _ p: UnsafeBufferPointer<UInt8>, from: Int = 0
+    ) -> Bool {
+        let count = p.count - from
+        guard at >= 0, at + count <= r.count, let rBase = r.baseAddress, let pBase = p.baseAddress else {
+            return count == 0
+        }
+        return memcmp(rBase + at, pBase + from, count) == 0
+    }
+
+    private static func same(_ r: UnsafeBufferPointer<UInt8>, _ at: Int, _ p: [UInt8]) -> Bool {
+        p.withUnsafeBufferPointer { same(r, at, $0) }
+    }
     private static let stampKey = Array(#"{"at":""#.utf8)
 
     /// Where a payload's keys after its leading `"at":"…",` begin.
