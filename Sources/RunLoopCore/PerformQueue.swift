@@ -38,6 +38,10 @@ public struct PerformResult: Sendable {
     public var queuedMs: Double
     /// Milliseconds the selector ran.
     public var ranMs: Double
+    /// A text of this result made once by whoever needs it first, shared by
+    /// every copy (the HTTP layer: its JSON, which both the caller's answer
+    /// and the history's row are).
+    public let text = Memo<[UInt8]>()
 }
 
 /// Who stopped waiting for a perform, and what they are told: the caller's

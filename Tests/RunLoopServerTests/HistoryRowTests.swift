@@ -52,6 +52,22 @@ struct HistoryRowTests {
         }
     }
 
+    @Test("a perform's answer is Rep.performResult's JSON, byte for byte, and made once for the answer and the row")
+    func performAnswer() {
+        for (index, result) in Self.results.enumerated() {
+            let copy = result
+            let row = PerformJSON.row(result, at: 1_764_150_000.5)
+            // The row made the text; a copy of the result answers with the same bytes.
+            var expected = JSON.serialize(Rep.performResult(result))
+            expected.append(0x0A)
+            #expect(copy.text.value { [] } == expected, "\(index)")
+            #expect(PerformJSON.answer(copy) == expected)
+            #expect(
+                row == #"{"at":"2025-11-26T09:40:00.500Z","#
+                    + String(decoding: expected.dropFirst().dropLast(), as: UTF8.self))
+        }
+    }
+
     @Test("a request's row: `at`, the request's fields, its body and its answer as sent")
     func requestRow() throws {
         let row = HistoryRecorder.row(
@@ -170,7 +186,7 @@ struct HistoryRowTests {
         }
         for number in numbers {
             var mine: [UInt8] = []
-            HistoryRecorder.appendNumber(number, to: &mine)
+            PerformJSON.appendNumber(number, to: &mine)
             #expect(String(decoding: mine, as: UTF8.self) == JSON.format(number), "\(number) (seed \(seed))")
         }
     }

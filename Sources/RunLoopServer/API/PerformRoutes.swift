@@ -117,7 +117,8 @@ extension API {
     private static func answerPerform(_ result: PerformResult, selector: String, on target: Worker, _ ctx: RouteContext)
     {
         guard case .failure(let error) = result.outcome, error.kind == .deadline || error.kind == .gone else {
-            ctx.reply(200, Rep.performResult(result))
+            // The same text the history's row was made from (`PerformJSON`).
+            ctx.reply(200, json: PerformJSON.answer(result))
             return
         }
         guard error.kind == .deadline else {

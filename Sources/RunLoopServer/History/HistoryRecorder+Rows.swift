@@ -19,7 +19,7 @@ extension HistoryRecorder {
         func key(_ name: StaticString) {
             if !head.isEmpty { head.append(UInt8(ascii: ",")) }
             head.append(UInt8(ascii: "\""))
-            append(name, to: &head)
+            PerformJSON.append(name, to: &head)
             head.append(UInt8(ascii: "\""))
             head.append(UInt8(ascii: ":"))
         }
@@ -38,7 +38,7 @@ extension HistoryRecorder {
             // The most frequent kept event: written as is, no `Value` built.
             return Queued(
                 seq: seq, at: at, type: "perform", thread: id.isEmpty ? nil : id,
-                data: performText(result, at: at), threadRow: nil)
+                data: PerformJSON.row(result, at: at), threadRow: nil)
         case .event(let event):
             let (name, id, data) = EventHub.describe(event)
             (type, thread) = (name, id.isEmpty ? nil : id)
@@ -73,7 +73,7 @@ extension HistoryRecorder {
             key("path")
             JSON.writeString(path, into: &head)
             key("status")
-            appendNumber(Double(status), to: &head)
+            PerformJSON.appendNumber(Double(status), to: &head)
             key("requestId")
             JSON.writeString(requestId, into: &head)
             if let thread {
@@ -133,75 +133,6 @@ extension HistoryRecorder {
         }
         return Queued(
             seq: seq, at: at, type: type, thread: thread, data: data, threadRow: threadRow.map(ThreadRow.init))
-    }
-
-    /// A perform event's text: `at`, then `Rep.performResult`'s members in
-    /// `JSON.serialize`'s order (keys sorted), byte for byte what describing
-    /// and serializing the event gives.
-    static func performText(_ r: PerformResult, at: Double) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(192)
-        append(#"{"at":""#, to: &out)
-        Timestamp.append(Date(timeIntervalSince1970: at), to: &out)
-        append(#"","error":"#, to: &out)
-        let value: Value
-        switch r.outcome {
-        case .success(let result):
-            append(#"null,"ok":true"#, to: &out)
-            value = result
-        case .failure(let error):
-            out.append(contentsOf: JSON.serialize(Rep.error(error)))
-            append(#","ok":false"#, to: &out)
-            value = .null
-        }
-        append(#","performId":"#, to: &out)
-        JSON.writeString(r.performId, into: &out)
-        append(#","queuedMs":"#, to: &out)
-        appendNumber(Rep.rounded3(r.queuedMs), to: &out)
-        append(#","ranMs":"#, to: &out)
-        appendNumber(Rep.rounded3(r.ranMs), to: &out)
-        append(#","result":"#, to: &out)
-        switch value {
-        case .null: append("null", to: &out)
-        case .bool(let flag): flag ? append("true", to: &out) : append("false", to: &out)
-        case .number(let number): appendNumber(number, to: &out)
-        case .string(let text): JSON.writeString(text, into: &out)
-        default: out.append(contentsOf: JSON.serialize(value))
-        }
-        append(#","selector":"#, to: &out)
-        JSON.writeString(r.selector, into: &out)
-        append(#","thread":"#, to: &out)
-        JSON.writeString(r.thread, into: &out)
-        out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Appends a literal's bytes (one copy, not a walk of its UTF-8 view).
-    @inline(__always)
-    static func append(_ literal: StaticString, to out: inout [UInt8]) {
-        out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
-    }
-
-    /// Appends `JSON.format(value)`: an integer's digits without a `String`.
-    static func appendNumber(_ value: Double, to out: inout [UInt8]) {
-        guard value.isFinite, value.rounded() == value, abs(value) < 1e15 else {
-            out.append(contentsOf: JSON.format(value).utf8)
-            return
-        }
-        var whole = Int64(value)
-        if whole < 0 {
-            out.append(UInt8(ascii: "-"))
-            whole = -whole
-        }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var start = 20
-            repeat {
-                start -= 1
-                digits[start] = UInt8(48 + whole % 10)
-                whole /= 10
-            } while whole > 0
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
-        }
     }
 
     /// The stored event (and the thread row it changes) for one queued row,

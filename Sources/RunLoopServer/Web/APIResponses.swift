@@ -11,6 +11,12 @@ enum APIResponses {
         return HTTPResponse(status: status, headers: all, body: body)
     }
 
+    /// The same with a body already serialized (a JSON text and its newline).
+    static func json(_ status: Int, body: [UInt8]) -> HTTPResponse {
+        HTTPResponse(
+            status: status, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")], body: body)
+    }
+
     /// The status for an engine error kind.
     static func status(for kind: RunLoopError.Kind) -> Int {
         switch kind {

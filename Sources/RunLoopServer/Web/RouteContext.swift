@@ -49,6 +49,11 @@ struct RouteContext: Sendable {
         answer(APIResponses.json(status, value, headers: headers), route: route)
     }
 
+    /// Answers a deferred reply with a JSON text already serialized (its newline included).
+    func reply(_ status: Int, json body: [UInt8]) {
+        answer(APIResponses.json(status, body: body), route: route)
+    }
+
     /// Answers a deferred reply with an error.
     func fail(_ error: RunLoopError) {
         answer(APIResponses.error(error), route: route)
