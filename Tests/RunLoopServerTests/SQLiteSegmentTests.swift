@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 @testable import RunLoopStore
+import RunLoopTestSupport
 import Testing
 
 /// SQLite's segments (docs/history.md, "Segments"): a bounded store's
@@ -145,6 +146,104 @@ struct SQLiteSegmentTests {
             #expect(try StoreOperationsTests.seqs(store, "other") == Array(1...50))
             let mine = try StoreOperationsTests.seqs(store, "i1")
             #expect(mine.last == 12_000 && mine == Array(mine[0]...12_000) && mine.count < 12_000)
+        }
+    }
+
+    @Test(
+        "random writes, prunes and reopenings keep each instance's newest events, whole, once, in id order (seed printed)"
+    )
+    func randomized() throws {
+        // Seeds that ever failed are kept here, then a fresh one.
+        for seed in [UInt64.random(in: 1...UInt64.max)] {
+            print("SQLiteSegmentTests.randomized seed \(seed)")
+            try Self.randomized(seed: seed)
+        }
+    }
+
+    /// One written event as the model knows it.
+    struct Written {
+        let instance: String
+        let seq: Int64
+        let at: Double
+    }
+
+    static func randomized(seed: UInt64) throws {
+        var random = SplitMix(seed)
+        let limit = Int64.random(in: 2_000_000...5_000_000, using: &random)
+        let maxAge: Double? = Bool.random(using: &random) ? 1_000 : nil
+        let scope: String? = Bool.random(using: &random) ? "i1" : nil
+        let context = "seed \(seed): limit \(limit), age \(maxAge.map { "\($0)" } ?? "none"), scope \(scope ?? "fleet")"
+        try Self.withStore(sizeLimit: limit, maxAge: maxAge) { store, path in
+            var written: [Written] = []
+            var seqs = ["i1": Int64(0), "other": 0]
+            var removed = 0
+            var largestId: Int64 = 0
+            // Simulated time, in the past: an age bound rolls segments over by it.
+            var clock = Date().timeIntervalSince1970 - 20_000
+            for step in 0..<120 {
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<6:
+                    // A batch: mostly i1's, sometimes another instance's; some rows keep a request.
+                    let instance = Int.random(in: 0..<12, using: &random) == 0 ? "other" : "i1"
+                    var events: [StoredEvent] = []
+                    for _ in 0..<Int.random(in: 1...150, using: &random) {
+                        clock += Double.random(in: 0.001...2, using: &random)
+                        let seq = seqs[instance, default: 0] + 1
+                        let pad = String(repeating: "x", count: Int.random(in: 50...1_500, using: &random))
+                        var event = StoredEvent(
+                            instance: instance, boot: 1, seq: seq, at: clock, type: "perform", thread: "t1",
+                            data: #"{"pad":"\#(pad)"}"#)
+                        written.append(Written(instance: instance, seq: seq, at: clock))
+                        seqs[instance] = seq
+                        if Bool.random(using: &random) {
+                            event.request = #"{"ok":true}"#
+                            event.requestAt = clock
+                            written.append(Written(instance: instance, seq: seq + 1, at: clock))
+                            seqs[instance] = seq + 1
+                        }
+                        events.append(event)
+                    }
+                    try store.write(StoreBatch(events: events))
+                    let newest = try store.events(HistoryQuery(limit: events.count))
+                    #expect(newest.allSatisfy { $0.id > largestId }, "\(context), step \(step): ids above \(largestId)")
+                    largestId = newest.map(\.id).max() ?? largestId
+                case 6..<8:
+                    let retention = Retention(maxAge: nil, maxBytes: limit, instance: scope)
+                    if store.overLimit(retention) {
+                        removed += try store.prune(retention, now: clock)
+                        // Every event may go (the fleet's scope): the data is under the bound.
+                        if scope == nil { #expect(try store.size() <= limit, "\(context), step \(step): size") }
+                    }
+                case 8:
+                    let age = Double.random(in: 100...10_000, using: &random)
+                    removed += try store.prune(Retention(maxAge: age, maxBytes: nil, instance: scope), now: clock)
+                default:
+                    store.close()
+                    try store.open()
+                }
+                let kept = try store.events(HistoryQuery(limit: 1_000_000, ascending: true))
+                let ids = kept.map(\.id)
+                #expect(zip(ids, ids.dropFirst()).allSatisfy { $0 <= $1 }, "\(context), step \(step): id order")
+                #expect(removed + kept.count == written.count, "\(context), step \(step): counts")
+                for instance in ["i1", "other"] {
+                    let mine = written.filter { $0.instance == instance }.map(\.seq)
+                    let left = kept.filter { $0.instance == instance }.map(\.seq)
+                    // Each instance keeps its newest events, whole: a suffix of what it wrote.
+                    #expect(Array(mine.suffix(left.count)) == left, "\(context), step \(step): \(instance)")
+                }
+                if scope == "i1" {
+                    // This instance's retention never touches another's events.
+                    #expect(
+                        kept.filter { $0.instance == "other" }.count == written.filter { $0.instance == "other" }.count,
+                        "\(context), step \(step): another instance's events")
+                }
+            }
+            let db = try DatabaseQueue(path: path)
+            defer { try? db.close() }
+            #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok", "\(context)")
+            print(
+                "SQLiteSegmentTests.randomized \(context): \(written.count) events written, \(removed) pruned, \(try Self.segments(path).count) segments"
+            )
         }
     }
 }
