@@ -4,17 +4,16 @@ import RunLoopCore
 /// Building HTTP responses from values and errors: statuses are decided here only.
 enum APIResponses {
     static func json(_ status: Int, _ value: Value, headers: [(String, String)] = []) -> HTTPResponse {
-        var all: [(String, String)] = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
-        all.append(contentsOf: headers)
         var body = JSON.serialize(value)
         body.append(0x0A)
-        return HTTPResponse(status: status, headers: all, body: body)
+        return json(status, body: body, headers: headers)
     }
 
     /// The same with a body already serialized (a JSON text and its newline).
-    static func json(_ status: Int, body: [UInt8]) -> HTTPResponse {
-        HTTPResponse(
-            status: status, headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")], body: body)
+    static func json(_ status: Int, body: [UInt8], headers: [(String, String)] = []) -> HTTPResponse {
+        var all: [(String, String)] = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+        all.append(contentsOf: headers)
+        return HTTPResponse(status: status, headers: all, body: body)
     }
 
     /// The status for an engine error kind.
