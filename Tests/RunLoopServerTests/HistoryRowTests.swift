@@ -186,7 +186,7 @@ struct HistoryRowTests {
         }
         for number in numbers {
             var mine: [UInt8] = []
-            PerformJSON.appendNumber(number, to: &mine)
+            JSON.writeNumber(number, into: &mine)
             #expect(String(decoding: mine, as: UTF8.self) == JSON.format(number), "\(number) (seed \(seed))")
         }
     }

@@ -19,7 +19,7 @@ extension HistoryRecorder {
         func key(_ name: StaticString) {
             if !head.isEmpty { head.append(UInt8(ascii: ",")) }
             head.append(UInt8(ascii: "\""))
-            PerformJSON.append(name, to: &head)
+            JSON.writeLiteral(name, into: &head)
             head.append(UInt8(ascii: "\""))
             head.append(UInt8(ascii: ":"))
         }
@@ -73,7 +73,7 @@ extension HistoryRecorder {
             key("path")
             JSON.writeString(path, into: &head)
             key("status")
-            PerformJSON.appendNumber(Double(status), to: &head)
+            JSON.writeNumber(Double(status), into: &head)
             key("requestId")
             JSON.writeString(requestId, into: &head)
             if let thread {

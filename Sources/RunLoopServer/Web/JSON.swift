@@ -40,7 +40,7 @@ public enum JSON {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .number(let d): out.append(contentsOf: format(d).utf8)
+        case .number(let d): writeNumber(d, into: &out)
         case .string(let s): writeString(s, into: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))
@@ -69,6 +69,34 @@ public enum JSON {
         guard d.isFinite else { return "null" }
         if d.rounded() == d && abs(d) < 1e15 { return String(Int64(d)) }
         return "\(d)"
+    }
+
+    /// Appends `format(value)`: an integer's digits without a `String`.
+    static func writeNumber(_ value: Double, into out: inout [UInt8]) {
+        guard value.isFinite, value.rounded() == value, abs(value) < 1e15 else {
+            out.append(contentsOf: format(value).utf8)
+            return
+        }
+        var whole = Int64(value)
+        if whole < 0 {
+            out.append(UInt8(ascii: "-"))
+            whole = -whole
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = 20
+            repeat {
+                start -= 1
+                digits[start] = UInt8(48 + whole % 10)
+                whole /= 10
+            } while whole > 0
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
+        }
+    }
+
+    /// Appends a literal's bytes (one copy, not a walk of its UTF-8 view).
+    @inline(__always)
+    static func writeLiteral(_ literal: StaticString, into out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
