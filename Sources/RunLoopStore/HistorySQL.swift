@@ -89,8 +89,12 @@ struct HistorySQL {
     }
 
     static let eventColumns = "id, instance, boot, seq, at, type, thread, data, request, request_at"
+    /// The columns an insert gives (the id is the store's).
+    static let insertedColumnNames = [
+        "instance", "boot", "seq", "at", "type", "thread", "data", "request", "request_at",
+    ]
     /// Values per inserted event row.
-    static let insertedColumns = 9
+    static let insertedColumns = insertedColumnNames.count
     static let threadColumns = "instance, boot, thread, name, style, created_at, ended_at, ended_how, last_exit, final"
     static let instanceColumns = "id, url, version, host, pid, boot, started_at, heartbeat_at, stopped_at, seq_ceiling"
 
@@ -102,7 +106,7 @@ struct HistorySQL {
         let n = insertedColumns
         let tuples = (0..<rows).map { "(\(sql.marks(n, from: $0 * n + 1)))" }.joined(separator: ", ")
         return
-            "INSERT INTO \(table) (instance, boot, seq, at, type, thread, data, request, request_at) VALUES \(tuples)"
+            "INSERT INTO \(table) (\(insertedColumnNames.joined(separator: ", "))) VALUES \(tuples)"
     }
 
     static func eventValues(_ e: StoredEvent) -> [SQLValue] {

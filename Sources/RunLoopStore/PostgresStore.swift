@@ -258,7 +258,7 @@ public final class PostgresStore: HistoryStore {
     }
 
     static let copyEvents =
-        "COPY events (instance, boot, seq, at, type, thread, data, request, request_at) FROM STDIN (FORMAT binary)"
+        "COPY events (\(HistorySQL.insertedColumnNames.joined(separator: ", "))) FROM STDIN (FORMAT binary)"
 
     /// COPY's binary format: the signature, flags and header extension length;
     /// the rows; -1 at the end.

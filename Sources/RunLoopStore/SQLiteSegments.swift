@@ -72,20 +72,19 @@ enum SQLiteSegments {
 
     /// The view over `segments` and its triggers, made again.
     static func rebuildView(_ db: Database, _ segments: [Int]) throws {
-        let columns = "id, instance, boot, seq, at, type, thread, data, request, request_at"
         try db.execute(sql: "DROP TRIGGER IF EXISTS events_insert")
         try db.execute(sql: "DROP TRIGGER IF EXISTS events_delete")
         try db.execute(sql: "DROP VIEW IF EXISTS events")
-        let union = segments.map { "SELECT \(columns) FROM \(table($0))" }.joined(separator: " UNION ALL ")
+        let union = segments.map { "SELECT \(HistorySQL.eventColumns) FROM \(table($0))" }
+            .joined(separator: " UNION ALL ")
         try db.execute(sql: "CREATE VIEW events AS \(union)")
         guard let newest = segments.last else { return }
-        let inserted = "instance, boot, seq, at, type, thread, data, request, request_at"
-        let values = inserted.split(separator: ",").map { "NEW." + $0.trimmingCharacters(in: .whitespaces) }
-            .joined(separator: ", ")
+        let inserted = HistorySQL.insertedColumnNames
         try db.execute(
             sql: """
                 CREATE TRIGGER events_insert INSTEAD OF INSERT ON events BEGIN
-                INSERT INTO \(table(newest)) (\(inserted)) VALUES (\(values)); END
+                INSERT INTO \(table(newest)) (\(inserted.joined(separator: ", ")))
+                VALUES (\(inserted.map { "NEW.\($0)" }.joined(separator: ", "))); END
                 """)
         let deletes = segments.map { "DELETE FROM \(table($0)) WHERE id = OLD.id;" }.joined(separator: " ")
         try db.execute(sql: "CREATE TRIGGER events_delete INSTEAD OF DELETE ON events BEGIN \(deletes) END")
@@ -115,14 +114,15 @@ enum SQLiteSegments {
     /// The span of row ids (the largest given less the oldest segment's
     /// smallest, plus one): the number of rows where ids are dense (the
     /// oldest go first), at the cost of a few index lookups, not a count.
-    static func idSpan(_ db: Database, _ segments: [Int]) throws -> Int64 {
+    /// `highWater`: `highWater(db)`, when the caller has it already.
+    static func idSpan(_ db: Database, _ segments: [Int], highWater known: Int64? = nil) throws -> Int64 {
         var smallest: Int64?
         for number in segments {
             smallest = try Int64.fetchOne(db, sql: "SELECT MIN(id) FROM \(table(number))")
             if smallest != nil { break }
         }
         guard let smallest else { return 0 }
-        return max(0, try highWater(db) - smallest + 1)
+        return max(0, try (known ?? highWater(db)) - smallest + 1)
     }
 
     /// Rows since the newest segment began (its ids' span), and when its

@@ -335,7 +335,7 @@ public final class SQLiteStore: HistoryStore {
         guard rows >= SQLiteSegments.fewestRows else { return }
         var due = false
         if let sizeLimit {
-            let span = max(1, try SQLiteSegments.idSpan(db, segments))
+            let span = max(1, try SQLiteSegments.idSpan(db, segments, highWater: highWater))
             let (data, pageSize) = try Self.dataBytes(db)
             let perRow = max(1, data / span)
             let bytes = max(Int64(Double(sizeLimit) * SQLiteSegments.share), SQLiteSegments.fewestPages * pageSize)
