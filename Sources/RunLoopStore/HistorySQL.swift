@@ -14,19 +14,6 @@ public enum SQLValue: Sendable, Equatable {
 struct HistorySQL {
     enum Dialect { case sqlite, postgres }
     let dialect: Dialect
-    /// `insertEvent(rows: 1 << i)` for i in 0...9, made once: a batch is
-    /// written in chunks of these sizes, so each statement is prepared once
-    /// and found again in the connection's cache.
-    let insertEventTexts: [String]
-
-    init(dialect: Dialect) {
-        self.dialect = dialect
-        var texts: [String] = []
-        for power in 0...Self.largestInsertPower {
-            texts.append(Self.insertEvent(rows: 1 << power, dialect: dialect))
-        }
-        insertEventTexts = texts
-    }
 
     /// The largest chunk of events one statement inserts: 2^9 = 512 rows (4,608 values).
     static let largestInsertPower = 9
@@ -98,8 +85,6 @@ struct HistorySQL {
     static let threadColumns = "instance, boot, thread, name, style, created_at, ended_at, ended_how, last_exit, final"
     static let instanceColumns = "id, url, version, host, pid, boot, started_at, heartbeat_at, stopped_at, seq_ceiling"
 
-    func insertEvent(rows: Int) -> String { Self.insertEvent(rows: rows, dialect: dialect) }
-
     /// `table`: where the rows go (SQLite: the newest segment).
     static func insertEvent(rows: Int, dialect: Dialect, table: String = "events") -> String {
         let sql = HistorySQL.Marks(dialect: dialect)
@@ -107,13 +92,6 @@ struct HistorySQL {
         let tuples = (0..<rows).map { "(\(sql.marks(n, from: $0 * n + 1)))" }.joined(separator: ", ")
         return
             "INSERT INTO \(table) (\(insertedColumnNames.joined(separator: ", "))) VALUES \(tuples)"
-    }
-
-    static func eventValues(_ e: StoredEvent) -> [SQLValue] {
-        [
-            .text(e.instance), .int(e.boot), .int(e.seq), .double(e.at), .text(e.type), .optional(e.thread),
-            .text(e.data), .optional(e.request), .optional(e.requestAt),
-        ]
     }
 
     /// Inserts a thread row or fills in the fields given (nil keeps what is stored).
@@ -331,7 +309,8 @@ extension InstanceRecord {
 struct HistoryLogic {
     let sql: HistorySQL
     let execute: (_ text: String, _ values: [SQLValue], _ recurs: Bool) throws -> [[SQLValue]]
-    /// How a store writes many events at once, if not by multi-row INSERTs (PostgreSQL: COPY).
+    /// How a store writes many events at once (SQLite: multi-row INSERTs
+    /// into the newest segment; PostgreSQL: COPY); only `write` needs it.
     var insertEvents: ((ArraySlice<StoredEvent>) throws -> Void)? = nil
 
     /// Runs a statement whose text recurs.
@@ -339,32 +318,17 @@ struct HistoryLogic {
         try execute(text, values, true)
     }
 
-    /// Most rows in one INSERT (SQLite), and in one piece of PostgreSQL's COPY.
+    /// Most rows in one piece of PostgreSQL's COPY.
     static let rowsPerInsert = 500
 
     func write(_ batch: StoreBatch) throws {
-        if let insertEvents, !batch.events.isEmpty {
+        if !batch.events.isEmpty {
+            guard let insertEvents else { throw StoreError("this store's logic has no way to insert events") }
             try insertEvents(batch.events[...])
-        } else {
-            try insertRows(batch.events)
         }
         for thread in batch.threads { _ = try run(sql.upsertThread, HistorySQL.threadValues(thread)) }
         if let beat = batch.heartbeat {
             _ = try run(sql.heartbeat, [.double(beat.at), .int(beat.seqCeiling), .text(beat.instance)])
-        }
-    }
-
-    /// Events as multi-row INSERTs in chunks of a power of two rows (512,
-    /// then the binary digits of what is left): ten statement texts in all,
-    /// each prepared once per connection and reused from its cache.
-    private func insertRows(_ events: [StoredEvent]) throws {
-        var start = 0
-        while start < events.count {
-            var power = HistorySQL.largestInsertPower
-            while 1 << power > events.count - start { power -= 1 }
-            let chunk = events[start..<(start + (1 << power))]
-            _ = try execute(sql.insertEventTexts[power], chunk.flatMap(HistorySQL.eventValues), true)
-            start += chunk.count
         }
     }
 

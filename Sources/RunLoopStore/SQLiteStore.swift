@@ -20,7 +20,7 @@ public final class SQLiteStore: HistoryStore {
     /// the newest segment takes every event.
     private let sizeLimit: Int64?
     private let maxAge: Double?
-    /// The newest segment's insert texts (`HistorySQL.insertEventTexts`'s sizes), made once per segment.
+    /// The newest segment's insert texts (`HistorySQL.insertEvent` for 1, 2, 4, … 512 rows), made once per segment.
     private let inserts = Locked<(segment: Int, texts: [String])>((0, []))
 
     /// `path`: the database file (its folder is created if missing).
@@ -218,8 +218,8 @@ public final class SQLiteStore: HistoryStore {
         }
     }
 
-    /// Events through SQLite's C API, in the same multi-row INSERTs as
-    /// `HistoryLogic.insertRows` (chunks of a power of two rows, each text
+    /// Events through SQLite's C API, in multi-row INSERTs of a power of two
+    /// rows (512, then the binary digits of what is left: ten texts, each
     /// prepared once per connection): each chunk's texts are copied once
     /// into one buffer, in one pass that also notes where each starts and
     /// how long it is, and bound in place from it with their lengths (no
