@@ -123,19 +123,29 @@ public final class ServerProcess: @unchecked Sendable {
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
-        errors.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                return
+        // The log is read by a thread of its own, in blocking reads until the
+        // pipe's end: Foundation's `readabilityHandler` is served by
+        // libdispatch's event loop, which on Linux crashes the test process
+        // (a segfault in `_dispatch_event_loop_drain`) with many pipes open
+        // at once (swift-corelibs-foundation issue 3276; seen here once,
+        // in a fresh clone's `make test`).
+        let reading = errors.fileHandleForReading
+        let reader = Thread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(reading.fileDescriptor, $0.baseAddress, $0.count) }
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { break }
+                let text = String(decoding: buffer[..<count], as: UTF8.self)
+                output.update { $0.log += text }
             }
-            output.update { $0.log += String(decoding: data, as: UTF8.self) }
         }
         process.terminationHandler = { finished in
             let status = finished.terminationStatus
             output.update { $0.exitStatus = status }
         }
         try process.run()
+        reader.start()
         return (process, output)
     }
 
