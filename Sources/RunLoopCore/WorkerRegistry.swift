@@ -26,7 +26,7 @@ public final class WorkerRegistry: Sendable {
     /// workers the registry forgets, and a new worker once it is listed (its
     /// first events come from its thread before it is: a summary stream that
     /// read the registry then did not find it, and reads it again).
-    private let forgotten: @Sendable ([String]) -> Void
+    private let listingChanged: @Sendable ([String]) -> Void
 
     /// Creates a registry. `events` receives every `RunLoopEvent` on the thread
     /// where it happened; it must not block.
@@ -34,10 +34,10 @@ public final class WorkerRegistry: Sendable {
         limits: Limits = Limits(), selectors: SelectorRegistry? = nil,
         diagnostics: DiagnosticsOptions = DiagnosticsOptions(),
         events: @escaping @Sendable (RunLoopEvent) -> Void = { _ in },
-        forgotten: @escaping @Sendable ([String]) -> Void = { _ in }
+        listingChanged: @escaping @Sendable ([String]) -> Void = { _ in }
     ) {
         self.limits = limits
-        self.forgotten = forgotten
+        self.listingChanged = listingChanged
         self.selectors = selectors ?? SelectorRegistry(limits: limits)
         // Publishing an event runs the service's code (the store, the SSE hub):
         // a call-out, never under a lock (debug builds stop when it is).
@@ -100,7 +100,7 @@ public final class WorkerRegistry: Sendable {
         }
         // Released after the lock: the table may have held a forgotten worker's
         // last reference, and with it its records' (their CF objects are freed then).
-        self.forgotten(forgotten.map(\.id) + [id])
+        listingChanged(forgotten.map(\.id) + [id])
         return worker
     }
 

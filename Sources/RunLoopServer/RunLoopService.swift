@@ -107,8 +107,8 @@ public final class RunLoopService: Sendable {
                 history.record(.event(event), seq: id)
             }
             hub.publish(event, id: id)
-        } forgotten: { [weak hub] ids in
-            hub?.forgotten(ids)
+        } listingChanged: { [weak hub] ids in
+            hub?.listingChanged(ids)
         }
         var history: HistoryRecorder?
         var storeProblem: String?

@@ -23,8 +23,8 @@ struct EventHubSnapshotTests {
                 return n
             }
             hub?.publish(event, id: id)
-        } forgotten: { [weak hub] ids in
-            hub?.forgotten(ids)
+        } listingChanged: { [weak hub] ids in
+            hub?.listingChanged(ids)
         }
         hub.registry = registry
         return (hub, registry)

@@ -335,7 +335,7 @@ final class EventHub: Sendable {
     /// forgot (the next snapshot lists them as removed) and a new one once
     /// listed (the next snapshot has its row, even if its first events were
     /// flushed before the registry had it).
-    func forgotten(_ ids: [String]) {
+    func listingChanged(_ ids: [String]) {
         let arm = clients.withLock { c -> Bool in
             guard c.summaryClients > 0 else { return false }
             c.dirty.formUnion(ids)
