@@ -39,7 +39,7 @@ enum PerformJSON {
             JSON.writeLiteral(#"null,"ok":true"#, into: &out)
             value = result
         case .failure(let error):
-            out.append(contentsOf: JSON.serialize(Rep.error(error)))
+            JSON.write(Rep.error(error), into: &out)
             JSON.writeLiteral(#","ok":false"#, into: &out)
             value = .null
         }
@@ -50,13 +50,7 @@ enum PerformJSON {
         JSON.writeLiteral(#","ranMs":"#, into: &out)
         JSON.writeNumber(Rep.rounded3(r.ranMs), into: &out)
         JSON.writeLiteral(#","result":"#, into: &out)
-        switch value {
-        case .null: JSON.writeLiteral("null", into: &out)
-        case .bool(let flag): flag ? JSON.writeLiteral("true", into: &out) : JSON.writeLiteral("false", into: &out)
-        case .number(let number): JSON.writeNumber(number, into: &out)
-        case .string(let text): JSON.writeString(text, into: &out)
-        default: out.append(contentsOf: JSON.serialize(value))
-        }
+        JSON.write(value, into: &out)
         JSON.writeLiteral(#","selector":"#, into: &out)
         JSON.writeString(r.selector, into: &out)
         JSON.writeLiteral(#","thread":"#, into: &out)

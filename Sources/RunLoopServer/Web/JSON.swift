@@ -36,7 +36,8 @@ public enum JSON {
         String(decoding: serialize(value), as: UTF8.self)
     }
 
-    private static func write(_ value: Value, into out: inout [UInt8]) {
+    /// Appends `value` serialized (as `serialize` writes it) to `out`.
+    static func write(_ value: Value, into out: inout [UInt8]) {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
