@@ -1,6 +1,7 @@
 import CoreFoundation
 import Foundation
 import Primitives
+import RunLoopTestSupport
 
 @testable import RunLoopCore
 
@@ -55,7 +56,7 @@ struct PredictHarness {
         guard let waitedBefore = Self.runQueueWaitMs(tid) else {
             return ["no schedstat for the loop thread (\(tid)): its lateness cannot be measured"]
         }
-        let stolenBefore = Self.stolenMs()
+        let stolenBefore = SchedStat.stolenMs()
         try built.worker.run(
             mode: RunLoopMode(setup.runMode), seconds: seconds, returnAfterSourceHandled: setup.returnAfterSourceHandled
         ) { result in
@@ -119,7 +120,7 @@ struct PredictHarness {
         // at once (steal time), which no run-queue count shows: timers and
         // wake-ups all come late together, and wakes due apart (a stale
         // timerfd, then the deadline) are served in one turn.
-        let stolenMs = max(0, Self.stolenMs() - stolenBefore)
+        let stolenMs = max(0, SchedStat.stolenMs() - stolenBefore)
         let turns = built.worker.turns(matching: TurnFilter(run: exit.run)).turns
         let startMs = (exit.endedAt.timeIntervalSince(readDate) - exit.duration) * 1000
         let timerLateMs = built.timers.compactMap { try? built.worker.timerSnapshot($0).lateness.maxMs }.max() ?? 0
@@ -176,24 +177,8 @@ struct PredictHarness {
         return compare(prediction, exit, turns, atMs: exit.endedAt.timeIntervalSince(readDate) * 1000, rename)
     }
 
-    /// How long thread `tid` has waited, runnable, for a CPU (ms): the
-    /// second field of `/proc/self/task/<tid>/schedstat` (`run_delay`, ns).
-    static func runQueueWaitMs(_ tid: Int32) -> Double? {
-        guard tid > 0, let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/schedstat", encoding: .utf8)
-        else { return nil }
-        let fields = text.split(separator: " ")
-        return fields.count > 1 ? Double(fields[1]).map { $0 / 1e6 } : nil
-    }
-
-    /// The CPU time the host has taken from this machine's CPUs (ms): the
-    /// `steal` column of `/proc/stat`'s `cpu` line (ticks). 0 where there is none.
-    static func stolenMs() -> Double {
-        let text = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8)) ?? ""
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return 0 }
-        let fields = line.split(separator: " ")
-        guard fields.count > 8, let ticks = Double(fields[8]) else { return 0 }
-        return ticks * 1000 / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
+    /// How long thread `tid` of this process has waited, runnable, for a CPU (ms).
+    static func runQueueWaitMs(_ tid: Int32) -> Double? { SchedStat.thread(tid)?.waitMs }
 
     /// Whether thread `tid` is inside a futex wait (a lock or condition):
     /// the first field of `/proc/self/task/<tid>/syscall`.
