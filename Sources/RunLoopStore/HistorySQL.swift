@@ -15,7 +15,7 @@ struct HistorySQL {
     enum Dialect { case sqlite, postgres }
     let dialect: Dialect
 
-    /// The largest chunk of events one statement inserts: 2^9 = 512 rows (4,608 values).
+    /// The largest chunk of events one statement inserts: 2^9 = 512 rows (SQLite: 6,656 values).
     static let largestInsertPower = 9
 
     /// The placeholders for `count` values starting at `first` (1-based).
@@ -76,6 +76,19 @@ struct HistorySQL {
     }
 
     static let eventColumns = "id, instance, boot, seq, at, type, thread, data, request, request_at"
+    /// A packed row's columns (SQLite only, schema v4: `StoredEvent.firstId`, `firstAt`, `more`).
+    static let packColumns = "first_id, first_at, more"
+    /// What an events query reads: PostgreSQL's rows are never packed.
+    var selectedEventColumns: String {
+        dialect == .sqlite ? "\(Self.eventColumns), \(Self.packColumns)" : Self.eventColumns
+    }
+    /// Most pairs in one packed row, and the longest a packed row's pairs
+    /// span (seconds, by their performs' times): a query widens its id and
+    /// time bounds by these to find the row that holds a bound's pair.
+    static let packMost = 32
+    static let packWindow = StoredEvent.foldWindow
+    /// A packed row's events beyond its last pair (SQLite): two per earlier pair.
+    private var packedExtra: String { dialect == .sqlite ? " + 2 * COALESCE(SUM(id - first_id), 0)" : "" }
     /// The columns an insert gives (the id is the store's).
     static let insertedColumnNames = [
         "instance", "boot", "seq", "at", "type", "thread", "data", "request", "request_at",
@@ -84,15 +97,6 @@ struct HistorySQL {
     static let insertedColumns = insertedColumnNames.count
     static let threadColumns = "instance, boot, thread, name, style, created_at, ended_at, ended_how, last_exit, final"
     static let instanceColumns = "id, url, version, host, pid, boot, started_at, heartbeat_at, stopped_at, seq_ceiling"
-
-    /// `table`: where the rows go (SQLite: the newest segment).
-    static func insertEvent(rows: Int, dialect: Dialect, table: String = "events") -> String {
-        let sql = HistorySQL.Marks(dialect: dialect)
-        let n = insertedColumns
-        let tuples = (0..<rows).map { "(\(sql.marks(n, from: $0 * n + 1)))" }.joined(separator: ", ")
-        return
-            "INSERT INTO \(table) (\(insertedColumnNames.joined(separator: ", "))) VALUES \(tuples)"
-    }
 
     /// Inserts a thread row or fills in the fields given (nil keeps what is stored).
     var upsertThread: String {
@@ -167,15 +171,36 @@ struct HistorySQL {
             // A request may be kept in its perform's row.
             clauses.append(q.types.contains("request") ? "(\(named) OR request IS NOT NULL)" : named)
         }
+        // A packed row's own columns are its last pair's, so lower bounds
+        // (since, an ascending cursor, afterSeq) find it as they are; an upper
+        // bound also finds the row whose first pair is under it, through the
+        // row's index range widened by a packed row's span (SQLite).
+        func below(_ column: String, _ first: String, _ bound: SQLValue, widened: SQLValue) {
+            guard dialect == .sqlite else {
+                add({ "\(column) < \($0)" }, bound)
+                return
+            }
+            values += [widened, bound, bound]
+            let (a, b, c) = (values.count - 2, values.count - 1, values.count)
+            clauses.append(
+                "\(column) < \(marks(1, from: a)) AND (\(column) < \(marks(1, from: b)) OR \(first) < \(marks(1, from: c)))"
+            )
+        }
         if let since = q.since { add({ "at >= \($0)" }, .double(since)) }
-        if let until = q.until { add({ "at < \($0)" }, .double(until)) }
-        if let cursor = q.cursor { add({ q.ascending ? "id > \($0)" : "id < \($0)" }, .int(cursor)) }
+        if let until = q.until { below("at", "first_at", .double(until), widened: .double(until + Self.packWindow)) }
+        if let cursor = q.cursor {
+            if q.ascending {
+                add({ "id > \($0)" }, .int(cursor))
+            } else {
+                below("id", "first_id", .int(cursor), widened: .int(cursor + Int64(Self.packMost)))
+            }
+        }
         if let after = q.afterSeq { add({ "seq > \($0)" }, .int(after)) }
         let filter = clauses.isEmpty ? "" : " WHERE " + clauses.joined(separator: " AND ")
         let order = q.afterSeq != nil ? "seq ASC" : (q.ascending ? "id ASC" : "id DESC")
         values.append(.int(Int64(max(0, q.limit))))
         return (
-            "SELECT \(Self.eventColumns) FROM events\(filter) ORDER BY \(order) LIMIT \(marks(1, from: values.count))",
+            "SELECT \(selectedEventColumns) FROM events\(filter) ORDER BY \(order) LIMIT \(marks(1, from: values.count))",
             values
         )
     }
@@ -220,24 +245,32 @@ struct HistorySQL {
 
     /// The requests kept in the rows `pruneOldest` deletes (the same values).
     func foldedInOldest(instance: Bool, table: String = "events") -> String {
-        "SELECT COUNT(request) FROM (\(oldest("request", instance: instance, table: table))) AS oldest"
+        "SELECT COUNT(request)\(packedExtra) FROM (\(oldest(dialect == .sqlite ? "request, id, first_id" : "request", instance: instance, table: table))) AS oldest"
     }
 
+    /// SQLite takes the fleet's oldest by their ids' span, not by rows: a
+    /// packed row holds up to `packMost` pairs' ids, and the size prune
+    /// counts in ids. (An instance's own oldest are counted in rows.)
     private func oldest(_ column: String, instance: Bool, table: String) -> String {
-        instance
-            ? "SELECT \(column) FROM \(table) WHERE instance = \(marks(1)) ORDER BY seq ASC LIMIT \(marks(1, from: 2))"
-            : "SELECT \(column) FROM \(table) ORDER BY id ASC LIMIT \(marks(1))"
+        if instance {
+            return
+                "SELECT \(column) FROM \(table) WHERE instance = \(marks(1)) ORDER BY seq ASC LIMIT \(marks(1, from: 2))"
+        }
+        if dialect == .sqlite {
+            return "SELECT \(column) FROM \(table) WHERE id < (SELECT MIN(id) FROM \(table)) + \(marks(1))"
+        }
+        return "SELECT \(column) FROM \(table) ORDER BY id ASC LIMIT \(marks(1))"
     }
 
     /// The requests kept in the rows the age's first DELETE removes (its values).
     func foldedBeforeAge(instance: Bool, table: String = "events") -> String {
-        "SELECT COUNT(request) FROM \(table) WHERE at < \(marks(1))"
+        "SELECT COUNT(request)\(packedExtra) FROM \(table) WHERE at < \(marks(1))"
             + (instance ? " AND instance = \(marks(1, from: 2))" : "")
     }
 
     /// How many events (`$1`: that instance's): rows, and the requests kept in them.
     func count(instance: Bool) -> String {
-        "SELECT COUNT(*) + COUNT(request) FROM events" + (instance ? " WHERE instance = \(marks(1))" : "")
+        "SELECT COUNT(*) + COUNT(request)\(packedExtra) FROM events" + (instance ? " WHERE instance = \(marks(1))" : "")
     }
 
     /// Deletes an instance's row unless it runs: stopped cleanly, or its
@@ -278,10 +311,12 @@ extension SQLValue {
 
 extension StoredEvent {
     init(row r: [SQLValue]) {
+        let packed = r.count > 12 && r[10] != .null
         self.init(
             id: r[0].int, instance: r[1].text ?? "", boot: r[2].int, seq: r[3].int, at: r[4].double ?? 0,
             type: r[5].text ?? "", thread: r[6].text, data: r[7].text ?? "{}", request: r[8].text,
-            requestAt: r[9].double)
+            requestAt: r[9].double, firstId: packed ? r[10].int : nil, firstAt: packed ? r[11].double : nil,
+            more: packed ? r[12].text : nil)
     }
 }
 
@@ -363,21 +398,53 @@ struct HistoryLogic {
 
     /// The events of at most `query.limit` rows: a row that keeps a perform
     /// and its request gives both (each if its type is asked for; the newer
-    /// first when newest first), with the row's id.
+    /// first when newest first), with the row's id; a packed row gives each
+    /// of its pairs that the query's bounds admit (by the pair's id and its
+    /// perform's time and seq), each pair with its own id. A packed row that
+    /// the widened bounds found but whose pairs all fall outside the others
+    /// does not count: more rows are read instead.
     func events(_ query: HistoryQuery) throws -> [StoredEvent] {
-        let (text, values) = sql.events(query)
-        var events: [StoredEvent] = []
-        for row in try run(text, values) {
-            let event = StoredEvent(row: row)
-            guard event.request != nil else {
-                events.append(event)
-                continue
+        var limit = query.limit
+        while true {
+            var read = query
+            read.limit = limit
+            let (text, values) = sql.events(read)
+            let rows = try run(text, values)
+            var events: [StoredEvent] = []
+            var empty = 0
+            for row in rows {
+                let event = StoredEvent(row: row)
+                guard event.request != nil else {
+                    events.append(event)
+                    continue
+                }
+                let kept = Self.admitted(event.unfolded, by: query)
+                if kept.isEmpty { empty += 1 }
+                // Oldest first by id or by seq; else newest first.
+                events.append(contentsOf: query.ascending || query.afterSeq != nil ? kept : kept.reversed())
             }
-            let pair = event.unfolded.filter { query.types.isEmpty || query.types.contains($0.type) }
-            // Oldest first by id or by seq; else newest first.
-            events.append(contentsOf: query.ascending || query.afterSeq != nil ? pair : pair.reversed())
+            if empty == 0 || rows.count < limit || rows.count - empty >= query.limit { return events }
+            limit = query.limit + empty
         }
-        return events
+    }
+
+    /// A row's pairs (perform, request) within the query's bounds, by the
+    /// pair's id and its perform's time and seq; then its types.
+    static func admitted(_ events: [StoredEvent], by q: HistoryQuery) -> [StoredEvent] {
+        var kept: [StoredEvent] = []
+        var start = events.startIndex
+        while start < events.endIndex {
+            let perform = events[start]
+            var end = start + 1
+            while end < events.endIndex, events[end].id == perform.id { end += 1 }
+            defer { start = end }
+            if let since = q.since, perform.at < since { continue }
+            if let until = q.until, perform.at >= until { continue }
+            if let cursor = q.cursor, q.ascending ? perform.id <= cursor : perform.id >= cursor { continue }
+            if let after = q.afterSeq, perform.seq <= after { continue }
+            kept += events[start..<end].filter { q.types.isEmpty || q.types.contains($0.type) }
+        }
+        return kept
     }
 
     func threads(instance: String?, boot: Int64?, limit: Int) throws -> [StoredThread] {

@@ -43,7 +43,26 @@ enum SQLiteSegments {
     /// segment (its rows, indexes and id sequence kept) under the view.
     static func migrate(_ db: Database) throws {
         try db.execute(sql: "ALTER TABLE events RENAME TO \(table(1))")
-        try rebuildView(db, [1])
+        try rebuildView(db, [1], columns: HistorySQL.eventColumns)
+    }
+
+    /// Version 4: packed rows (docs/history.md, "Packed rows"): three
+    /// columns in every segment, NULL in every row written before. Run at
+    /// every open too: a segment an older runloopd made lacks them.
+    static func addPackColumns(_ db: Database) throws {
+        let segments = try list(db)
+        var added = false
+        for number in segments {
+            let name = table(number)
+            let present = Set(
+                try Row.fetchAll(db, sql: "PRAGMA table_info(\(name))").compactMap { $0["name"] as String? })
+            for (column, type) in [("first_id", "INTEGER"), ("first_at", "REAL"), ("more", "TEXT")]
+            where !present.contains(column) {
+                try db.execute(sql: "ALTER TABLE \(name) ADD COLUMN \(column) \(type)")
+                added = true
+            }
+        }
+        if added { try rebuildView(db, segments) }
     }
 
     /// A new newest segment, its ids following every id given before.
@@ -54,7 +73,7 @@ enum SQLiteSegments {
                 CREATE TABLE \(name) (
                     id INTEGER PRIMARY KEY AUTOINCREMENT, instance TEXT NOT NULL, boot INTEGER NOT NULL,
                     seq INTEGER NOT NULL, at REAL NOT NULL, type TEXT NOT NULL, thread TEXT, data TEXT NOT NULL,
-                    request TEXT, request_at REAL)
+                    request TEXT, request_at REAL, first_id INTEGER, first_at REAL, more TEXT)
                 """)
         try db.execute(sql: "CREATE INDEX \(name)_instance_seq ON \(name) (instance, seq)")
         try db.execute(sql: "CREATE INDEX \(name)_at ON \(name) (at)")
@@ -71,11 +90,15 @@ enum SQLiteSegments {
     }
 
     /// The view over `segments` and its triggers, made again.
-    static func rebuildView(_ db: Database, _ segments: [Int]) throws {
+    /// `columns`: the view's (a migration before version 4 has fewer).
+    static func rebuildView(
+        _ db: Database, _ segments: [Int],
+        columns: String = "\(HistorySQL.eventColumns), \(HistorySQL.packColumns)"
+    ) throws {
         try db.execute(sql: "DROP TRIGGER IF EXISTS events_insert")
         try db.execute(sql: "DROP TRIGGER IF EXISTS events_delete")
         try db.execute(sql: "DROP VIEW IF EXISTS events")
-        let union = segments.map { "SELECT \(HistorySQL.eventColumns) FROM \(table($0))" }
+        let union = segments.map { "SELECT \(columns) FROM \(table($0))" }
             .joined(separator: " UNION ALL ")
         try db.execute(sql: "CREATE VIEW events AS \(union)")
         guard let newest = segments.last else { return }
@@ -105,7 +128,9 @@ enum SQLiteSegments {
     /// rows and the requests kept in them).
     static func drop(_ db: Database, _ number: Int, segments: [Int]) throws -> Int {
         let name = table(number)
-        let events = try Int.fetchOne(db, sql: "SELECT COUNT(*) + COUNT(request) FROM \(name)") ?? 0
+        let events =
+            try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) + COUNT(request) + 2 * COALESCE(SUM(id - first_id), 0) FROM \(name)") ?? 0
         try rebuildView(db, segments.filter { $0 != number })
         try db.execute(sql: "DROP TABLE \(name)")
         return events

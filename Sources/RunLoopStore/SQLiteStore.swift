@@ -22,6 +22,10 @@ public final class SQLiteStore: HistoryStore {
     private let maxAge: Double?
     /// The newest segment's insert texts (`HistorySQL.insertEvent` for 1, 2, 4, … 512 rows), made once per segment.
     private let inserts = Locked<(segment: Int, texts: [String])>((0, []))
+    /// The inserts' text buffer, kept from batch to batch with its capacity
+    /// (the writer's only: taken out for a write, put back after it). A new
+    /// buffer of megabytes per batch cost a page fault per few requests.
+    private let arena = Locked<[UInt8]>([])
 
     /// `path`: the database file (its folder is created if missing).
     /// `sizeLimit`: `--retention-size`, which the WAL's bound and the
@@ -120,7 +124,9 @@ public final class SQLiteStore: HistoryStore {
                 for statement in v2 { try db.execute(sql: statement) }
             }
             migrator.registerMigration("v3", migrate: SQLiteSegments.migrate)
+            migrator.registerMigration("v4", migrate: SQLiteSegments.addPackColumns)
             try migrator.migrate(opened)
+            try opened.write(SQLiteSegments.addPackColumns)
             // A pool another open put there meanwhile is released (and closed
             // by GRDB) after the lock, not inside it.
             let displaced = pool.withLock { p in
@@ -218,37 +224,106 @@ public final class SQLiteStore: HistoryStore {
         }
     }
 
-    /// Events through SQLite's C API, in multi-row INSERTs of a power of two
-    /// rows (512, then the binary digits of what is left: ten texts, each
-    /// prepared once per connection): each chunk's texts are copied once
-    /// into one buffer, in one pass that also notes where each starts and
-    /// how long it is, and bound in place from it with their lengths (no
-    /// `SQLValue`, `DatabaseValue`, copy or `strlen` per value): the same
-    /// values GRDB would bind.
-    static func insert(_ events: ArraySlice<StoredEvent>, _ db: Database, _ texts: [String]) throws {
-        var arena: [UInt8] = []
-        // Per row: instance, type, data, thread, request (start, length; length -1: NULL).
-        var spans: [(start: Int32, count: Int32)] = []
+    /// A row to insert: `events[last]`, and the pairs before it packed with it.
+    struct PackedRow: Equatable {
+        var last: Int
+        var id: Int64
+        var firstId: Int64?
+        var firstAt: Double?
+        /// The pairs before the last (indices of `events`): `more`'s text.
+        var earlier: Range<Int>?
+    }
+
+    /// The rows for `events`, ids given from `highWater` on (docs/history.md,
+    /// "Packed rows"): a run of performs kept with their requests, of one
+    /// thread, one after the other in the batch, whose performs happened
+    /// within `HistorySQL.packWindow` of the first, goes in one row, at most
+    /// `HistorySQL.packMost` pairs; each pair takes an id, the row the last.
+    static func rows(_ events: ArraySlice<StoredEvent>, after highWater: Int64) -> [PackedRow] {
+        var rows: [PackedRow] = []
+        var next = highWater
         var start = events.startIndex
         while start < events.endIndex {
+            let first = events[start]
+            var end = start + 1
+            if first.request != nil, first.thread != nil, first.firstId == nil {
+                while end < events.endIndex, end - start < HistorySQL.packMost {
+                    let previous = events[end - 1]
+                    let event = events[end]
+                    guard event.request != nil, event.firstId == nil, event.thread == first.thread,
+                        event.type == first.type, event.instance == first.instance, event.boot == first.boot,
+                        event.seq > previous.seq + 1, event.at >= previous.at,
+                        event.at - first.at <= HistorySQL.packWindow
+                    else { break }
+                    end += 1
+                }
+            }
+            let pairs = Int64(end - start)
+            var row = PackedRow(last: end - 1, id: next + pairs)
+            if pairs > 1 {
+                row.firstId = next + 1
+                row.firstAt = first.at
+                row.earlier = start..<(end - 1)
+            }
+            rows.append(row)
+            next += pairs
+            start = end
+        }
+        return rows
+    }
+
+    /// Events through SQLite's C API (packed first: `rows`), in multi-row
+    /// INSERTs of a power of two rows (512, then the binary digits of what
+    /// is left: ten texts, each prepared once per connection): each chunk's
+    /// texts are copied once into one buffer, in one pass that also notes
+    /// where each starts and how long it is, and bound in place from it with
+    /// their lengths (no `SQLValue`, `DatabaseValue`, copy or `strlen` per
+    /// value): the same values GRDB would bind. The ids are given here,
+    /// after the largest given before (as AUTOINCREMENT would).
+    /// `arena`: the buffer to copy the texts into (its capacity reused).
+    static func insert(
+        _ events: ArraySlice<StoredEvent>, _ db: Database, _ texts: [String], arena: inout [UInt8]
+    ) throws {
+        let rows = Self.rows(events, after: try SQLiteSegments.highWater(db))
+        // Per row: instance, type, data, thread, request, more (start, length; length -1: NULL).
+        var spans: [(start: Int32, count: Int32)] = []
+        var start = rows.startIndex
+        while start < rows.endIndex {
             var power = HistorySQL.largestInsertPower
-            while 1 << power > events.endIndex - start { power -= 1 }
-            let chunk = events[start..<(start + (1 << power))]
+            while 1 << power > rows.endIndex - start { power -= 1 }
+            let chunk = rows[start..<(start + (1 << power))]
             let text = texts[power]
             let statement = try db.cachedStatement(sql: text).sqliteStatement
             arena.removeAll(keepingCapacity: true)
             spans.removeAll(keepingCapacity: true)
-            func add(_ string: String) {
+            func add(_ string: String?) {
+                guard let string else {
+                    spans.append((0, -1))
+                    return
+                }
                 let from = arena.count
                 arena.append(contentsOf: string.utf8)
                 spans.append((Int32(from), Int32(arena.count - from)))
             }
-            for index in chunk.indices {
-                add(chunk[index].instance)
-                add(chunk[index].type)
-                add(chunk[index].data)
-                if let thread = chunk[index].thread { add(thread) } else { spans.append((0, -1)) }
-                if let request = chunk[index].request { add(request) } else { spans.append((0, -1)) }
+            for row in chunk {
+                let event = events[row.last]
+                add(event.instance)
+                add(event.type)
+                add(event.data)
+                add(event.thread)
+                add(event.request)
+                if let earlier = row.earlier {
+                    // `more`, written straight into the buffer (`Pack`).
+                    let from = arena.count
+                    for pair in events[earlier] {
+                        Pack.append(
+                            seq: pair.seq, at: pair.at, requestAt: pair.requestAt ?? pair.at, data: pair.data,
+                            request: pair.request ?? "", to: &arena)
+                    }
+                    spans.append((Int32(from), Int32(arena.count - from)))
+                } else {
+                    spans.append((0, -1))
+                }
             }
             let code = arena.withUnsafeBufferPointer { buffer -> Int32 in
                 // A chunk of empty texts has no buffer: any valid pointer does for length 0.
@@ -261,25 +336,35 @@ public final class SQLiteStore: HistoryStore {
                         sqlite3_bind_text(statement, column, base + Int(span.start), span.count, nil)
                     }
                 }
-                sqlite3_reset(statement)
-                var row = 0
-                for index in chunk.indices {
-                    let first = Int32(row * HistorySQL.insertedColumns)
-                    let at = row * 5
-                    bind(first + 1, spans[at])
-                    sqlite3_bind_int64(statement, first + 2, chunk[index].boot)
-                    sqlite3_bind_int64(statement, first + 3, chunk[index].seq)
-                    sqlite3_bind_double(statement, first + 4, chunk[index].at)
-                    bind(first + 5, spans[at + 1])
-                    bind(first + 6, spans[at + 3])
-                    bind(first + 7, spans[at + 2])
-                    bind(first + 8, spans[at + 4])
-                    if let requestAt = chunk[index].requestAt {
-                        sqlite3_bind_double(statement, first + 9, requestAt)
+                func bind(_ column: Int32, _ number: Double?) {
+                    if let number {
+                        sqlite3_bind_double(statement, column, number)
                     } else {
-                        sqlite3_bind_null(statement, first + 9)
+                        sqlite3_bind_null(statement, column)
                     }
-                    row += 1
+                }
+                sqlite3_reset(statement)
+                for (index, row) in chunk.enumerated() {
+                    let event = events[row.last]
+                    let first = Int32(index * Self.insertedColumns.count)
+                    let at = index * 6
+                    sqlite3_bind_int64(statement, first + 1, row.id)
+                    bind(first + 2, spans[at])
+                    sqlite3_bind_int64(statement, first + 3, event.boot)
+                    sqlite3_bind_int64(statement, first + 4, event.seq)
+                    sqlite3_bind_double(statement, first + 5, event.at)
+                    bind(first + 6, spans[at + 1])
+                    bind(first + 7, spans[at + 3])
+                    bind(first + 8, spans[at + 2])
+                    bind(first + 9, spans[at + 4])
+                    bind(first + 10, event.requestAt)
+                    if let firstId = row.firstId {
+                        sqlite3_bind_int64(statement, first + 11, firstId)
+                    } else {
+                        sqlite3_bind_null(statement, first + 11)
+                    }
+                    bind(first + 12, row.firstAt)
+                    bind(first + 13, spans[at + 5])
                 }
                 let code = sqlite3_step(statement)
                 // Nothing keeps a pointer into the buffer past here.
@@ -296,6 +381,9 @@ public final class SQLiteStore: HistoryStore {
         }
     }
 
+    /// The columns SQLite's inserts give, in their order.
+    static let insertedColumns = ["id"] + HistorySQL.insertedColumnNames + ["first_id", "first_at", "more"]
+
     public func register(_ instance: InstanceRecord) throws -> Registration {
         try writing { try $0.register(instance) }
     }
@@ -307,7 +395,16 @@ public final class SQLiteStore: HistoryStore {
             guard let newest = segments.last else { throw StoreError("\(location) has no events table") }
             let texts = insertTexts(newest)
             var logic = Self.logic(db, logic)
-            logic.insertEvents = { events in try Self.insert(events, db, texts) }
+            var buffer = arena.withLock { held in
+                defer { held = [] }
+                return held
+            }
+            defer {
+                // A buffer a catch-up batch grew past 8 MB is not kept.
+                let kept = buffer.capacity <= 8 << 20 ? buffer : []
+                arena.withLock { $0 = kept }
+            }
+            logic.insertEvents = { events in try Self.insert(events, db, texts, arena: &buffer) }
             try logic.write(batch)
             try roll(db, segments)
         }
@@ -317,8 +414,12 @@ public final class SQLiteStore: HistoryStore {
     private func insertTexts(_ number: Int) -> [String] {
         if let texts = inserts.withLock({ $0.segment == number ? $0.texts : nil }) { return texts }
         let table = SQLiteSegments.table(number)
-        let texts = (0...HistorySQL.largestInsertPower).map {
-            HistorySQL.insertEvent(rows: 1 << $0, dialect: .sqlite, table: table)
+        let n = Self.insertedColumns.count
+        let texts = (0...HistorySQL.largestInsertPower).map { power in
+            let tuple = "(" + Array(repeating: "?", count: n).joined(separator: ", ") + ")"
+            return
+                "INSERT INTO \(table) (\(Self.insertedColumns.joined(separator: ", "))) VALUES "
+                + Array(repeating: tuple, count: 1 << power).joined(separator: ", ")
         }
         inserts.withLock { $0 = (number, texts) }
         return texts

@@ -27,10 +27,19 @@ public struct StoredEvent: Sendable, Equatable {
     /// an event as a query returns it (the pair comes back as two events).
     public var request: String?
     public var requestAt: Double?
+    /// A packed row (SQLite, docs/history.md "Packed rows"): the perform and
+    /// request pairs of one thread before this one, in one row with it. The
+    /// row's own columns are its last pair's; `firstId` and `firstAt` are
+    /// its first pair's id and time, `more` the pairs before the last
+    /// (`Pack`). Nil for every other row.
+    public var firstId: Int64?
+    public var firstAt: Double?
+    public var more: String?
 
     public init(
         id: Int64 = 0, instance: String, boot: Int64, seq: Int64, at: Double, type: String, thread: String?,
-        data: String, request: String? = nil, requestAt: Double? = nil
+        data: String, request: String? = nil, requestAt: Double? = nil, firstId: Int64? = nil,
+        firstAt: Double? = nil, more: String? = nil
     ) {
         self.id = id
         self.instance = instance
@@ -42,6 +51,9 @@ public struct StoredEvent: Sendable, Equatable {
         self.data = data
         self.request = request
         self.requestAt = requestAt
+        self.firstId = firstId
+        self.firstAt = firstAt
+        self.more = more
     }
 
     /// The longest a request may come after its perform (seconds) and still
@@ -50,17 +62,35 @@ public struct StoredEvent: Sendable, Equatable {
     public static let foldWindow = 0.1
 
     /// The events of one row: itself, or a perform and the request kept with it
-    /// (oldest first), each as a query returns it.
+    /// (oldest first), each as a query returns it; a packed row's pairs
+    /// before them first, each pair with its own id.
     public var unfolded: [StoredEvent] {
         guard let request else { return [self] }
+        var events: [StoredEvent] = []
+        if let more, let firstId {
+            let earlier = Pack.pairs(more)
+            events.reserveCapacity(2 * earlier.count + 2)
+            for (index, pair) in earlier.enumerated() {
+                let base = StoredEvent(
+                    id: firstId + Int64(index), instance: instance, boot: boot, seq: pair.seq, at: pair.at,
+                    type: type, thread: thread, data: pair.data, request: pair.request, requestAt: pair.requestAt)
+                events += base.unfolded
+            }
+        }
         var perform = self
         perform.request = nil
         perform.requestAt = nil
+        perform.firstId = nil
+        perform.firstAt = nil
+        perform.more = nil
         let answer = StoredEvent(
             id: id, instance: instance, boot: boot, seq: seq + 1, at: requestAt ?? at, type: "request",
             thread: thread, data: Self.expanded(request: request, perform: data))
-        return [perform, answer]
+        return events + [perform, answer]
     }
+
+    /// The pairs a row holds: 1 for a perform and its request, more when packed.
+    public var pairs: Int64 { request == nil ? 0 : (firstId.map { id - $0 } ?? 0) + 1 }
 
     /// A perform request's answer is its perform's payload without `at`
     /// (plus the newline every answer ends with), and it is the request's
@@ -382,4 +412,117 @@ public func parseByteSize(_ text: String) -> Int64? {
     }
     if let value = Int64(trimmed), value >= 0 { return value }
     return nil
+}
+
+/// The text of a packed row's `more` column: the pairs before its last,
+/// oldest first, each `seq,at,requestAt,dataBytes,requestBytes;` then the
+/// perform's text and the request's (as kept: compacted when it was). `seq`
+/// and the lengths (UTF-8 bytes, so any text round-trips) in decimal; the
+/// times as the 16 hex digits of the `Double`'s bits, exact and written
+/// without formatting a number (the writer packs tens of thousands of
+/// pairs a second).
+public enum Pack {
+    public struct Pair: Sendable, Equatable {
+        public var seq: Int64
+        public var at: Double
+        public var requestAt: Double
+        public var data: String
+        public var request: String
+    }
+
+    /// `more` for `pairs` (none: nil).
+    public static func text(_ pairs: some Collection<Pair>) -> String? {
+        guard !pairs.isEmpty else { return nil }
+        var out: [UInt8] = []
+        for pair in pairs {
+            append(
+                seq: pair.seq, at: pair.at, requestAt: pair.requestAt, data: pair.data, request: pair.request,
+                to: &out)
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends one pair's text to `out`.
+    public static func append(
+        seq: Int64, at: Double, requestAt: Double, data: String, request: String, to out: inout [UInt8]
+    ) {
+        decimal(UInt64(max(0, seq)), to: &out)
+        out.append(UInt8(ascii: ","))
+        hex(at.bitPattern, to: &out)
+        out.append(UInt8(ascii: ","))
+        hex(requestAt.bitPattern, to: &out)
+        out.append(UInt8(ascii: ","))
+        decimal(UInt64(data.utf8.count), to: &out)
+        out.append(UInt8(ascii: ","))
+        decimal(UInt64(request.utf8.count), to: &out)
+        out.append(UInt8(ascii: ";"))
+        out.append(contentsOf: data.utf8)
+        out.append(contentsOf: request.utf8)
+    }
+
+    private static func decimal(_ value: UInt64, to out: inout [UInt8]) {
+        var digits: (UInt64, Int) = (1, 1)
+        while digits.0 <= value / 10 { digits = (digits.0 * 10, digits.1 + 1) }
+        var divisor = digits.0
+        while divisor > 0 {
+            out.append(UInt8(truncatingIfNeeded: 48 + value / divisor % 10))
+            divisor /= 10
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    private static func hex(_ bits: UInt64, to out: inout [UInt8]) {
+        var shift: UInt64 = 60
+        while true {
+            out.append(hexDigits[Int(truncatingIfNeeded: (bits >> shift) & 0xF)])
+            if shift == 0 { break }
+            shift -= 4
+        }
+    }
+
+    /// The pairs of `more` (what cannot be read ends the list).
+    public static func pairs(_ more: String) -> [Pair] {
+        var pairs: [Pair] = []
+        let bytes = Array(more.utf8)
+        var i = 0
+        /// The field up to the next `,` or `;` (consumed), in `radix`.
+        func number(_ radix: UInt64) -> UInt64? {
+            var value: UInt64 = 0
+            var digits = 0
+            while i < bytes.count, bytes[i] != UInt8(ascii: ","), bytes[i] != UInt8(ascii: ";") {
+                let c = bytes[i]
+                let digit: UInt64
+                switch c {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt64(c - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f") where radix == 16: digit = UInt64(c - UInt8(ascii: "a") + 10)
+                default: return nil
+                }
+                let (shifted, overflow) = value.multipliedReportingOverflow(by: radix)
+                guard !overflow, digits < 20 else { return nil }
+                value = shifted + digit
+                digits += 1
+                i += 1
+            }
+            guard i < bytes.count, digits > 0 else { return nil }
+            i += 1
+            return value
+        }
+        while i < bytes.count {
+            guard let seq = number(10), seq <= UInt64(Int64.max), let at = number(16), let requestAt = number(16),
+                let dataBytes = number(10).flatMap({ Int(exactly: $0) }),
+                let requestBytes = number(10).flatMap({ Int(exactly: $0) }),
+                dataBytes <= bytes.count - i, requestBytes <= bytes.count - i - dataBytes
+            else { break }
+            let data = String(decoding: bytes[i..<(i + dataBytes)], as: UTF8.self)
+            i += dataBytes
+            let request = String(decoding: bytes[i..<(i + requestBytes)], as: UTF8.self)
+            i += requestBytes
+            pairs.append(
+                Pair(
+                    seq: Int64(seq), at: Double(bitPattern: at), requestAt: Double(bitPattern: requestAt), data: data,
+                    request: request))
+        }
+        return pairs
+    }
 }

@@ -157,7 +157,7 @@ extension E2EStoreOperationsTests {
             try E2EHistoryTests.sqlite(path, "SELECT COUNT(*) FROM events WHERE instance = 'other'", as: Int.self) == 50
         )
         let written = try await c.get("/api/store")["written"].number ?? 0
-        let events = "SELECT COUNT(*) + COUNT(request) FROM events WHERE instance = 'me'"
+        let events = "SELECT \(E2EHistoryTests.eventsInRows) FROM events WHERE instance = 'me'"
         let mine = try E2EHistoryTests.sqlite(path, events, as: Int.self)
         #expect(Double(mine ?? 0) < written)
         // The line follows the count (written after the status changed).
