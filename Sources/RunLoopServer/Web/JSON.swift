@@ -177,20 +177,35 @@ public enum Timestamp {
         let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        out.appendDecimal(year, digits: 4)
-        out.append(UInt8(ascii: "-"))
-        out.appendDecimal(month, digits: 2)
-        out.append(UInt8(ascii: "-"))
-        out.appendDecimal(day, digits: 2)
-        out.append(UInt8(ascii: "T"))
-        out.appendDecimal(secondOfDay / 3600, digits: 2)
-        out.append(UInt8(ascii: ":"))
-        out.appendDecimal(secondOfDay / 60 % 60, digits: 2)
-        out.append(UInt8(ascii: ":"))
-        out.appendDecimal(secondOfDay % 60, digits: 2)
-        out.append(UInt8(ascii: "."))
-        out.appendDecimal(millis, digits: 3)
-        out.append(UInt8(ascii: "Z"))
+        // A year outside four digits (never a real event's) takes as many as it needs.
+        let fourDigits = (0...9999).contains(year)
+        if !fourDigits { out.appendDecimal(year, digits: 4) }
+        // The 24 bytes written in place, then appended at once (a timestamp
+        // is in every event's text: one per perform, one per request).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { b in
+            func digits(_ value: Int, _ count: Int, at end: Int) {
+                var value = value
+                for i in stride(from: end - 1, through: end - count, by: -1) {
+                    b[i] = UInt8(truncatingIfNeeded: 48 + value % 10)
+                    value /= 10
+                }
+            }
+            digits(year, 4, at: 4)
+            b[4] = UInt8(ascii: "-")
+            digits(month, 2, at: 7)
+            b[7] = UInt8(ascii: "-")
+            digits(day, 2, at: 10)
+            b[10] = UInt8(ascii: "T")
+            digits(secondOfDay / 3600, 2, at: 13)
+            b[13] = UInt8(ascii: ":")
+            digits(secondOfDay / 60 % 60, 2, at: 16)
+            b[16] = UInt8(ascii: ":")
+            digits(secondOfDay % 60, 2, at: 19)
+            b[19] = UInt8(ascii: ".")
+            digits(millis, 3, at: 23)
+            b[23] = UInt8(ascii: "Z")
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: b[(fourDigits ? 0 : 4)...]))
+        }
     }
 
     static func value(_ date: Date?) -> Value {
