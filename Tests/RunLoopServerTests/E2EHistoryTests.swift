@@ -61,13 +61,13 @@ struct E2EHistoryTests {
         }
     }
 
-    /// One value from the SQLite file (synchronous: GRDB's async reads are not wanted here).
     /// The events in the rows of `events` (SQL): a row, the request kept in
     /// it, and two for each pair packed before its last (docs/history.md).
     static let eventsInRows = "COUNT(*) + COUNT(request) + 2 * COALESCE(SUM(id - first_id), 0)"
     /// The performs kept with their requests (SQL): one per pair, packed or not.
     static let pairsInRows = "COUNT(request) + COALESCE(SUM(id - first_id), 0)"
 
+    /// One value from the SQLite file (synchronous: GRDB's async reads are not wanted here).
     static func sqlite<T: DatabaseValueConvertible & StatementColumnConvertible>(
         _ path: String, _ sql: String, as type: T.Type = T.self
     ) throws -> T? {
