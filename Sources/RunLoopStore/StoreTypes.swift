@@ -1,4 +1,5 @@
 import Foundation
+import Primitives
 
 /// One kept event: what the event stream sent, as stored. `data` is the
 /// event's JSON payload (the same object an SSE client receives).
@@ -88,9 +89,6 @@ public struct StoredEvent: Sendable, Equatable {
             thread: thread, data: Self.expanded(request: request, perform: data))
         return events + [perform, answer]
     }
-
-    /// The pairs a row holds: 1 for a perform and its request, more when packed.
-    public var pairs: Int64 { request == nil ? 0 : (firstId.map { id - $0 } ?? 0) + 1 }
 
     /// A perform request's answer is its perform's payload without `at`
     /// (plus the newline every answer ends with), and it is the request's
@@ -446,28 +444,18 @@ public enum Pack {
     public static func append(
         seq: Int64, at: Double, requestAt: Double, data: String, request: String, to out: inout [UInt8]
     ) {
-        decimal(UInt64(max(0, seq)), to: &out)
+        out.appendDecimal(Int(seq))
         out.append(UInt8(ascii: ","))
         hex(at.bitPattern, to: &out)
         out.append(UInt8(ascii: ","))
         hex(requestAt.bitPattern, to: &out)
         out.append(UInt8(ascii: ","))
-        decimal(UInt64(data.utf8.count), to: &out)
+        out.appendDecimal(data.utf8.count)
         out.append(UInt8(ascii: ","))
-        decimal(UInt64(request.utf8.count), to: &out)
+        out.appendDecimal(request.utf8.count)
         out.append(UInt8(ascii: ";"))
         out.append(contentsOf: data.utf8)
         out.append(contentsOf: request.utf8)
-    }
-
-    private static func decimal(_ value: UInt64, to out: inout [UInt8]) {
-        var digits: (UInt64, Int) = (1, 1)
-        while digits.0 <= value / 10 { digits = (digits.0 * 10, digits.1 + 1) }
-        var divisor = digits.0
-        while divisor > 0 {
-            out.append(UInt8(truncatingIfNeeded: 48 + value / divisor % 10))
-            divisor /= 10
-        }
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)

@@ -53,7 +53,7 @@ struct PredictHarness {
             stimuli: stimuli)
         let box = Locked<RunExit?>(nil)
         let tid = built.worker.osThreadId.load(ordering: .relaxed)
-        guard let waitedBefore = Self.runQueueWaitMs(tid) else {
+        guard let waitedBefore = SchedStat.thread(tid)?.waitMs else {
             return ["no schedstat for the loop thread (\(tid)): its lateness cannot be measured"]
         }
         let stolenBefore = SchedStat.stolenMs()
@@ -115,7 +115,7 @@ struct PredictHarness {
         // The loop thread's time spent runnable but not running during the
         // run (the kernel's count): every wake-up, callout and check it made
         // was late by up to that much.
-        let waitedMs = max(0, (Self.runQueueWaitMs(tid) ?? .infinity) - waitedBefore)
+        let waitedMs = max(0, (SchedStat.thread(tid)?.waitMs ?? .infinity) - waitedBefore)
         // In a virtual machine the host may take a CPU away from every thread
         // at once (steal time), which no run-queue count shows: timers and
         // wake-ups all come late together, and wakes due apart (a stale
@@ -176,9 +176,6 @@ struct PredictHarness {
         }
         return compare(prediction, exit, turns, atMs: exit.endedAt.timeIntervalSince(readDate) * 1000, rename)
     }
-
-    /// How long thread `tid` of this process has waited, runnable, for a CPU (ms).
-    static func runQueueWaitMs(_ tid: Int32) -> Double? { SchedStat.thread(tid)?.waitMs }
 
     /// Whether thread `tid` is inside a futex wait (a lock or condition):
     /// the first field of `/proc/self/task/<tid>/syscall`.
