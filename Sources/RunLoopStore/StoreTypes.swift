@@ -487,8 +487,9 @@ public enum Pack {
                 default: return nil
                 }
                 let (shifted, overflow) = value.multipliedReportingOverflow(by: radix)
-                guard !overflow, digits < 20 else { return nil }
-                value = shifted + digit
+                let (sum, carry) = shifted.addingReportingOverflow(digit)
+                guard !overflow, !carry, digits < 20 else { return nil }
+                value = sum
                 digits += 1
                 i += 1
             }

@@ -23,6 +23,8 @@ struct PackedRowTests {
         // A cut text gives the pairs before the cut.
         #expect(text.map { Pack.pairs(String($0.dropLast(3))) } == [pairs[0]])
         #expect(Pack.pairs("x,1;") == [])
+        // A number past 64 bits (a file edited by hand) ends the list, it does not trap.
+        #expect(Pack.pairs("18446744073709551619,0,0,0,0;") == [])
         // Exact times, whatever the Double.
         let odd = [Double.ulpOfOne, -0.0, .greatestFiniteMagnitude, 1_795_728_682.326_912_3].map {
             Pack.Pair(seq: Int64.max, at: $0, requestAt: $0.nextUp, data: "{}", request: "")
