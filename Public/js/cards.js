@@ -32,7 +32,11 @@ export function updateCard(m) {
   setText(r.warn, plural(active.length, 'warning'));
   r.warn.title = plain(active.map((w, i) => [i ? '\n' : '', `${w.code}: `, user(w.message)]));
   setText(r.mode, s.currentMode ? user(s.currentMode) : exited ? '–' : ['(', user(s.run.mode), ')']);
-  setText(r.runs, s.runs);
+  // runs counts the runs that returned; a loop thread's first run (or any long
+  // one) is under way with none returned yet: say so, not a bare 0
+  const underWay = exited ? 0 : s.depth || 0;
+  setText(r.runs, underWay ? `${s.runs} · ${underWay} under way` : String(s.runs));
+  r.runs.title = underWay ? `${plural(s.runs, 'run')} returned; ${underWay} under way (depth ${underWay})` : '';
   // the thread's lifetime count (removed timers' fires included), or the
   // timer events seen since, when they have gone past it
   let fires = 0;

@@ -210,6 +210,9 @@ def test_stop_loop_thread_shows_stopped(driver):
     card, tid = create_from_form(driver, unique("ui-stop"), style="loop", seconds=30)
     state = card.find_element(By.CSS_SELECTOR, "[data-role=state]")
     wait(driver).until(lambda d: state.text.startswith("waiting"))
+    # its first run is under way and none has returned: the card says so, not a bare 0
+    runs = card.find_element(By.CSS_SELECTOR, "[data-role=runs]")
+    wait(driver).until(lambda d: runs.text == "0 · 1 under way")
     card.find_element(By.CSS_SELECTOR, "[data-action=stop]").click()
     badge = card.find_element(By.CSS_SELECTOR, "[data-role=last-exit]")
     wait(driver).until(lambda d: badge.text.startswith("stopped"))
@@ -217,6 +220,7 @@ def test_stop_loop_thread_shows_stopped(driver):
     assert "stop → stopped" in card.find_element(By.CSS_SELECTOR, "[data-role=result]").text
     count = card.find_element(By.CSS_SELECTOR, 'dd[data-exit="stopped"]')
     wait(driver).until(lambda d: count.text == "1")
+    wait(driver).until(lambda d: runs.text == "1 · 1 under way")  # the loop began its next run
 
 
 def test_manual_run_shows_timed_out(driver):
@@ -229,6 +233,8 @@ def test_manual_run_shows_timed_out(driver):
     wait(driver, 5).until(lambda d: "timedOut" in result.text)
     badge = card.find_element(By.CSS_SELECTOR, "[data-role=last-exit]")
     wait(driver).until(lambda d: badge.text.startswith("timedOut"))
+    runs = card.find_element(By.CSS_SELECTOR, "[data-role=runs]")
+    wait(driver).until(lambda d: runs.text == "1")  # returned, and no run under way
     status, snap = api("GET", f"/api/threads/{tid}")
     assert snap["exits"]["timedOut"] == 1 and snap["lastExit"]["exitReason"] == "timedOut"
     assert 250 <= snap["lastExit"]["durationMs"] <= 1500
