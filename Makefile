@@ -37,7 +37,7 @@ test: deps
 	$(BIN_DEBUG) play experiments/ --quiet --junit .build/artifacts/experiments-junit.xml
 	bash Tests/browser/run.sh $(BIN_DEBUG)
 	bash Tests/prometheus/run.sh $(BIN_DEBUG)
-	$(SWIFT) format lint --strict --recursive Sources Tests Plugins Package.swift
+	$(SWIFT) format lint --strict --recursive Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
 
 test-swift: deps
 	$(SWIFT) build --build-tests
@@ -74,10 +74,10 @@ test-container: deps
 	bash scripts/test-container.sh
 
 lint:
-	$(SWIFT) format lint --strict --recursive Sources Tests Plugins Package.swift
+	$(SWIFT) format lint --strict --recursive Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
 
 format:
-	$(SWIFT) format --in-place --recursive Sources Tests Plugins Package.swift
+	$(SWIFT) format --in-place --recursive Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
 
 clean:
 	rm -rf .build

@@ -24,7 +24,9 @@ enum SVGChart {
         let bottom = 50.0
         let plotW = width - left - right
         let plotH = height - top - bottom
-        let all = series.flatMap(\.points).filter { $0.x.isFinite && $0.y.isFinite && (!logX || $0.x > 0) && (!logY || $0.y > 0) }
+        let all = series.flatMap(\.points).filter {
+            $0.x.isFinite && $0.y.isFinite && (!logX || $0.x > 0) && (!logY || $0.y > 0)
+        }
         guard !all.isEmpty else { return "<svg xmlns=\"http://www.w3.org/2000/svg\"/>" }
         func t(_ v: Double, _ log: Bool) -> Double { log ? log10(v) : v }
         var xMin = all.map { t($0.x, logX) }.min()!

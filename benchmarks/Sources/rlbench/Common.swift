@@ -136,7 +136,9 @@ struct Environment: Codable {
     static func current() -> Environment {
         var uts = utsname()
         uname(&uts)
-        let release = withUnsafeBytes(of: &uts.release) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+        let release = withUnsafeBytes(of: &uts.release) {
+            String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
         let model =
             cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }.map {

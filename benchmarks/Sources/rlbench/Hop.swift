@@ -31,11 +31,11 @@ enum HopBenchmark {
     static func performScript(_ name: String) -> String {
         let path = NSTemporaryDirectory() + "rlbench-\(name)-perform.lua"
         try? """
-            wrk.method = "POST"
-            wrk.body = '\(performBody)'
-            wrk.headers["Content-Type"] = "application/json"
+        wrk.method = "POST"
+        wrk.body = '\(performBody)'
+        wrk.headers["Content-Type"] = "application/json"
 
-            """.write(toFile: path, atomically: true, encoding: .utf8)
+        """.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 

@@ -33,7 +33,9 @@ enum IdleBenchmark {
         // with the default run policy (loop style, each run waiting for the
         // distant future, as the articles do) and with `forever` (CFRunLoopRun,
         // the baseline's own run call).
-        func idleCPU(_ label: String, _ policy: RunPolicy) -> (value: (Double, Double), steal: Double, clean: Bool, tries: Int) {
+        func idleCPU(_ label: String, _ policy: RunPolicy) -> (
+            value: (Double, Double), steal: Double, clean: Bool, tries: Int
+        ) {
             measureClean("\(idleWorkers) idle workers CPU (\(label))", attempts: 2) { () -> (Double, Double) in
                 var list: [Worker] = []
                 for index in 0..<idleWorkers {
@@ -52,7 +54,8 @@ enum IdleBenchmark {
         let forever = idleCPU("forever", RunPolicy(style: .forever))
         section.figures.append(
             Figure(
-                name: "CPU of \(idleWorkers) idle loop workers (default flags: port keep-alive, distant-future runs; + 1 s timer), \(fmt(seconds, 0)) s",
+                name:
+                    "CPU of \(idleWorkers) idle loop workers (default flags: port keep-alive, distant-future runs; + 1 s timer), \(fmt(seconds, 0)) s",
                 value: "\(fmt(cpu.value.0, 2)) % of a core (/proc/self/stat; rusage \(fmt(cpu.value.1, 3)) %)",
                 baseline: "\(fmt(plainCPU.value.1, 3)) % (rusage; \(idleWorkers) plain CF threads, 1 s timer each)",
                 ratio: plainCPU.value.1 > 0 ? fmt(cpu.value.1 / plainCPU.value.1, 1) + "×" : "n/a",
@@ -64,7 +67,8 @@ enum IdleBenchmark {
                 value: "\(fmt(forever.value.0, 2)) % of a core (/proc/self/stat; rusage \(fmt(forever.value.1, 3)) %)",
                 baseline: "\(fmt(plainCPU.value.1, 3)) %",
                 ratio: plainCPU.value.1 > 0 ? fmt(forever.value.1 / plainCPU.value.1, 1) + "×" : "n/a",
-                goal: "—", pass: nil, steal: max(forever.steal, plainCPU.steal), clean: forever.clean && plainCPU.clean))
+                goal: "—", pass: nil, steal: max(forever.steal, plainCPU.steal), clean: forever.clean && plainCPU.clean)
+        )
 
         // 2. RSS per worker: create 1,000, measure, end them.
         let rss = measureClean("RSS of \(rssWorkers) workers", attempts: 1) {
@@ -146,7 +150,8 @@ enum IdleBenchmark {
 
             """
         section.notes.append(
-            "A worker's default run policy is `loop` with distant-future runs (as the articles wait): an idle worker wakes only for its 1 s timer; until issue 14 its runs lasted 1 s and each re-entry cost about 80 µs (CF arms a libdispatch timer per timed run): 0.6–1.0 % of a core for the same 64 workers.")
+            "A worker's default run policy is `loop` with distant-future runs (as the articles wait): an idle worker wakes only for its 1 s timer; until issue 14 its runs lasted 1 s and each re-entry cost about 80 µs (CF arms a libdispatch timer per timed run): 0.6–1.0 % of a core for the same 64 workers."
+        )
         section.emit(started: started, outputDirectory: out)
     }
 
@@ -215,7 +220,8 @@ enum IdleBenchmark {
             Thread {
                 let loop = CFRunLoopGetCurrent()!
                 let timer = CFRunLoopTimerCreateWithHandler(
-                    kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + timerInterval, timerInterval, 0, 0) { _ in }
+                    kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + timerInterval, timerInterval, 0, 0
+                ) { _ in }
                 CFRunLoopAddTimer(loop, timer, kCFRunLoopDefaultMode)
                 loops.append(loop)
                 ready.signal()

@@ -140,7 +140,8 @@ enum ManyBenchmark {
             Figure(
                 name: "GET /api/threads?limit=100 p50, \(threads) threads each with a 100 ms timer",
                 value: fmtDuration(busyPage.p50),
-                baseline: "\(fmtDuration(page100.p50)) (100 idle threads); \(fmtDuration(page1000.p50)) (\(threads) idle)",
+                baseline:
+                    "\(fmtDuration(page100.p50)) (100 idle threads); \(fmtDuration(page1000.p50)) (\(threads) idle)",
                 ratio: fmt(busyPage.p50 / page100.p50, 2) + "×", goal: "≤ 5 ms", pass: busyPage.p50 <= 0.005,
                 steal: stolen, clean: clean))
         section.figures.append(
@@ -152,7 +153,8 @@ enum ManyBenchmark {
                 pass: streamCost <= 5, steal: stolen, clean: clean))
         section.figures.append(
             Figure(
-                name: "bytes/s to one scope=summary stream (\(fmt(Double(summary.snapshots) / summary.wall, 1)) snapshots/s)",
+                name:
+                    "bytes/s to one scope=summary stream (\(fmt(Double(summary.snapshots) / summary.wall, 1)) snapshots/s)",
                 value: "\(fmt(rate / 1000, 1)) kB/s",
                 baseline:
                     "\(fmt(everything.bytes / everything.wall / 1000, 1)) kB/s (the whole stream, no scope\(everything.dropped ? ": the server dropped the client as too slow" : ""); \(fmt(core(everything.cpu, everything.wall) - quietPercent, 1)) % of a core)",
@@ -161,7 +163,8 @@ enum ManyBenchmark {
         section.figures.append(
             Figure(
                 name: "RSS per worker, tracing on, \(threads) workers with 100 ms timers (rings full)",
-                value: "\(fmt(perWorkerBusy, 1)) KiB", baseline: "\(fmt(perWorkerIdle, 1)) KiB (same workers, idle, just made)",
+                value: "\(fmt(perWorkerBusy, 1)) KiB",
+                baseline: "\(fmt(perWorkerIdle, 1)) KiB (same workers, idle, just made)",
                 ratio: fmt(perWorkerBusy / max(perWorkerIdle, 0.001), 2) + "×", goal: "≤ 150 KiB",
                 pass: perWorkerBusy <= 150, steal: stolen, clean: clean))
         section.details = """

@@ -79,7 +79,8 @@ enum ReportWriter {
         md += "(for throughput higher is better, for latency lower is better).\n\n"
         md += "## Machine\n\n"
         md += "- \(env.cores) vCPUs, \(env.cpuModel), \(env.kernel), \(env.swift)\n"
-        md += "- shared VM: steal is read from `/proc/stat` around every measurement; above \(Int(stealLimit)) % a run\n"
+        md +=
+            "- shared VM: steal is read from `/proc/stat` around every measurement; above \(Int(stealLimit)) % a run\n"
         md += "  is retried and, if still above, marked **contaminated**\n"
         md += "- load average at report time: \(env.loadAverage) (per-section loads below)\n"
         md += "- the load generator (`wrk -t1`) shares the 2 cores with the server under test\n"

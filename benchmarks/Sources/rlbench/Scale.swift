@@ -47,7 +47,8 @@ enum ScaleBenchmark {
         var engineTimers: [Double] = []
         var engineNote = ""
         let engineDeadline = nowMono() + budget / 3
-        let timerWorker = try? Worker(id: "scale-timers", options: WorkerOptions(), limits: limits, selectors: registry.selectors)
+        let timerWorker = try? Worker(
+            id: "scale-timers", options: WorkerOptions(), limits: limits, selectors: registry.selectors)
         count = 0
         for size in timerSizes {
             let t0 = nowMono()
@@ -98,7 +99,8 @@ enum ScaleBenchmark {
             var times: [Double] = []
             for _ in 0..<(size - count) {
                 let t0 = nowMono()
-                guard let answer = try? client.json("POST", "/api/threads", body: "{}"), answer.status == 201 || answer.status == 200
+                guard let answer = try? client.json("POST", "/api/threads", body: "{}"),
+                    answer.status == 201 || answer.status == 200
                 else { fatalError("POST /api/threads failed at \(count)") }
                 times.append(nowMono() - t0)
                 if firstThread.isEmpty { firstThread = HopBenchmark.threadIdentifier(answer.text) ?? "t1" }
@@ -129,8 +131,9 @@ enum ScaleBenchmark {
                     break
                 }
                 let t0 = nowMono()
-                guard let answer = try? client.json(
-                    "POST", "/api/threads/\(timerThread)/timers", body: #"{"interval":3600}"#),
+                guard
+                    let answer = try? client.json(
+                        "POST", "/api/threads/\(timerThread)/timers", body: #"{"interval":3600}"#),
                     answer.status == 201 || answer.status == 200
                 else { fatalError("POST timers failed at \(count)") }
                 times.append(nowMono() - t0)
@@ -160,7 +163,8 @@ enum ScaleBenchmark {
         section.details =
             "Each row: the items created to go from the previous size to this one (median and mean time per `POST`, and the engine alone in-process, mean), then \(getSamples) sequential `GET /api/threads/{id}` (fewer at ≥ 10,000 timers) on one keep-alive connection.\n\n"
             + "Workers (steal \(fmt(workerSteal, 1)) %):\n\n" + table("workers", workerPoints)
-            + "\nTimers on one worker (interval 3600 s; steal \(fmt(timerSteal, 1)) %):\n\n" + table("timers", timerPoints)
+            + "\nTimers on one worker (interval 3600 s; steal \(fmt(timerSteal, 1)) %):\n\n"
+            + table("timers", timerPoints)
 
         if !engineNote.isEmpty { section.notes.append(engineNote) }
         // The curves as pictures (log-log: flat or logarithmic shows as it is).
@@ -190,7 +194,8 @@ enum ScaleBenchmark {
             section.figures.append(
                 Figure(
                     name: "GET /api/threads/{id} p50 at \(last.size) workers", value: fmtDuration(last.getP50),
-                    baseline: fmtDuration(first.getP50) + " at \(first.size)", ratio: fmt(last.getP50 / first.getP50, 2) + "×",
+                    baseline: fmtDuration(first.getP50) + " at \(first.size)",
+                    ratio: fmt(last.getP50 / first.getP50, 2) + "×",
                     goal: "flat or log", pass: nil, steal: workerSteal, clean: workerSteal <= stealLimit))
             section.figures.append(
                 Figure(
@@ -204,7 +209,8 @@ enum ScaleBenchmark {
             section.figures.append(
                 Figure(
                     name: "GET /api/threads/{id} p50 with \(last.size) timers", value: fmtDuration(last.getP50),
-                    baseline: fmtDuration(first.getP50) + " with \(first.size)", ratio: fmt(last.getP50 / first.getP50, 1) + "×",
+                    baseline: fmtDuration(first.getP50) + " with \(first.size)",
+                    ratio: fmt(last.getP50 / first.getP50, 1) + "×",
                     goal: "flat or log", pass: nil, steal: timerSteal, clean: timerSteal <= stealLimit))
             section.figures.append(
                 Figure(

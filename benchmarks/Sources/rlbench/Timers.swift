@@ -95,7 +95,8 @@ enum TimerBenchmark {
         section.figures.append(
             Figure(
                 name: "lateness p50 / p99, same \(timers) timers at 100 ms–1 s (≈ \(lightRate) fires/s)",
-                value: "\(ms(lc.p50)) / \(ms(lc.p99)) ms", baseline: "\(ms(lp.p50)) / \(ms(lp.p99)) ms (plain CF, same timers)",
+                value: "\(ms(lc.p50)) / \(ms(lc.p99)) ms",
+                baseline: "\(ms(lp.p50)) / \(ms(lp.p99)) ms (plain CF, same timers)",
                 ratio: fmt(lc.p99 / lp.p99, 2) + "× (p99)", goal: "—", pass: nil,
                 steal: max(lightCandidate.steal, lightPlain.steal), clean: lightCandidate.clean && lightPlain.clean))
         section.details = """
@@ -109,9 +110,11 @@ enum TimerBenchmark {
 
             """
         section.notes.append(
-            "Intervals uniform in [1 ms, 1 s] (≈ \(Int(Double(timers) * log(1000) / 0.999)) fires/s in all), first fire at a random point of the first interval; lateness measured against the timer's grid, as `TimerRecord` does.")
+            "Intervals uniform in [1 ms, 1 s] (≈ \(Int(Double(timers) * log(1000) / 0.999)) fires/s in all), first fire at a random point of the first interval; lateness measured against the timer's grid, as `TimerRecord` does."
+        )
         section.notes.append(
-            "Reference (docs/benchmarking.md): CFRunLoopTimer lateness, 10k timers on 16 threads over 5 s: p50 34 µs, p99 167 µs, max 2.1 ms.")
+            "Reference (docs/benchmarking.md): CFRunLoopTimer lateness, 10k timers on 16 threads over 5 s: p50 34 µs, p99 167 µs, max 2.1 ms."
+        )
         section.emit(started: started, outputDirectory: out)
     }
 
@@ -161,7 +164,8 @@ enum TimerBenchmark {
                 side.loop = CFRunLoopGetCurrent()
                 // A timer far away keeps the mode alive until the timers arrive.
                 let keep = CFRunLoopTimerCreateWithHandler(
-                    kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + 86_400, 86_400, 0, 0) { _ in }
+                    kCFAllocatorDefault, CFAbsoluteTimeGetCurrent() + 86_400, 86_400, 0, 0
+                ) { _ in }
                 CFRunLoopAddTimer(side.loop, keep, kCFRunLoopDefaultMode)
                 side.ready.signal()
                 CFRunLoopRun()

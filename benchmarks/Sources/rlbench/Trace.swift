@@ -21,7 +21,8 @@ enum TraceBenchmark {
         var offAll: [Double] = []
         var steals: [Double] = []
         var clean = true
-        var rows = "| round | traced p50 / p99 (µs) | untraced p50 / p99 (µs) | p50 ratio | steal |\n|---|---|---|---|---|\n"
+        var rows =
+            "| round | traced p50 / p99 (µs) | untraced p50 / p99 (µs) | p50 ratio | steal |\n|---|---|---|---|---|\n"
         for round in 1...rounds {
             let result = measureClean("trace wake-up round \(round)") { () -> ([Double], [Double]) in
                 // A B, then B A on the next round, so neither side always goes first.

@@ -17,7 +17,8 @@ import RunLoopTestSupport
 enum WakeUpBenchmark {
     static func run(roundTrips: Int, rounds: Int, out: String) {
         let started = nowMono()
-        var section = Section(id: "wakeup", title: "Wake-up latency (round trip between two loops)", command: "rlbench wakeup")
+        var section = Section(
+            id: "wakeup", title: "Wake-up latency (round trip between two loops)", command: "rlbench wakeup")
         var cfAll: [Double] = []
         var csAll: [Double] = []
         var pfAll: [Double] = []
@@ -25,7 +26,8 @@ enum WakeUpBenchmark {
         var perfRatios: [Double] = []
         var steals: [Double] = []
         var clean = true
-        var rows = "| round | plain CF p50 / p99 / max (µs) | CommandSource p50 / p99 / max (µs) | Worker.perform p50 / p99 / max (µs) | p50 ratio (CS / CF) | steal |\n|---|---|---|---|---|---|\n"
+        var rows =
+            "| round | plain CF p50 / p99 / max (µs) | CommandSource p50 / p99 / max (µs) | Worker.perform p50 / p99 / max (µs) | p50 ratio (CS / CF) | steal |\n|---|---|---|---|---|---|\n"
         let registry = WorkerRegistry()
         for round in 1...rounds {
             let result = measureClean("wake-up round \(round)") {
@@ -98,7 +100,8 @@ enum WakeUpBenchmark {
             "\(roundTrips) round trips per round, \(rounds) rounds alternating plain CF → CommandSource → Worker.perform; "
             + "ratio = median of the per-round p50 ratios; percentiles over all clean rounds.\n\n" + rows
         section.notes.append(
-            "Reference (docs/benchmarking.md): CF source0 ping-pong p50 16 µs, p99 26 µs; SwiftNIO 15.6 / 25 µs; libdispatch 3.7 / 6.8 µs.")
+            "Reference (docs/benchmarking.md): CF source0 ping-pong p50 16 µs, p99 26 µs; SwiftNIO 15.6 / 25 µs; libdispatch 3.7 / 6.8 µs."
+        )
         section.emit(started: started, outputDirectory: out)
     }
 

@@ -75,7 +75,8 @@ case "trace":
 case "report":
     do {
         try ReportWriter.write(
-            outputDirectory: out, to: option("to", "BENCHMARKS.md"), totalSeconds: options["total"].flatMap(Double.init))
+            outputDirectory: out, to: option("to", "BENCHMARKS.md"), totalSeconds: options["total"].flatMap(Double.init)
+        )
         print("wrote \(option("to", "BENCHMARKS.md"))")
     } catch {
         log("report: \(error)")
