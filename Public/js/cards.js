@@ -35,8 +35,10 @@ export function updateCard(m) {
   // runs counts the runs that returned; a loop thread's first run (or any long
   // one) is under way with none returned yet: say so, not a bare 0
   const underWay = exited ? 0 : s.depth || 0;
-  setText(r.runs, underWay ? `${s.runs} · ${underWay} under way` : String(s.runs));
-  r.runs.title = underWay ? `${plural(s.runs, 'run')} returned; ${underWay} under way (depth ${underWay})` : '';
+  setText(r.runs, s.runs);
+  r.underWay.hidden = !underWay;
+  setText(r.underWay, underWay ? `+${underWay} under way` : '');
+  r.underWay.title = underWay ? `${plural(s.runs, 'run')} returned; ${underWay} under way (depth ${underWay})` : '';
   // the thread's lifetime count (removed timers' fires included), or the
   // timer events seen since, when they have gone past it
   let fires = 0;
@@ -93,7 +95,7 @@ function cardElement(id, r) {
       mk('state', 'span', { class: 'badge state', 'data-role': 'state' }),
     ),
     mk('meta', 'p', { class: 'card-meta muted' }),
-    h('dl', { class: 'kv' }, kv('mode', 'mode', { class: 'mono' }), kv('runs', 'runs', { 'data-role': 'runs' }), kv('timer fires', 'fires', { 'data-role': 'fires' }), kv('busy', 'util', { 'data-role': 'utilization' })),
+    h('dl', { class: 'kv' }, kv('mode', 'mode', { class: 'mono' }), h('div', null, h('dt', null, 'runs'), h('dd', null, mk('runs', 'span', { 'data-role': 'runs' }), mk('underWay', 'span', { class: 'under-way muted', 'data-role': 'runs-under-way', hidden: true }))), kv('timer fires', 'fires', { 'data-role': 'fires' }), kv('busy', 'util', { 'data-role': 'utilization' })),
     h('dl', { class: 'exits', 'aria-label': 'exit counts per reason' }, ...exitCells),
     h('p', { class: 'last-exit-row' }, 'last exit ', mk('lastExit', 'span', { class: 'badge exit', 'data-role': 'last-exit' })),
     mk('counts', 'p', { class: 'card-counts muted small-text' }),

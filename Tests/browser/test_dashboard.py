@@ -212,7 +212,8 @@ def test_stop_loop_thread_shows_stopped(driver):
     wait(driver).until(lambda d: state.text.startswith("waiting"))
     # its first run is under way and none has returned: the card says so, not a bare 0
     runs = card.find_element(By.CSS_SELECTOR, "[data-role=runs]")
-    wait(driver).until(lambda d: runs.text == "0 · 1 under way")
+    under_way = card.find_element(By.CSS_SELECTOR, "[data-role=runs-under-way]")
+    wait(driver).until(lambda d: runs.text == "0" and under_way.text == "+1 under way")
     card.find_element(By.CSS_SELECTOR, "[data-action=stop]").click()
     badge = card.find_element(By.CSS_SELECTOR, "[data-role=last-exit]")
     wait(driver).until(lambda d: badge.text.startswith("stopped"))
@@ -220,7 +221,7 @@ def test_stop_loop_thread_shows_stopped(driver):
     assert "stop → stopped" in card.find_element(By.CSS_SELECTOR, "[data-role=result]").text
     count = card.find_element(By.CSS_SELECTOR, 'dd[data-exit="stopped"]')
     wait(driver).until(lambda d: count.text == "1")
-    wait(driver).until(lambda d: runs.text == "1 · 1 under way")  # the loop began its next run
+    wait(driver).until(lambda d: runs.text == "1" and under_way.text == "+1 under way")  # its next run began
 
 
 def test_manual_run_shows_timed_out(driver):
@@ -234,7 +235,8 @@ def test_manual_run_shows_timed_out(driver):
     badge = card.find_element(By.CSS_SELECTOR, "[data-role=last-exit]")
     wait(driver).until(lambda d: badge.text.startswith("timedOut"))
     runs = card.find_element(By.CSS_SELECTOR, "[data-role=runs]")
-    wait(driver).until(lambda d: runs.text == "1")  # returned, and no run under way
+    under_way = card.find_element(By.CSS_SELECTOR, "[data-role=runs-under-way]")
+    wait(driver).until(lambda d: runs.text == "1" and not under_way.is_displayed())  # returned, none under way
     status, snap = api("GET", f"/api/threads/{tid}")
     assert snap["exits"]["timedOut"] == 1 and snap["lastExit"]["exitReason"] == "timedOut"
     assert 250 <= snap["lastExit"]["durationMs"] <= 1500
