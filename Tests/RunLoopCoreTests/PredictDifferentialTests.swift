@@ -64,6 +64,15 @@ extension PredictHarness {
         }
     }
 
+    /// The setup of `seed` as a top-level run and as a nested one.
+    static func bothWays(_ seed: UInt64) -> [PredictSetup] {
+        var setup = PredictSetup.make(seed: seed)
+        setup.nested = false
+        var nested = setup
+        nested.nested = true
+        return [setup, nested]
+    }
+
     /// The setups' seeds: the first is the run's seed itself, so
     /// `PREDICT_SEED=s PREDICT_SETUPS=1` replays one setup.
     static func seeds(run seed: UInt64, count: Int) -> [UInt64] {
@@ -79,11 +88,14 @@ extension PredictHarness {
         print("predict differential: seed \(seed), \(count) setups, \(kept.count) kept seeds")
         // PREDICT_REPEAT=n plays the one setup PREDICT_SEED n times (a probe).
         let repeats = env["PREDICT_REPEAT"].flatMap { Int($0) }
-        let all = repeats.map { Array(repeating: seed, count: $0) } ?? kept + Self.seeds(run: seed, count: count)
+        // A kept seed is played both as a top-level run and nested.
+        let all =
+            repeats.map { Array(repeating: PredictSetup.make(seed: seed), count: $0) }
+            ?? kept.flatMap { Self.bothWays($0) } + Self.seeds(run: seed, count: count).map(PredictSetup.make)
         let started = Monotonic.now()
         let (failures, replays, unplayed) = try Self.playAll(all)
         print(
-            "predict differential: \(all.count) setups in \(String(format: "%.1f", Monotonic.now() - started)) s, \(failures.count) disagreements, \(replays) replays of setups played late, \(unplayed) never played on time"
+            "predict differential: \(all.count) setups (\(all.filter(\.nested).count) nested) in \(String(format: "%.1f", Monotonic.now() - started)) s, \(failures.count) disagreements, \(replays) replays of setups played late, \(unplayed) never played on time"
         )
         // A setup the machine never played on time (every attempt had a
         // stimulus, the run's start or a wake late) is not judged; if many
@@ -127,7 +139,7 @@ extension PredictHarness {
 
     /// Plays every seed on `threads` threads at once (runs mostly sleep).
     /// A setup played late (see `PredictHarness.play`) is played again.
-    static func playAll(_ seeds: [UInt64], threads: Int = 8) throws -> (
+    static func playAll(_ setups: [PredictSetup], threads: Int = 8) throws -> (
         failures: [(PredictSetup, [String])], replays: Int, unplayed: Int
     ) {
         let (registry, _) = makeRegistry(Limits())
@@ -140,8 +152,8 @@ extension PredictHarness {
                         defer { s.next += 1 }
                         return s.next
                     }
-                    guard index < seeds.count else { break }
-                    let setup = PredictSetup.make(seed: seeds[index])
+                    guard index < setups.count else { break }
+                    let setup = setups[index]
                     var problems: [String]?
                     var attempt = 0
                     while problems == nil && attempt < attempts {

@@ -61,9 +61,15 @@ struct PredictSetup: CustomStringConvertible {
     /// The deadline's slot; 0: a run of 0 seconds (one poll).
     var deadlineSlot: Int
     var returnAfterSourceHandled: Bool
+    /// Played as a nested run: started by a perform inside a run of
+    /// `PredictHarness.hostMode` (`runNested` from a handler), not as a
+    /// top-level run. The same loop either way: CF gives a nested run its
+    /// own per-run record (stop flag, ignored wake-ups), so the prediction
+    /// must not change.
+    var nested = false
 
     var description: String {
-        "seed \(seed): keepAlive \(keepAlive), run \(runMode) for \(deadlineSlot) slots"
+        "seed \(seed): keepAlive \(keepAlive), run \(runMode)\(nested ? " nested" : "") for \(deadlineSlot) slots"
             + " rash=\(returnAfterSourceHandled), tracking common=\(trackingIsCommon); timers \(timers);"
             + " sources \(sources); performs \(performs); observers \(observers); stimuli \(stimuli)"
     }
@@ -71,7 +77,12 @@ struct PredictSetup: CustomStringConvertible {
     /// A random setup from `seed`.
     static func make(seed: UInt64) -> PredictSetup {
         var builder = Builder(rng: SplitMix(seed))
-        return builder.build(seed: seed)
+        var setup = builder.build(seed: seed)
+        // Drawn from a generator of its own: a seed's loop is the same
+        // whether it is played nested or not.
+        var side = SplitMix(seed ^ 0x6E65_7374_6564_2121)
+        setup.nested = side.chance(0.25)
+        return setup
     }
 }
 

@@ -9,6 +9,35 @@ import RunLoopTestSupport
 /// (applying the stimuli at their slots) and compares.
 struct PredictHarness {
     let registry: WorkerRegistry
+    /// The mode a nested setup's host run runs in: no generated item is in it.
+    static let hostMode = "nest-host"
+    /// Each nested run's exit, by its worker, as the host's perform saw it.
+    let nestedExits = Locked<[ObjectIdentifier: RunExit]>([:])
+
+    /// Registers `predictNested` on `registry`: the host run's perform, which
+    /// runs the setup's run nested (`runNested`, as the `runNested` selector
+    /// does), keeps its whole exit, then stops the host run.
+    init(registry: WorkerRegistry) {
+        self.registry = registry
+        let exits = nestedExits
+        registry.selectors.register(
+            Selector(
+                name: "predictNested", summary: "the predict test's nested run",
+                arguments: [
+                    ArgumentSpec("mode", .string, maximum: 64, summary: "mode to run in"),
+                    ArgumentSpec("seconds", .number, required: true, minimum: 0, summary: "run timeout"),
+                    ArgumentSpec("returnAfterSourceHandled", .boolean, defaultValue: false, summary: "flag"),
+                ]
+            ) { context throws(RunLoopError) in
+                let exit = try context.worker.runNested(
+                    mode: RunLoopMode(context.string("mode")), seconds: context.number("seconds"),
+                    returnAfterSourceHandled: context.bool("returnAfterSourceHandled"))
+                exits.withLock { $0[ObjectIdentifier(context.worker)] = exit }
+                CFRunLoopStop(CFRunLoopGetCurrent())
+                return SelectorOutcome(.null)
+            })
+    }
+
     /// How far the real end may be from the predicted one (scheduling).
     static let toleranceMs = 15.0
 
@@ -20,6 +49,14 @@ struct PredictHarness {
         var performs: [String] = []
         /// Stops the worker refused (why), as they happened.
         let refused = Locked<[(at: Date, notRunning: Bool, why: String)]>([])
+        /// When each stop was asked for.
+        let stopsMade = Locked<[Date]>([])
+    }
+
+    /// The run returned: with its exit, or none (it failed; or, nested, the
+    /// host run ended before its perform began the nested run).
+    struct Ended: Sendable {
+        var exit: RunExit?
     }
 
     /// Test hook: runs on the harness thread once the run is requested,
@@ -51,16 +88,32 @@ struct PredictHarness {
         let prediction = Worker.predict(
             model, mode: setup.runMode, seconds: seconds, returnAfterSourceHandled: setup.returnAfterSourceHandled,
             stimuli: stimuli)
-        let box = Locked<RunExit?>(nil)
+        let box = Locked<Ended?>(nil)
         let tid = built.worker.osThreadId.load(ordering: .relaxed)
         guard let waitedBefore = SchedStat.thread(tid)?.waitMs else {
             return ["no schedstat for the loop thread (\(tid)): its lateness cannot be measured"]
         }
         let stolenBefore = SchedStat.stolenMs()
+        let nested = setup.nested
+        if nested {
+            // The host run's only item: a perform that runs the setup's run
+            // nested, then stops the host.
+            let args: [String: Value] = [
+                "mode": .string(setup.runMode), "seconds": .number(seconds),
+                "returnAfterSourceHandled": .bool(setup.returnAfterSourceHandled),
+            ]
+            _ = try built.worker.perform(
+                PerformSpec(
+                    call: SelectorCall(selector: "predictNested", args: args), modes: [RunLoopMode(Self.hostMode)]))
+        }
+        let exits = nestedExits
+        let key = ObjectIdentifier(built.worker)
         try built.worker.run(
-            mode: RunLoopMode(setup.runMode), seconds: seconds, returnAfterSourceHandled: setup.returnAfterSourceHandled
+            mode: RunLoopMode(nested ? Self.hostMode : setup.runMode), seconds: nested ? seconds + 10 : seconds,
+            returnAfterSourceHandled: nested ? false : setup.returnAfterSourceHandled
         ) { result in
-            box.withLock { $0 = try? result.get() }
+            let exit = nested ? exits.withLock { $0.removeValue(forKey: key) } : try? result.get()
+            box.withLock { $0 = Ended(exit: exit) }
             box.notifyAll()
         }
         var real: [String] = []
@@ -110,8 +163,11 @@ struct PredictHarness {
             }
             if !ended { lateMs = max(lateMs, (Monotonic.now() - target) * 1000) }
         }
-        let exit = box.withLock(when: { $0 != nil }, timeout: seconds + 10) { value, _ in value }
-        guard let exit else { return ["the run did not return"] }
+        let ended = box.withLock(when: { $0 != nil }, timeout: seconds + 10) { value, _ in value }
+        guard let ended else { return ["the run did not return"] }
+        // Nested, a stop that reached the host run before its perform began
+        // the nested run: the plan was not played (and no nested run ran).
+        guard let exit = ended.exit else { return nested ? nil : ["the run failed"] }
         // The loop thread's time spent runnable but not running during the
         // run (the kernel's count): every wake-up, callout and check it made
         // was late by up to that much.
@@ -153,9 +209,12 @@ struct PredictHarness {
             }.max() ?? 0
         // A stop refused because the run had not begun, or CF not entered
         // it, yet: the run began late.
-        let stopBeforeStart = built.refused.withLock { $0 }.contains {
-            ($0.notRunning && $0.at < runStart) || $0.why.hasPrefix("stop_dropped")
-        }
+        // Nested, a stop made before the nested run began stopped the host
+        // run instead (the innermost run then): the nested run never saw it.
+        let stopBeforeStart =
+            built.refused.withLock { $0 }.contains {
+                ($0.notRunning && $0.at < runStart) || $0.why.hasPrefix("stop_dropped")
+            } || (nested && built.stopsMade.withLock { $0 }.contains { $0 < runStart })
         if max(lateMs, startMs, timerLateMs, timeoutLateMs, busyMs, waitedMs, deadlineLateMs, stolenMs) > Self.lateMs
             || !awakeAt.isEmpty || !blockedAt.isEmpty || stopBeforeStart
         {
@@ -174,7 +233,9 @@ struct PredictHarness {
                 "debug \(setup.seed): read at \((read - built.anchor) * 1000) ms, seconds \(seconds), exit \(exit.reason) \(exit.cause?.code ?? "") after \(exit.duration * 1000) ms, ended \(exit.endedAt.timeIntervalSince(readDate) * 1000) ms after read; predicted \(prediction.exitReason?.name ?? "-") at \(prediction.atMs ?? -1), reasons \(prediction.reasons)\n\(setup)"
             )
         }
-        return compare(prediction, exit, turns, atMs: exit.endedAt.timeIntervalSince(readDate) * 1000, rename)
+        var problems = compare(prediction, exit, turns, atMs: exit.endedAt.timeIntervalSince(readDate) * 1000, rename)
+        if exit.depth != (nested ? 1 : 0) { problems.append("the run's depth is \(exit.depth), nested \(nested)") }
+        return problems
     }
 
     /// Whether thread `tid` is inside a futex wait (a lock or condition):
@@ -266,6 +327,7 @@ struct PredictHarness {
         switch what {
         case .stop:
             let refused = built.refused
+            built.stopsMade.withLock { $0.append(Date()) }
             worker.stop(origin: Self.stopOrigin) { result in
                 guard case .failure(let error) = result else { return }
                 let notRunning = "\(error)".hasPrefix("not_running")
