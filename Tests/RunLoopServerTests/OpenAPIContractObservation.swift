@@ -173,12 +173,14 @@ extension OpenAPIContractDerivedTests {
             }
         }
 
-        // A handler that does not return: the run, the stop and the end that wait on it.
-        try await ServerProcess.with(["--token", token, "--max-wait", "0.5"]) { server in
+        // A handler that does not return: the run, the stop and the end that wait on it (504).
+        // It sleeps 30 s: under ThreadSanitizer on 2 cores a request can take 2-3 s, and a
+        // shorter sleep could end before the last of them, which would then not wait.
+        try await ServerProcess.with(["--token", token, "--max-wait", "0.5", "--max-sleep-ms", "60000"]) { server in
             let c = Caller(client: server.client)
             let t = try await c.call("POST", "/api/threads", json: ["run": ["style": "manual"]])
             let base = "/api/threads/\(t["id"].string ?? "")"
-            _ = try await c.call("POST", "\(base)/perform", json: ["selector": "sleep", "args": ["ms": 2500]])
+            _ = try await c.call("POST", "\(base)/perform", json: ["selector": "sleep", "args": ["ms": 30_000]])
             async let run = c.call("POST", "\(base)/run", json: ["seconds": 0.05])
             // Until the run is inside the perform's handler.
             let deadline = Date().addingTimeInterval(10)
