@@ -195,7 +195,9 @@ struct E2EExplainCauseTests {
         let t = try await c.createThread(["run": ["style": "loop", "seconds": 60]])
         try await c.waitUntilWaiting(t, timeout: 60)
         server.send(signal: SIGTERM)
-        #expect(await server.exited(timeout: 20) == 0, "\(server.log)")
+        // Only that it ends cleanly, not how fast: under ThreadSanitizer, beside dozens of
+        // servers, the exit status once came more than 20 s after "runloopd stopped".
+        #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
         // The exit status may arrive before the last of stderr does.
         #expect(await server.logged(timeout: 10) { $0.contains("runloopd stopped") }, "\(server.log)")
         let lines = server.log.split(separator: "\n").compactMap { try? JSON.parse(Array($0.utf8)) }

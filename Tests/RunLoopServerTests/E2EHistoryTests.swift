@@ -254,7 +254,7 @@ struct E2EHistoryTests {
                 ).status == 200)
         }
         server.send(signal: SIGINT)
-        #expect(await server.exited(timeout: 15) == 0)
+        #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0)
         await server.stopped()
 
         server = try await ServerProcess.started(args)

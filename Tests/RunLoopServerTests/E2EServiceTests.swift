@@ -118,10 +118,12 @@ struct E2EServiceTests {
         let signalledAt = Date()
         server.send(signal: SIGTERM)
         // Alone it takes about 0.1 s; with the whole suite in parallel on two vCPUs it
-        // once took 5.002 s, so the bound is twice the 5 s grace rather than the grace.
-        let status = await server.exited(timeout: 10)
+        // once took 5.002 s, so the bound is twice the 5 s grace rather than the grace
+        // (scaled under ThreadSanitizer, whose servers run several times slower).
+        let bound = 10 * ServerProcess.slowdown
+        let status = await server.exited(timeout: bound)
         #expect(status == 0, "\(server.log)")
-        #expect(Date().timeIntervalSince(signalledAt) < 10)
+        #expect(Date().timeIntervalSince(signalledAt) < bound)
         #expect(await offThePool { answers.wait(timeout: 5) { $0.count == 6 } })
         let statuses = answers.value
         #expect(statuses.count == 6)
@@ -149,7 +151,7 @@ struct E2EServiceTests {
         #expect(try await c.get("/api/threads/\(thread)").status == 200)
         #expect(server.output.value.exitStatus == nil, "still running during the drain")
         server.send(signal: SIGTERM)
-        #expect(await server.exited(timeout: 30) == 0, "\(server.log)")
+        #expect(await server.exited(timeout: 30 * ServerProcess.slowdown) == 0, "\(server.log)")
         let log = server.log
         #expect(log.contains("drain ended: a second SIGTERM ended it early"), "\(log)")
         #expect(log.contains("runloopd stopped"), "\(log)")
@@ -161,7 +163,7 @@ struct E2EServiceTests {
         let server = try await ServerProcess.started(["--drain-delay", "0.5"])
         defer { server.stop(signal: SIGKILL) }
         server.send(signal: SIGTERM)
-        #expect(await server.exited(timeout: 30) == 0, "\(server.log)")
+        #expect(await server.exited(timeout: 30 * ServerProcess.slowdown) == 0, "\(server.log)")
         let log = server.log
         #expect(log.contains("drain started"), "\(log)")
         #expect(log.contains("drain ended: the drain delay passed"), "\(log)")
@@ -190,10 +192,11 @@ struct E2EServiceTests {
         let signalledAt = Date()
         server.send(signal: SIGTERM)
         // Waiting for the handlers would take 60 s; the stop gives them half of its 4 s.
-        let status = await server.exited(timeout: 9)
+        let bound = 9 * ServerProcess.slowdown  // scaled under ThreadSanitizer
+        let status = await server.exited(timeout: bound)
         let took = Date().timeIntervalSince(signalledAt)
         #expect(status == 0, "\(server.log)")
-        #expect(took < 9, "the stop waited for the sleeping handlers (\(took) s)")
+        #expect(took < bound, "the stop waited for the sleeping handlers (\(took) s)")
         let log = server.log
         // Each handler was still busy when the stop gave up on it, unless (a very slow machine)
         // its 60 s sleep ended within the stop's 2 s for the threads: then its stall's end is logged.
@@ -223,7 +226,7 @@ struct E2EServiceTests {
             #expect(try await server.client.get("/healthz").status == 200)
             let signalledAt = Date()
             server.send(signal: SIGTERM)
-            let status = await server.exited(timeout: 30)
+            let status = await server.exited(timeout: 30 * ServerProcess.slowdown)
             let took = Date().timeIntervalSince(signalledAt)
             let log = server.log
             #expect(status == 70, "\(log)")
