@@ -7,6 +7,8 @@ BIN_DEBUG := .build/debug/runloopd
 BIN_RELEASE := .build/release/runloopd
 # The tests that compare a real run's timing with its prediction: run apart from the rest.
 PREDICT_TESTS := PredictDifferentialTests|E2EPredictTests
+# What swift format lints and formats (make test, make lint, make format).
+FORMAT_PATHS := Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
 
 .PHONY: run deps build release test test-swift test-predict test-tsan test-browser test-prometheus test-container lint format clean bench
 
@@ -37,7 +39,7 @@ test: deps
 	$(BIN_DEBUG) play experiments/ --quiet --junit .build/artifacts/experiments-junit.xml
 	bash Tests/browser/run.sh $(BIN_DEBUG)
 	bash Tests/prometheus/run.sh $(BIN_DEBUG)
-	$(SWIFT) format lint --strict --recursive Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
+	$(SWIFT) format lint --strict --recursive $(FORMAT_PATHS)
 
 test-swift: deps
 	$(SWIFT) build --build-tests
@@ -74,10 +76,10 @@ test-container: deps
 	bash scripts/test-container.sh
 
 lint:
-	$(SWIFT) format lint --strict --recursive Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
+	$(SWIFT) format lint --strict --recursive $(FORMAT_PATHS)
 
 format:
-	$(SWIFT) format --in-place --recursive Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
+	$(SWIFT) format --in-place --recursive $(FORMAT_PATHS)
 
 clean:
 	rm -rf .build
