@@ -4,6 +4,32 @@ import Foundation
 /// `Worker.why()` reads), with every time in seconds from the moment it
 /// was read. Modes are expanded: an item in `common` lists every common mode.
 public struct LoopModel: Sendable {
+    /// The run a callout starts (the `runNested` selector): its mode,
+    /// seconds and flag, as its arguments say.
+    public struct NestedRun: Sendable, Hashable {
+        public var mode: String
+        public var seconds: Double
+        public var returnAfterSourceHandled: Bool
+
+        public init(mode: String, seconds: Double, returnAfterSourceHandled: Bool) {
+            self.mode = mode
+            self.seconds = seconds
+            self.returnAfterSourceHandled = returnAfterSourceHandled
+        }
+
+        /// The run `call` starts, if it is a `runNested` that can start one
+        /// (`common` is refused: a run is in one mode).
+        public init?(_ call: SelectorCall?) {
+            guard let call, call.selector == "runNested" else { return nil }
+            let mode = call.args["mode"]?.string ?? "default"
+            let seconds = call.args["seconds"]?.number ?? -1
+            guard mode != "common", seconds >= 0, seconds.isFinite else { return nil }
+            self.init(
+                mode: mode, seconds: seconds,
+                returnAfterSourceHandled: call.args["returnAfterSourceHandled"]?.bool ?? false)
+        }
+    }
+
     /// A timer (a user's, the keep-alive, or a delayed perform's one-shot).
     public struct Timer: Sendable {
         public var id: String
@@ -23,12 +49,19 @@ public struct LoopModel: Sendable {
         public var selector: String?
         /// A delayed perform's timer: its fire is the perform's callout.
         public var perform: Bool
+        /// The run its fire starts (a `runNested` action), if any.
+        public var nested: NestedRun?
         public var valid = true
+        /// Inside its own callout: CF keeps it in its modes (the mode is not
+        /// empty) but neither fires it nor arms the timerfd for it.
+        var firing = false
 
         public init(
             id: String, modeNames: [String], modes: Set<String>, next: Double, interval: Double?, fires: Int = 0,
-            maxFires: Int? = nil, role: ItemRole = .user, selector: String? = nil, perform: Bool = false
+            maxFires: Int? = nil, role: ItemRole = .user, selector: String? = nil, perform: Bool = false,
+            nested: NestedRun? = nil
         ) {
+            self.nested = nested
             self.id = id
             self.modeNames = modeNames
             self.modes = modes
@@ -54,12 +87,15 @@ public struct LoopModel: Sendable {
         public var queued: Int
         public var selector: String?
         public var role: ItemRole
+        /// The run its callout starts (a `runNested` action), if any.
+        public var nested: NestedRun?
         public var valid = true
 
         public init(
             id: String, port: Bool, modeNames: [String], modes: Set<String>, order: Int = 0, signalled: Bool = false,
-            queued: Int = 0, selector: String? = nil, role: ItemRole = .user
+            queued: Int = 0, selector: String? = nil, role: ItemRole = .user, nested: NestedRun? = nil
         ) {
+            self.nested = nested
             self.id = id
             self.port = port
             self.modeNames = modeNames
@@ -78,8 +114,11 @@ public struct LoopModel: Sendable {
         /// Its mode names as given (`common` kept): one carrier source each.
         public var keys: [String]
         public var selector: String
+        /// The run it starts (`runNested`), if any.
+        public var nested: NestedRun?
 
-        public init(id: String, keys: [String], selector: String) {
+        public init(id: String, keys: [String], selector: String, nested: NestedRun? = nil) {
+            self.nested = nested
             self.id = id
             self.keys = keys
             self.selector = selector

@@ -39,6 +39,9 @@ public struct Prediction: Sendable {
     public var reasons: [String]
     /// The turns the run takes, in order (the last one ends with the run).
     public var turns: [Turn]
+    /// The nested runs its callouts start (`runNested`), in the order they
+    /// return, each predicted as a run of its own.
+    public var nested: [Prediction] = []
 
     public var exitReason: ExitReason? { outcome.exitReason }
     public var cause: ExitCause? { outcome.cause }

@@ -7,7 +7,7 @@ extension RunSimulator {
 
     /// `__CFRunLoopDoSources0`: every signalled source in the mode by order
     /// (a perform carrier has order 0); with `returnAfterSourceHandled`,
-    /// only the first. Returns whether one was handled.
+    /// only the first. Returns whether the last one it came to was handled.
     mutating func doSources0() -> Bool {
         var ready: [(order: Int, carrier: String?, index: Int?)] = []
         for (key, signalled) in carriers.sorted(by: { $0.key < $1.key })
@@ -26,34 +26,50 @@ extension RunSimulator {
                 "version-0 sources of equal order are ready together: CF runs them in its set's order, which nobody chooses"
             )
         }
+        // CF (swift-corelibs) keeps only the last source's result: a source
+        // a nested run inside an earlier one's callout already handled (CF
+        // checks each again as it comes) makes the pass count as not
+        // having handled one, so it sleeps instead of polling.
+        var handled = false
         for entry in ready {
-            if let key = entry.carrier { runCarrier(key) } else if let index = entry.index { runSource0(index) }
-            if returnAfterSourceHandled { break }
+            if let key = entry.carrier, carriers[key] == true {
+                runCarrier(key)
+                handled = true
+            } else if let index = entry.index, model.sources[index].signalled, model.sources[index].valid {
+                runSource0(index)
+                handled = true
+            } else {
+                handled = false
+            }
+            if (returnAfterSourceHandled && handled) || stuck != nil { break }
         }
-        return true
+        return handled
     }
 
     private mutating func runSource0(_ index: Int) {
         model.sources[index].signalled = false
         let source = model.sources[index]
-        callout(CalloutRef(kind: .source, id: source.id, selector: source.selector))
+        callout(CalloutRef(kind: .source, id: source.id, selector: source.selector), nested: source.nested)
     }
 
     /// A mode's perform carrier: runs, in queue order, the performs for its
-    /// key; then leaves the mode when none is left for it.
+    /// key queued before it began; then leaves the mode when none is left
+    /// for it.
     private mutating func runCarrier(_ key: String) {
         carriers[key] = false
         var last: String?
-        while let index = model.performs.firstIndex(where: { $0.keys.contains(key) }) {
+        let bound = Set(model.performs.filter { $0.keys.contains(key) }.map(\.id))
+        while let index = model.performs.firstIndex(where: { $0.keys.contains(key) && bound.contains($0.id) }) {
             let perform = model.performs.remove(at: index)
             for other in perform.keys where other != key && !model.performs.contains(where: { $0.keys.contains(other) })
             {
                 carriers[other] = nil
             }
-            callout(CalloutRef(kind: .perform, id: perform.id, selector: perform.selector))
+            callout(CalloutRef(kind: .perform, id: perform.id, selector: perform.selector), nested: perform.nested)
             last = perform.id
         }
-        if !model.performs.contains(where: { $0.keys.contains(key) }) {
+        // (A nested run may have run the carrier again and taken it out.)
+        if !model.performs.contains(where: { $0.keys.contains(key) }), carriers[key] != nil {
             carriers[key] = nil
             removed("perform", last ?? "-", how: "ran, and its mode's perform source left the mode", from: [key])
         }
@@ -61,48 +77,79 @@ extension RunSimulator {
 
     // MARK: - Timers and ports
 
-    /// `__CFRunLoopDoTimers`: every timer of the mode due now, earliest first.
+    /// `__CFRunLoopDoTimers`: every timer of the mode due now (the timerfd
+    /// read), earliest first; each checked again as it comes (a nested run
+    /// may have fired or removed it).
     mutating func doTimers() {
+        let limit = now + 1e-9
+        armed = nil
         let due = model.timers.indices.filter {
-            model.timers[$0].valid && model.timers[$0].modes.contains(mode) && model.timers[$0].next <= now + 1e-9
+            model.timers[$0].valid && model.timers[$0].modes.contains(mode) && model.timers[$0].next <= limit
         }.sorted { model.timers[$0].next < model.timers[$1].next }
-        for index in due { fire(index) }
-        rearm(keepStale: false)
+        // The modes whose timerfd CF re-arms, armed once at the end (each
+        // fire's own re-arm would cost a pass over every timer).
+        var rearm: Set<String> = [mode]
+        for index in due where model.timers[index].valid && !model.timers[index].firing {
+            guard model.timers[index].next <= limit, stuck == nil else { continue }
+            rearm.formUnion(fire(index))
+        }
+        armNext(in: rearm)
     }
 
-    private mutating func fire(_ index: Int) {
-        var timer = model.timers[index]
-        timer.fires += 1
+    /// `__CFRunLoopDoTimer`: the fire's callout (a nested run inside it sees
+    /// the timer still in its modes but never fires it), then CF moves a
+    /// repeating timer to the next point of its grid after now, or
+    /// invalidates a one-shot one. Returns the modes whose timerfd CF
+    /// re-arms (the timer's own; re-armed here already around a nested run).
+    private mutating func fire(_ index: Int) -> Set<String> {
+        model.timers[index].fires += 1
         timerFires += 1
+        let timer = model.timers[index]
+        var oneShot = false
+        var maxedOut = false
+        var ref = CalloutRef(kind: .timer, id: timer.id, selector: timer.selector)
         if timer.perform {
-            timer.valid = false
-            model.timers[index] = timer
+            oneShot = true
             removed(
                 "perform", timer.id, how: "fired after its delay (its one-shot timer left the mode)",
                 from: timer.modeNames)
-            var ref = CalloutRef(kind: .perform, id: timer.id, selector: timer.selector)
+            ref = CalloutRef(kind: .perform, id: timer.id, selector: timer.selector)
             ref.throughTimer = true
-            callout(ref)
-            return
-        }
-        let prefix = timer.role == .keepAlive ? "(the keep-alive timer) " : ""
-        if let max = timer.maxFires, timer.fires >= max {
-            timer.valid = false
-            removed(
-                "timer", timer.id, how: prefix + "was invalidated after its last fire (maxFires \(timer.fires))",
-                from: timer.modeNames)
-        } else if let interval = timer.interval {
-            // The next point of its grid after now (CF never fires twice to catch up).
-            let skipped = ((now - timer.next) / interval).rounded(.down)
-            timer.next += interval * (skipped + 1)
         } else {
-            timer.valid = false
-            removed(
-                "timer", timer.id, how: prefix + "fired once (CF invalidates a one-shot timer after its fire)",
-                from: timer.modeNames)
+            let prefix = timer.role == .keepAlive ? "(the keep-alive timer) " : ""
+            if let max = timer.maxFires, timer.fires >= max {
+                // runloopd invalidates it before its action runs.
+                model.timers[index].valid = false
+                maxedOut = true
+                removed(
+                    "timer", timer.id, how: prefix + "was invalidated after its last fire (maxFires \(timer.fires))",
+                    from: timer.modeNames)
+            } else if timer.interval == nil {
+                oneShot = true
+                removed(
+                    "timer", timer.id, how: prefix + "fired once (CF invalidates a one-shot timer after its fire)",
+                    from: timer.modeNames)
+            }
         }
-        model.timers[index] = timer
-        callout(CalloutRef(kind: .timer, id: timer.id, selector: timer.selector))
+        if let run = timer.nested {
+            // CF arms the mode's timerfd for the next timer before the
+            // callout (every mode's, after runloopd's invalidation).
+            model.timers[index].firing = true
+            armNext(in: maxedOut ? timer.modes.union([mode]) : [mode])
+            callout(ref, nested: run)
+            model.timers[index].firing = false
+        } else {
+            callout(ref)
+        }
+        if oneShot {
+            model.timers[index].valid = false
+        } else if model.timers[index].valid, let interval = timer.interval {
+            // The next point of its grid after now (CF never fires twice to catch up).
+            let skipped = ((now - model.timers[index].next) / interval).rounded(.down)
+            model.timers[index].next += interval * (skipped + 1)
+        }
+        if timer.nested != nil { armNext(in: timer.modes) }
+        return timer.modes
     }
 
     /// `__CFRunLoopDoSource1`: the port's perform routine drains every
@@ -111,16 +158,18 @@ extension RunSimulator {
         model.sources[index].queued = 0
         portSince[index] = nil
         let source = model.sources[index]
-        callout(CalloutRef(kind: .port, id: source.id, selector: source.selector))
+        callout(CalloutRef(kind: .port, id: source.id, selector: source.selector), nested: source.nested)
         return true
     }
 
     // MARK: - Callouts, observers, turns
 
-    mutating func callout(_ ref: CalloutRef) {
+    /// A callout; `nested`: the run it starts (and returns from) before it ends.
+    mutating func callout(_ ref: CalloutRef, nested run: LoopModel.NestedRun? = nil) {
         if turn.afterWake && turn.wokeBy == nil && ref.kind != .observer && ref.kind != .task {
             turn.wokeBy = WokeBy(kind: WakeKind(rawValue: ref.kind.rawValue) ?? .wakeup, id: ref.id)
         }
+        if let run { playNested(run, from: ref) }
         turn.callouts.append(ref)
         if ref.countsAsSource {
             lastSource = ref
@@ -206,7 +255,7 @@ extension RunSimulator {
                 let timer = model.timers[index]
                 let how = timer.role == .keepAlive ? "(the keep-alive timer) was invalidated" : "was invalidated"
                 removed("timer", id, how: how, from: timer.modeNames)
-                rearm(keepStale: true)
+                armNext(in: timer.modes)
             }
             if wake { self.wake() }
         case .perform(let perform):
@@ -223,7 +272,7 @@ extension RunSimulator {
                 removed(
                     "perform", model.timers[index].id, how: "was cancelled before its delay passed",
                     from: model.timers[index].modeNames)
-                rearm(keepStale: true)
+                armNext(in: model.timers[index].modes)
             }
         }
     }

@@ -7,7 +7,8 @@ extension RunSimulator {
     mutating func fastForward() -> Prediction {
         let timers = model.timers.filter { $0.valid && $0.modes.contains(mode) }
         let plain =
-            stimuli.isEmpty && !timers.isEmpty && timers.allSatisfy { $0.interval != nil && $0.maxFires == nil }
+            stimuli.isEmpty && outerTimeouts.isEmpty && !timers.isEmpty
+            && timers.allSatisfy { $0.interval != nil && $0.maxFires == nil }
             && !model.sources.contains { $0.valid && $0.modes.contains(mode) && ($0.signalled || $0.queued > 0) }
         guard plain else {
             return unknown(
@@ -22,10 +23,10 @@ extension RunSimulator {
             return unknown(nil)
         }
         for timer in timers {
-            guard let interval = timer.interval, timer.next < seconds else { continue }
-            timerFires += Int(((seconds - timer.next) / interval).rounded(.up))
+            guard let interval = timer.interval, timer.next < deadline else { continue }
+            timerFires += Int(((deadline - timer.next) / interval).rounded(.up))
         }
-        now = seconds
+        now = deadline
         reasons.append(
             "repeating timers \(timers.map(\.id).joined(separator: ", ")) fire until the deadline (counted, not played turn by turn)"
         )
@@ -43,7 +44,7 @@ extension RunSimulator {
     }
 
     /// No exit predicted: the run goes on (or is too long to play).
-    private mutating func unknown(_ why: String?) -> Prediction {
+    mutating func unknown(_ why: String?) -> Prediction {
         if let why { reasons.append(why) }
         return Prediction(
             mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,

@@ -19,6 +19,11 @@ struct RunSimulator {
     let returnAfterSourceHandled: Bool
     var stimuli: [Stimulus]
     let margin: Double
+    /// When the run begins (seconds from the read): 0, or a nested run's
+    /// start inside the predicted one.
+    let start: Double
+    /// How deep inside the predicted run this one is (0: the predicted run).
+    let depth: Int
 
     // The run as it goes.
     var now = 0.0
@@ -34,10 +39,21 @@ struct RunSimulator {
     var ignoringWakeUps = false
     /// Per port source (index): since when its descriptor is readable.
     var portSince: [Int: Double] = [:]
-    /// When the mode's timerfd expires (nil: disarmed or read): its
-    /// earliest timer's fire date, or the date it kept after its last timer
-    /// left (CF on Linux never disarms it).
-    var armed: Double?
+    /// Per mode: when its timerfd expires (nil: disarmed, or read since):
+    /// its earliest timer's fire date, or the date it kept after its last
+    /// timer left (CF on Linux never disarms it).
+    var fds: [String: Double] = [:]
+    /// The deadlines of the runs this one is nested in: CF delivers each
+    /// run's timeout as a `CFRunLoopWakeUp`, which wakes the innermost run.
+    var outerTimeouts: [Double] = []
+    /// Why the run cannot be played on: a nested run that never returns.
+    var stuck: String?
+    /// The run's timeout came while a nested run ran: CF's one-shot
+    /// dispatch timer woke that run instead, and none is left to wake this
+    /// one (it still times out at the end of any pass past its deadline).
+    var timeoutSpent = false
+    /// The nested runs the run's callouts start, in the order they return.
+    var nested: [Prediction] = []
     var timerFires = 0
     var passSources: [CalloutRef] = []
     var lastSource: CalloutRef?
@@ -77,10 +93,12 @@ struct RunSimulator {
 
     /// CF's `TIMER_INTERVAL_LIMIT`: a longer run has no timeout timer at all.
     static let intervalLimit = 504_911_232.0
+    /// Nested runs inside nested runs played, at most.
+    static let maxNesting = 8
 
     init(
         model: LoopModel, mode: String, seconds: Double, returnAfterSourceHandled: Bool, stimuli: [Stimulus],
-        margin: Double
+        margin: Double, start: Double = 0, depth: Int = 0
     ) {
         self.model = model
         self.mode = mode
@@ -88,22 +106,37 @@ struct RunSimulator {
         self.returnAfterSourceHandled = returnAfterSourceHandled
         self.stimuli = stimuli.sorted { $0.at < $1.at }
         self.margin = margin
+        self.start = start
+        self.depth = depth
+        now = start
         for perform in model.performs {
             for key in perform.keys { carriers[key] = true }
         }
-        armed =
-            model.timers.filter { $0.valid && $0.modes.contains(mode) }.map(\.next).min()
-            ?? model.staleTimerfd[mode]
+        fds = model.staleTimerfd
+        armNext(in: Set(model.timers.filter(\.valid).flatMap(\.modes)))
         for (index, source) in model.sources.enumerated() where source.port && source.queued > 0 {
             portSince[index] = -1
         }
     }
 
     var hasTimeout: Bool { seconds > 0 && seconds <= Self.intervalLimit }
+    /// When the run times out (seconds from the read).
+    var deadline: Double { start + seconds }
+    /// The run's own mode's timerfd.
+    var armed: Double? {
+        get { fds[mode] }
+        set { fds[mode] = newValue }
+    }
 
     // MARK: - The run
 
     mutating func run() -> Prediction {
+        var prediction = play()
+        prediction.nested = nested
+        return prediction
+    }
+
+    private mutating func play() -> Prediction {
         if isEmpty() {
             reasons.append(
                 everFilled
@@ -115,6 +148,7 @@ struct RunSimulator {
         notify(.entry)
         while true {
             if let end = pass() { return end }
+            if let why = stuck { return unknown(why) }
             passes += 1
             // A pass looks at every item of the loop once or so.
             budget.left -= 1 + model.itemCount
@@ -129,6 +163,7 @@ struct RunSimulator {
         notify(.beforeTimers)
         notify(.beforeSources)
         var handled = doSources0()
+        if let why = stuck { return unknown(why) }
         let poll = handled || seconds <= 0
         let live: Live
         if poll {
@@ -139,7 +174,9 @@ struct RunSimulator {
             live = sleep()
             if case .never = live {
                 reasons.append(
-                    "nothing left in \(mode) can wake the loop and the run has no timeout: it sleeps until a stop, a wake-up or something added"
+                    timeoutSpent
+                        ? "its timeout's wake-up came while a nested run ran and woke that run instead (CF's timeout is a one-shot dispatch timer), and nothing left in \(mode) can wake it: it sleeps past its deadline until a stop, a wake-up or something added"
+                        : "nothing left in \(mode) can wake the loop and the run has no timeout: it sleeps until a stop, a wake-up or something added"
                 )
                 return Prediction(
                     mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
@@ -161,11 +198,12 @@ struct RunSimulator {
 
     /// CF's checks at the end of a pass, in its order.
     private mutating func endOfPass(handled: Bool) -> Prediction? {
+        if let why = stuck { return unknown(why) }
         if handled && returnAfterSourceHandled {
             reasons.append("a source was handled and the run was asked to return after one")
             return finish(.handledSource, cause: .sourceHandled(lastSource, pass: passSources))
         }
-        if seconds <= 0 || (hasTimeout && now >= seconds) {
+        if seconds <= 0 || (hasTimeout && now >= deadline) {
             reasons.append(
                 timerFires > 0
                     ? "the run's \(ExitCause.seconds(seconds)) deadline passes; its \(timerFires) timer fires never count as handled sources"
@@ -198,7 +236,8 @@ struct RunSimulator {
         closeTurn(end: .exit, reason: reason)
         return Prediction(
             mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
-            outcome: .init(exitReason: reason, cause: cause, atMs: (now * 1_000_000).rounded() / 1000), windowMs: nil,
+            outcome: .init(exitReason: reason, cause: cause, atMs: ((now - start) * 1_000_000).rounded() / 1000),
+            windowMs: nil,
             certain: races.isEmpty, race: nil, reasons: reasons, turns: turns)
     }
 
@@ -209,6 +248,10 @@ struct RunSimulator {
     /// first out).
     private mutating func readyNow() -> Live? {
         applyStimuli(upTo: now)
+        while let outer = outerTimeouts.first, outer <= now + 1e-9 {
+            outerTimeouts.removeFirst()
+            wake()
+        }
         var ready: [(since: Double, what: String, live: Live)] = []
         if let due = armed, due <= now + 1e-9 { ready.append((due, "the timer descriptor", .timer)) }
         for (index, source) in model.sources.enumerated()
@@ -232,8 +275,9 @@ struct RunSimulator {
             if let live = readyNow() { return live }
             var candidates: [(at: Double, what: String)] = []
             if let due = armed { candidates.append((max(due, now), "timer")) }
-            if hasTimeout { candidates.append((max(seconds, now), "timeout")) }
+            if hasTimeout && !timeoutSpent { candidates.append((max(deadline, now), "timeout")) }
             if let next = stimuli.first { candidates.append((max(next.at, now), "stimulus")) }
+            if let outer = outerTimeouts.first { candidates.append((max(outer, now), "an outer run's timeout")) }
             guard var first = candidates.min(by: { $0.at < $1.at }) else { return .never }
             let close = candidates.filter { $0.at - first.at < margin && $0.what != first.what }
             if !close.isEmpty {
@@ -248,16 +292,25 @@ struct RunSimulator {
             case "timeout":
                 reasons.append("nothing wakes the loop before the run's timeout")
                 return .wakeUp(timeout: true)
-            default: applyStimuli(upTo: now)
+            case "stimulus": applyStimuli(upTo: now)
+            default: continue  // an outer timeout: `readyNow` delivers it
             }
         }
     }
 
-    /// CF re-arms the mode's timerfd at its earliest timer; with none left
-    /// it keeps what it had (`keepStale`) or, once read, stays quiet.
-    mutating func rearm(keepStale: Bool) {
-        let next = model.timers.filter { $0.valid && $0.modes.contains(mode) }.map(\.next).min()
-        armed = next ?? (keepStale ? armed : nil)
+    /// The earliest fire date of `mode`'s timers (one inside its callout
+    /// does not count).
+    func nextFire(in mode: String) -> Double? {
+        model.timers.filter { $0.valid && !$0.firing && $0.modes.contains(mode) }.map(\.next).min()
+    }
+
+    /// `__CFArmNextTimerInMode` for each of `modes`: its timerfd is armed at
+    /// its earliest timer; with none left it keeps what it had (CF on Linux
+    /// never disarms it), or stays quiet once read.
+    mutating func armNext(in modes: Set<String>) {
+        for name in modes {
+            if let next = nextFire(in: name) { fds[name] = next }
+        }
     }
 
     /// A race decision: whether to take the other way this time.

@@ -125,7 +125,8 @@ extension Worker {
                 LoopModel.Timer(
                     id: timer.id, modeNames: snap.modes, modes: model.expand(snap.modes),
                     next: next.timeIntervalSinceReferenceDate - now, interval: snap.repeats ? snap.interval : nil,
-                    fires: snap.fires, maxFires: snap.maxFires, role: snap.role, selector: snap.action?.selector))
+                    fires: snap.fires, maxFires: snap.maxFires, role: snap.role, selector: snap.action?.selector,
+                    nested: LoopModel.NestedRun(snap.action)))
         }
         for (request, timer) in delayed where CFRunLoopTimerIsValid(timer) {
             let names = request.modes.map(\.name)
@@ -133,7 +134,7 @@ extension Worker {
                 LoopModel.Timer(
                     id: request.id, modeNames: names, modes: model.expand(names),
                     next: CFRunLoopTimerGetNextFireDate(timer) - now, interval: nil, role: .performDelay,
-                    selector: request.call.selector, perform: true))
+                    selector: request.call.selector, perform: true, nested: LoopModel.NestedRun(request.call)))
         }
         for source in sources where source.isValid {
             let snap = source.snapshot
@@ -141,11 +142,13 @@ extension Worker {
                 LoopModel.Source(
                     id: source.id, port: snap.kind == .port, modeNames: snap.modes, modes: model.expand(snap.modes),
                     order: snap.order, signalled: snap.signalled, queued: snap.queued,
-                    selector: snap.action?.selector, role: snap.role))
+                    selector: snap.action?.selector, role: snap.role, nested: LoopModel.NestedRun(snap.action)))
         }
         for request in pending {
             model.performs.append(
-                LoopModel.Perform(id: request.id, keys: request.modes.map(\.name), selector: request.call.selector))
+                LoopModel.Perform(
+                    id: request.id, keys: request.modes.map(\.name), selector: request.call.selector,
+                    nested: LoopModel.NestedRun(request.call)))
         }
         for observer in observers where observer.isLive {
             let snap = observer.snapshot
