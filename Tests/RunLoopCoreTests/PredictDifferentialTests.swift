@@ -64,13 +64,18 @@ extension PredictHarness {
         }
     }
 
-    /// The setup of `seed` as a top-level run and as a nested one.
+    /// The setup of `seed` as a top-level run and as a nested one; with a
+    /// callout's nested run, also without it (as seeds kept before the
+    /// generator made those played).
     static func bothWays(_ seed: UInt64) -> [PredictSetup] {
-        var setup = PredictSetup.make(seed: seed)
-        setup.nested = false
-        var nested = setup
-        nested.nested = true
-        return [setup, nested]
+        let made = PredictSetup.make(seed: seed)
+        return (made.calloutRun == nil ? [made] : [made, made.withoutCalloutRun]).flatMap { setup in
+            var top = setup
+            top.nested = false
+            var nested = setup
+            nested.nested = true
+            return [top, nested]
+        }
     }
 
     /// The setups' seeds: the first is the run's seed itself, so
@@ -95,7 +100,7 @@ extension PredictHarness {
         let started = Monotonic.now()
         let (failures, replays, unplayed) = try Self.playAll(all)
         print(
-            "predict differential: \(all.count) setups (\(all.filter(\.nested).count) nested) in \(String(format: "%.1f", Monotonic.now() - started)) s, \(failures.count) disagreements, \(replays) replays of setups played late, \(unplayed) never played on time"
+            "predict differential: \(all.count) setups (\(all.filter(\.nested).count) nested, \(all.filter { $0.calloutRun != nil }.count) with a callout's nested run) in \(String(format: "%.1f", Monotonic.now() - started)) s, \(failures.count) disagreements, \(replays) replays of setups played late, \(unplayed) never played on time"
         )
         // A setup the machine never played on time (every attempt had a
         // stimulus, the run's start or a wake late) is not judged; if many
@@ -125,13 +130,46 @@ extension PredictHarness {
     /// again), not a disagreement. Kept seed 16862391073014902233 under
     /// load: "a stop unanswered until the deadline" was a stop never sent.
     @Test func stimuliALateHarnessNeverMadeAreNotJudged() throws {
-        let (registry, _) = makeRegistry(Limits())
-        var harness = PredictHarness(registry: registry)
+        var harness = PredictHarness()
         harness.beforeStimuli = { waitForRunEnd in waitForRunEnd() }
-        let setup = PredictSetup.make(seed: 16_862_391_073_014_902_233)
+        let setup = PredictSetup.make(seed: 16_862_391_073_014_902_233).withoutCalloutRun
         #expect(setup.stimuli.count == 1 && setup.deadlineSlot == 2)
         let problems = try harness.play(setup)
         #expect(problems == nil, "judged though its stop was never made: \(problems ?? [])")
+    }
+
+    /// CF's run timeout is a one-shot dispatch timer that wakes the loop;
+    /// firing while a nested run runs, it wakes that run. Here the nested
+    /// run (a perform's `runNested`, 0.15 s) also handles the pass's last
+    /// signalled source, and CF keeps only the last source's result: the
+    /// outer pass counts as not having handled one, so the outer run
+    /// (0.05 s) goes to sleep with its timeout spent and sleeps past its
+    /// deadline. The predictor says so; the real run proves it.
+    @Test func nestedRunThatTakesTheTimeoutLeavesTheRunAsleep() throws {
+        let harness = PredictHarness()
+        let worker = try harness.registry.createWorker(
+            WorkerOptions(keepAlive: .none, policy: RunPolicy(style: .manual)))
+        defer { worker.endAndWait(timeout: 10) }
+        let source = try worker.addSource(SourceSpec(kind: .custom, mode: .default, order: 2)).id
+        _ = try worker.signalSource(source, wakeUp: false)
+        let nested = SelectorCall(
+            selector: "runNested", args: ["mode": .string("default"), "seconds": .number(0.15)])
+        _ = try worker.perform(PerformSpec(call: nested, modes: [.default]))
+        let prediction = try worker.predict(mode: .default, seconds: 0.05, returnAfterSourceHandled: false)
+        #expect(prediction.exitReason == nil, "\(prediction.reasons)")
+        #expect(prediction.nested.map(\.exitReason) == [.timedOut])
+        #expect(prediction.reasons.last?.contains("sleeps past its deadline") == true, "\(prediction.reasons)")
+        // A stop wakes it; the pass then ends it as timed out (CF checks the
+        // deadline before the stop flag).
+        let woken = Worker.predict(
+            worker.loopModel(), mode: "default", seconds: 0.05, returnAfterSourceHandled: false,
+            stimuli: [Stimulus(at: 0.6, .stop(PredictHarness.stopOrigin))])
+        #expect(woken.exitReason == .timedOut && abs((woken.atMs ?? 0) - 600) < 1, "\(woken.reasons)")
+        let pending = try worker.startRun(.default, seconds: 0.05)
+        // Well past both deadlines, the run has not returned by itself.
+        #expect(pending.wait(0.6) == nil, "the run returned by itself")
+        #expect(try worker.stopAndWait().get().reason == .timedOut)
+        #expect(try pending.wait(5)?.get().reason == .timedOut)
     }
 
     /// Attempts at a setup the machine could not play on time.
@@ -142,8 +180,7 @@ extension PredictHarness {
     static func playAll(_ setups: [PredictSetup], threads: Int = 8) throws -> (
         failures: [(PredictSetup, [String])], replays: Int, unplayed: Int
     ) {
-        let (registry, _) = makeRegistry(Limits())
-        let harness = PredictHarness(registry: registry)
+        let harness = PredictHarness()
         let state = Locked((next: 0, done: 0, replays: 0, unplayed: 0, failures: [(PredictSetup, [String])]()))
         for _ in 0..<threads {
             Thread {

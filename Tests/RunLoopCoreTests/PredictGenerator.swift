@@ -36,6 +36,30 @@ struct PredictSetup: CustomStringConvertible {
         var mode: String
         var order: Int
     }
+    /// A callout inside the run that runs the loop again (`runNested`):
+    /// the item that makes it (a timer, a signalled custom source or a
+    /// queued perform, each added for it) and the nested run.
+    struct CalloutRunPlan {
+        enum From {
+            case timer(Int)
+            case source(Int)
+            case perform(Int)
+        }
+        var from: From
+        var mode: String
+        /// Its seconds in slots (0: a run of 0 seconds).
+        var slots: Int
+        var returnAfterSourceHandled: Bool
+
+        var call: SelectorCall {
+            SelectorCall(
+                selector: "runNested",
+                args: [
+                    "mode": .string(mode), "seconds": .number(Double(slots) * PredictSetup.quantum),
+                    "returnAfterSourceHandled": .bool(returnAfterSourceHandled),
+                ])
+        }
+    }
     enum StimulusPlan {
         case stop
         case wakeUp
@@ -67,9 +91,12 @@ struct PredictSetup: CustomStringConvertible {
     /// own per-run record (stop flag, ignored wake-ups), so the prediction
     /// must not change.
     var nested = false
+    /// A callout of the run that runs the loop nested (`runNested`).
+    var calloutRun: CalloutRunPlan?
 
     var description: String {
         "seed \(seed): keepAlive \(keepAlive), run \(runMode)\(nested ? " nested" : "") for \(deadlineSlot) slots"
+            + (calloutRun.map { " with a nested run from a callout \($0)" } ?? "")
             + " rash=\(returnAfterSourceHandled), tracking common=\(trackingIsCommon); timers \(timers);"
             + " sources \(sources); performs \(performs); observers \(observers); stimuli \(stimuli)"
     }
@@ -77,11 +104,44 @@ struct PredictSetup: CustomStringConvertible {
     /// A random setup from `seed`.
     static func make(seed: UInt64) -> PredictSetup {
         var builder = Builder(rng: SplitMix(seed))
-        var setup = builder.build(seed: seed)
-        // Drawn from a generator of its own: a seed's loop is the same
-        // whether it is played nested or not.
+        _ = builder.build(seed: seed)
+        // Drawn from generators of their own, the item added last: a seed's
+        // loop is the same whether it is played nested or not, and without
+        // its callout's nested run (`withoutCalloutRun`).
         var side = SplitMix(seed ^ 0x6E65_7374_6564_2121)
-        setup.nested = side.chance(0.25)
+        builder.setup.nested = side.chance(0.25)
+        builder.rng = SplitMix(seed ^ 0x6361_6C6C_6F75_7421)
+        if builder.rng.chance(0.3) { builder.addCalloutRun() }
+        return builder.setup
+    }
+
+    /// The `runNested` call of the timer, source or perform at `index`, if
+    /// its callout runs the loop nested.
+    func calloutCall(timer index: Int) -> SelectorCall? {
+        guard let plan = calloutRun, case .timer(let at) = plan.from, at == index else { return nil }
+        return plan.call
+    }
+
+    func calloutCall(source index: Int) -> SelectorCall? {
+        guard let plan = calloutRun, case .source(let at) = plan.from, at == index else { return nil }
+        return plan.call
+    }
+
+    func calloutCall(perform index: Int) -> SelectorCall? {
+        guard let plan = calloutRun, case .perform(let at) = plan.from, at == index else { return nil }
+        return plan.call
+    }
+
+    /// The same loop without the callout's nested run (and its item).
+    var withoutCalloutRun: PredictSetup {
+        guard let plan = calloutRun else { return self }
+        var setup = self
+        setup.calloutRun = nil
+        switch plan.from {
+        case .timer: setup.timers.removeLast()
+        case .source: setup.sources.removeLast()
+        case .perform: setup.performs.removeLast()
+        }
         return setup
     }
 }
@@ -185,6 +245,53 @@ private struct Builder {
             }
             setup.performs.append(plan)
         }
+    }
+
+    /// An item whose callout runs the loop nested for `slots` slots: a
+    /// timer (one-shot, or repeating at more than the nested run's length),
+    /// a custom source signalled before the run, or a queued perform (the
+    /// setup's perform keys). Its nested run's deadline gets a slot of its own.
+    mutating func addCalloutRun() {
+        let slots = rng.chance(0.1) ? 0 : Int.random(in: 1...3, using: &rng)
+        let mode = rng.pick(["default", "default", "tracking", "tracking", "nest-empty"])
+        var plan = PredictSetup.CalloutRunPlan(
+            from: .source(setup.sources.count), mode: mode, slots: slots,
+            returnAfterSourceHandled: rng.chance(0.5))
+        let horizon = max(setup.deadlineSlot, 1) + 1
+        switch Int.random(in: 0..<3, using: &rng) {
+        case 0:
+            let first = Int.random(in: 1...horizon, using: &rng)
+            let interval: Int? = rng.chance(0.4) ? Int.random(in: (slots + 1)...(slots + 3), using: &rng) : nil
+            let maxFires: Int? = interval != nil && rng.chance(0.5) ? Int.random(in: 1...2, using: &rng) : nil
+            var fires: [Int] = []
+            var slot = first
+            while slot <= horizon + 1 && fires.count < (maxFires ?? 100) {
+                fires.append(slot)
+                guard let interval else { break }
+                slot += interval
+            }
+            let ends = slots > 0 ? fires.map { $0 + slots } : []
+            guard Set(fires + ends).count == fires.count + ends.count, claim(fires + ends) else { return }
+            plan.from = .timer(setup.timers.count)
+            setup.timers.append(
+                .init(
+                    modes: rng.pick([[setup.runMode], [setup.runMode], ["common"], ["default", "tracking"]]),
+                    firstSlot: first, intervalSlots: interval, maxFires: maxFires, invalidated: false, stop: false))
+        case 1:
+            // A version-0 callout's nested run ends before the run's deadline:
+            // past it, the run can sleep on with its timeout spent (see
+            // `nestedRunThatTakesTheTimeoutLeavesTheRunAsleep`).
+            guard slots < max(setup.deadlineSlot, 1), slots == 0 || claim([slots]) else { return }
+            setup.sources.append(
+                .init(
+                    port: false, modes: rng.pick([[setup.runMode], ["common"]]), order: setup.sources.count + 1,
+                    signalled: true, wakeUp: false, messages: 0))
+        default:
+            guard slots < max(setup.deadlineSlot, 1), slots == 0 || claim([slots]) else { return }
+            plan.from = .perform(setup.performs.count)
+            setup.performs.append(.init(keys: performKeys, delaySlot: nil, cancelled: false, stop: false))
+        }
+        setup.calloutRun = plan
     }
 
     mutating func addObserver(order: Int) {

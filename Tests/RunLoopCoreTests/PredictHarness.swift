@@ -13,12 +13,26 @@ struct PredictHarness {
     static let hostMode = "nest-host"
     /// Each nested run's exit, by its worker, as the host's perform saw it.
     let nestedExits = Locked<[ObjectIdentifier: RunExit]>([:])
+    /// Every nested run's exit (depth above 0), by thread id, in the order
+    /// they returned: the runs the setups' callouts start.
+    let runExits: Locked<[String: [RunExit]]>
+
+    /// A harness on a registry of its own that keeps every nested run's exit.
+    init() {
+        let exits = Locked<[String: [RunExit]]>([:])
+        let registry = WorkerRegistry(limits: Limits()) { event in
+            guard case .runExit(let thread, let exit) = event, exit.depth > 0 else { return }
+            exits.withLock { $0[thread, default: []].append(exit) }
+        }
+        self.init(registry: registry, runExits: exits)
+    }
 
     /// Registers `predictNested` on `registry`: the host run's perform, which
     /// runs the setup's run nested (`runNested`, as the `runNested` selector
     /// does), keeps its whole exit, then stops the host run.
-    init(registry: WorkerRegistry) {
+    private init(registry: WorkerRegistry, runExits: Locked<[String: [RunExit]]>) {
         self.registry = registry
+        self.runExits = runExits
         let exits = nestedExits
         registry.selectors.register(
             Selector(
@@ -178,6 +192,11 @@ struct PredictHarness {
         // timerfd, then the deadline) are served in one turn.
         let stolenMs = max(0, SchedStat.stolenMs() - stolenBefore)
         let turns = built.worker.turns(matching: TurnFilter(run: exit.run)).turns
+        // The runs the setup's callouts ran nested, with their turns.
+        let inner = runExits.withLock { $0.removeValue(forKey: built.worker.id) ?? [] }.filter {
+            $0.depth > exit.depth
+        }
+        let innerTurns = inner.map { built.worker.turns(matching: TurnFilter(run: $0.run)).turns }
         let startMs = (exit.endedAt.timeIntervalSince(readDate) - exit.duration) * 1000
         let timerLateMs = built.timers.compactMap { try? built.worker.timerSnapshot($0).lateness.maxMs }.max() ?? 0
         // What wakes the loop (CF's timeout, delivered by a dispatch timer on
@@ -192,9 +211,13 @@ struct PredictHarness {
         {
             timeoutLateMs = last.startedAt.timeIntervalSince(readDate) * 1000 - atMs
         }
-        // Every callout here takes microseconds: a turn busy for longer had
-        // its thread taken off the CPU.
-        let busyMs = turns.map(\.busyMs).max() ?? 0
+        // Every callout here takes microseconds (but a nested run, whose
+        // turns count on their own): a turn busy for longer had its thread
+        // taken off the CPU.
+        let busyMs =
+            (turns + innerTurns.joined()).map { turn in
+                turn.busyMs - turn.callouts.filter { $0.ref.selector == "runNested" }.map(\.ms).reduce(0, +)
+            }.max() ?? 0
         if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil, !built.refused.withLock({ $0.isEmpty }) {
             print("debug \(setup.seed) stops refused: \(built.refused.withLock { $0.map(\.why) })")
         }
@@ -203,10 +226,19 @@ struct PredictHarness {
         // thread itself (waiting for a lock after epoll returned, which no
         // run-queue count shows) was late, whatever the prediction was.
         let runStart = exit.endedAt.addingTimeInterval(-exit.duration)
-        let deadlineLateMs =
+        var deadlineLateMs =
             turns.filter { $0.wokeBy.kind == .timeout }.map {
                 ($0.startedAt.timeIntervalSince(runStart) - seconds) * 1000
             }.max() ?? 0
+        if let plan = setup.calloutRun {
+            for (run, runTurns) in zip(inner, innerTurns) {
+                let start = run.endedAt.addingTimeInterval(-run.duration)
+                for turn in runTurns where turn.wokeBy.kind == .timeout {
+                    let late = turn.startedAt.timeIntervalSince(start) - Double(plan.slots) * q
+                    deadlineLateMs = max(deadlineLateMs, late * 1000)
+                }
+            }
+        }
         // A stop refused because the run had not begun, or CF not entered
         // it, yet: the run began late.
         // Nested, a stop made before the nested run began stopped the host
@@ -220,7 +252,7 @@ struct PredictHarness {
         {
             if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil {
                 print(
-                    "debug \(setup.seed) late: stimuli \(lateMs), start \(startMs), timers \(timerLateMs), last wake \(timeoutLateMs), busy \(busyMs), loop thread runnable but waiting \(waitedMs) ms, CPU time stolen by the host \(stolenMs) ms; deadline's turn \(deadlineLateMs) ms; loop awake at stimulus slots \(awakeAt), stop before the run began: \(stopBeforeStart); blocked on a lock after stimulus slots \(blockedAt)"
+                    "debug \(setup.seed) late: stimuli \(lateMs), start \(startMs), timers \(timerLateMs), last wake \(timeoutLateMs), busy \(busyMs), loop thread runnable but waiting \(waitedMs) ms, CPU time stolen by the host \(stolenMs) ms; deadline's turn \(deadlineLateMs) ms; loop awake at stimulus slots \(awakeAt), stop before the run began: \(stopBeforeStart); blocked on a lock after stimulus slots \(blockedAt); exit \(exit.reason) after \(exit.duration * 1000) ms, predicted \(prediction.exitReason?.name ?? "-") at \(prediction.atMs ?? -1), \(prediction.reasons)\n\(setup)"
                 )
             }
             return nil
@@ -233,8 +265,29 @@ struct PredictHarness {
                 "debug \(setup.seed): read at \((read - built.anchor) * 1000) ms, seconds \(seconds), exit \(exit.reason) \(exit.cause?.code ?? "") after \(exit.duration * 1000) ms, ended \(exit.endedAt.timeIntervalSince(readDate) * 1000) ms after read; predicted \(prediction.exitReason?.name ?? "-") at \(prediction.atMs ?? -1), reasons \(prediction.reasons)\n\(setup)"
             )
         }
+        if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil {
+            for turn in built.worker.turns(matching: TurnFilter()).turns {
+                print(
+                    "debug turn run \(turn.run) depth \(turn.depth) \(Self.describe(turn.wokeBy, turn.callouts.map(\.ref), turn.end, { $0 }))"
+                )
+            }
+            print("debug activities \(built.worker.activities().map { "\($0.activity.rawValue)@\($0.mode)" })")
+            for p in prediction.nested {
+                print(
+                    "debug predicted nested \(p.exitReason?.name ?? "-") \(p.turns.map { Self.describe($0.wokeBy, $0.callouts, $0.end, rename) })"
+                )
+            }
+        }
         var problems = compare(prediction, exit, turns, atMs: exit.endedAt.timeIntervalSince(readDate) * 1000, rename)
         if exit.depth != (nested ? 1 : 0) { problems.append("the run's depth is \(exit.depth), nested \(nested)") }
+        if prediction.nested.count != inner.count {
+            problems.append("nested runs: predicted \(prediction.nested.count), got \(inner.count)")
+        }
+        for (index, (predicted, run)) in zip(prediction.nested, inner).enumerated() {
+            problems += compare(predicted, run, innerTurns[index], atMs: run.duration * 1000, rename).map {
+                "nested run \(index + 1): \($0)"
+            }
+        }
         return problems
     }
 
@@ -260,7 +313,8 @@ struct PredictHarness {
             let delay = max(0, Double(plan.firstSlot) * q - (Monotonic.now() - built.anchor))
             var spec = TimerSpec(
                 interval: Double(plan.intervalSlots ?? 1) * q, repeats: plan.intervalSlots != nil, delay: delay,
-                mode: try RunLoopMode(plan.modes[0]), action: plan.stop ? SelectorCall(selector: "stop") : nil,
+                mode: try RunLoopMode(plan.modes[0]),
+                action: plan.stop ? SelectorCall(selector: "stop") : setup.calloutCall(timer: built.timers.count),
                 maxFires: plan.maxFires)
             spec.tolerance = 0
             let id = try worker.addTimer(spec).id
@@ -270,7 +324,8 @@ struct PredictHarness {
         }
         for plan in setup.sources {
             let spec = SourceSpec(
-                kind: plan.port ? .port : .custom, mode: try RunLoopMode(plan.modes[0]), order: plan.order)
+                kind: plan.port ? .port : .custom, mode: try RunLoopMode(plan.modes[0]), order: plan.order,
+                action: setup.calloutCall(source: built.sources.count))
             let id = try worker.addSource(spec).id
             for extra in plan.modes.dropFirst() { _ = try worker.addSourceMode(id, mode: RunLoopMode(extra)) }
             for n in 0..<plan.messages { _ = try worker.sendMessage(toSource: id, msgid: n, data: "m\(n)") }
@@ -279,7 +334,7 @@ struct PredictHarness {
         }
         for (index, plan) in setup.performs.enumerated() {
             let delay = plan.delaySlot.map { max(0, Double($0) * q - (Monotonic.now() - built.anchor)) }
-            let call = Self.call(stop: plan.stop, name: "p\(index)")
+            let call = setup.calloutCall(perform: index) ?? Self.call(stop: plan.stop, name: "p\(index)")
             let modes = try plan.keys.map { name throws(RunLoopError) in try RunLoopMode(name) }
             let id = try worker.perform(PerformSpec(call: call, modes: modes, afterDelay: delay))
             if plan.cancelled { _ = worker.cancelDelayedPerforms(selector: call.selector, args: call.args) }
