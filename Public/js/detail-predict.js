@@ -200,7 +200,30 @@ function renderPrediction(el, answer) {
     parts.push(h('ul', { class: 'predict-reasons small-text', 'aria-label': 'Reasons' }, ...p.reasons.map((r) => h('li', null, user(r)))));
   }
   if (p.race && Array.isArray(p.race.outcomes)) parts.push(raceBlock(p.race));
+  if (Array.isArray(p.nested) && p.nested.length) parts.push(nestedBlock(p.nested));
   el.replaceChildren(...parts);
+}
+
+/** The runs the run's callouts start (`runNested`), each as a prediction of its own. */
+function nestedBlock(runs) {
+  return h(
+    'div',
+    { class: 'predict-nested small-text' },
+    h('p', null, h('strong', null, 'Nested runs'), ' its callouts start, in the order they return:'),
+    h(
+      'ul',
+      { 'aria-label': 'Nested runs' },
+      ...runs.map((n) =>
+        h(
+          'li',
+          { class: 'predict-nested-run', 'data-exit': n.exitReason || '', 'data-cause': causeCode(n.cause) },
+          h('code', null, user(n.mode)),
+          ` for ${user(String(n.seconds))} s${n.returnAfterSourceHandled ? ', returning after a handled source' : ''}: `,
+          outcomeText(n),
+        ),
+      ),
+    ),
+  );
 }
 
 function raceBlock(race) {

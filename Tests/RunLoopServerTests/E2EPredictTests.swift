@@ -126,6 +126,23 @@ struct E2EPredictTests {
             try await Self.predictThenRun(server, t4, named: "predict-four", ["seconds": 0.5])
             let woken = try await c.get("/api/threads/\(t4)/turns?wokeBy=wakeup")
             #expect(woken["turns"].items.count == 1, "\(woken)")
+            // A one-shot timer whose fire runs the loop nested in tracking
+            // (empty there: it finishes at entry), then the outer run times
+            // out: the nested run is in the prediction's `nested` list.
+            let t5 = try await manual("predict-five")
+            _ = try await c.post(
+                "/api/threads/\(t5)/timers",
+                [
+                    "interval": 0.1, "repeats": false,
+                    "action": ["selector": "runNested", "args": ["mode": "tracking", "seconds": 0.1]],
+                ])
+            let predicted = try await c.post("/api/threads/\(t5)/predict", ["seconds": 0.3])
+            let runs = predicted["prediction", "nested"].items
+            #expect(runs.count == 1, "\(predicted)")
+            #expect(runs.first?["mode"] == "tracking", "\(predicted)")
+            #expect(runs.first?["exitReason"] == "finished", "\(predicted)")
+            #expect(runs.first?["cause", "code"] == "mode_missing", "\(predicted)")
+            try await Self.predictThenRun(server, t5, named: "predict-five", ["seconds": 0.3])
         }
     }
 

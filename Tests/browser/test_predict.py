@@ -221,6 +221,32 @@ def test_run_form_shows_the_prediction_live_then_beside_the_outcome(driver, cons
     assert page_problems(driver, console, console_mark) == []
 
 
+def test_run_form_lists_the_nested_runs_a_callout_starts(driver, console, console_mark):
+    """A timer whose fire runs the loop nested in an empty mode (runNested,
+    tracking): the form's prediction lists that nested run with its own exit
+    (finished, mode_missing), as the server predicts it."""
+    status, thread = api("POST", "/api/threads", {"name": unique("nested"), "keepAlive": "port", "run": {"style": "manual"}})
+    assert status == 201, thread
+    tid = thread["id"]
+    try:
+        action = {"selector": "runNested", "args": {"mode": "tracking", "seconds": 0.1}}
+        status, _ = api("POST", f"/api/threads/{tid}/timers", {"interval": 0.1, "repeats": False, "action": action})
+        assert status == 201
+        expected = server_prediction(tid, {"seconds": 0.3})
+        assert [(n["mode"], n["exitReason"], n["cause"]["code"]) for n in expected["nested"]] == [("tracking", "finished", "mode_missing")]
+        card = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{tid}"]'))
+        open_details(driver, card)
+        set_input(driver, "mode", "")
+        set_input(driver, "seconds", "0.3")
+        read = 'return [...document.querySelectorAll("#run-predict .predict-nested-run")].map((e) => [e.dataset.exit, e.dataset.cause, e.innerText])'
+        runs = wait(driver, 10).until(lambda d: d.execute_script(read) or None)
+        assert [(e, c) for e, c, _ in runs] == [("finished", "mode_missing")], runs
+        assert runs[0][2].startswith("tracking for 0.1 s: finished · mode_missing"), runs
+    finally:
+        api("DELETE", f"/api/threads/{tid}")
+    assert page_problems(driver, console, console_mark) == []
+
+
 # Served in the page for /predict only: a server without the endpoint (its 404).
 NO_PREDICT = """
 window.__realFetch = window.__realFetch || window.fetch;

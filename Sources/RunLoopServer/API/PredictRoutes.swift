@@ -67,6 +67,17 @@ extension Rep {
             "windowMs": p.windowMs.map { .array($0.map { .number(rounded3($0)) }) } ?? .null,
             "certain": .bool(p.certain), "race": race,
             "reasons": .array(p.reasons.map(Value.string)),
+            "nested": .array(p.nested.map(nested)),
+        ]
+    }
+
+    /// A nested run a callout of the predicted run starts (`runNested`).
+    static func nested(_ p: Prediction) -> Value {
+        [
+            "mode": .string(p.mode), "seconds": .number(p.seconds),
+            "returnAfterSourceHandled": .bool(p.returnAfterSourceHandled),
+            "exitReason": p.exitReason.map { .string($0.name) } ?? .null, "cause": cause(p.cause),
+            "atMs": p.atMs.map { .number(rounded3($0)) } ?? .null,
         ]
     }
 
