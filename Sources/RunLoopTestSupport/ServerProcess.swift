@@ -89,8 +89,12 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// Starts `executable arguments`, a server that listens on `port`, and waits
     /// up to `timeout` seconds until a connection to it succeeds.
+    ///
+    /// `logged`: also wait for a line of its own log with these words and
+    /// `port=<port>`, so that a connection to another process that took the
+    /// port meanwhile (tests run in parallel) is not taken for this one's.
     public static func listening(
-        executable: URL, arguments: [String], port: UInt16, timeout: Double = startTimeout
+        executable: URL, arguments: [String], port: UInt16, logged: String? = nil, timeout: Double = startTimeout
     ) throws -> ServerProcess {
         // A runloopd among them keeps its history store in a folder of its own.
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -100,8 +104,15 @@ public final class ServerProcess: @unchecked Sendable {
             ["XDG_STATE_HOME": directory.path, "RUNLOOPD_DRAIN_DELAY": "0"]
         ) { _, own in own }
         let (process, output) = try launch(executable, arguments, environment: environment)
+        func ownLine() -> Bool {
+            guard let logged else { return true }
+            return output.value.log.split(separator: "\n").contains {
+                $0.contains(logged) && $0.contains("port=\(port)")
+            }
+        }
         let up = output.wait(timeout: timeout, recheckEvery: 0.02) {
-            output.value.exitStatus != nil || (try? TestHTTPConnection(port: port, timeout: 1)) != nil
+            output.value.exitStatus != nil
+                || (ownLine() && (try? TestHTTPConnection(port: port, timeout: 1)) != nil)
         }
         guard up, output.value.exitStatus == nil else {
             if process.isRunning { process.terminate() }

@@ -76,14 +76,22 @@ struct Serve: ParsableCommand {
             }
         }
         let service = RunLoopService(configuration: config, logger: logger, accessLog: LogSink.standardError)
+        // A stop signal while --setup is applied stops it (start returns late).
+        let setupWatch = config.setup == nil ? nil : SetupSignalWatch.start(service, json: json, logger: logger)
         do {
             try service.start()
-        } catch let error as Setup.Failure {
-            logger.critical("cannot start: \(error)")
-            throw ExitCode(Self.setupExitCode)
         } catch {
+            if setupWatch?.finish() != nil {
+                logger.info("runloopd stopped while applying --setup")
+                return
+            }
             logger.critical("cannot start: \(error)")
-            throw ExitCode(1)
+            throw ExitCode(error is Setup.Failure ? Self.setupExitCode : 1)
+        }
+        if setupWatch?.finish() != nil {
+            // The signal came as the setup ended: the service is stopped.
+            logger.info("runloopd stopped while applying --setup")
+            return
         }
         try writePortFile(service, logger: logger)
         #if DEBUG
@@ -100,14 +108,17 @@ struct Serve: ParsableCommand {
     /// Blocks SIGINT, SIGTERM and SIGHUP before any thread starts (threads
     /// inherit the mask; the log writer starts with the first line), to wait
     /// for them on the main thread: no other thread ever takes one and dies
-    /// of its default action.
+    /// of its default action. SIGUSR1 too, not returned: it ends the watch
+    /// of `--setup` (`SetupSignalWatch`).
     static func blockSignals() -> sigset_t {
         var signals = sigset_t()
         sigemptyset(&signals)
         sigaddset(&signals, SIGINT)
         sigaddset(&signals, SIGTERM)
         sigaddset(&signals, SIGHUP)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        var blocked = signals
+        sigaddset(&blocked, SIGUSR1)
+        pthread_sigmask(SIG_BLOCK, &blocked, nil)
         signal(SIGPIPE, SIG_IGN)
         return signals
     }

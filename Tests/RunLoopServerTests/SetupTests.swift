@@ -251,10 +251,12 @@ struct SetupTests {
         }
     }
 
-    @Test("while the setup is applied, /readyz and /api answer 503 not_ready and /healthz 200")
+    @Test(
+        "while the setup is applied, /readyz and /api answer 503 not_ready and /healthz 200; SIGTERM stops it at once"
+    )
     func notReadyWhileApplying() async throws {
         // A perform that waits 240 s on a thread that never runs holds the setup (the server is
-        // killed at the end, so the hold costs nothing; ThreadSanitizer once took 50 s to get here).
+        // stopped at the end, so the hold costs nothing; ThreadSanitizer once took 50 s to get here).
         let file = try Self.write([
             "threads": [
                 [
@@ -265,13 +267,28 @@ struct SetupTests {
         ])
         defer { try? FileManager.default.removeItem(at: file) }
         guard let binary = E2EPaths.binary else { throw TestHTTPError("no runloopd binary") }
-        let port = freeLoopbackPort()
-        // Returns once it accepts connections: the setup is under way then.
-        let server = try ServerProcess.listening(
-            executable: binary, arguments: ["--port", "\(port)", "--setup", file.path, "--public-dir", "/nonexistent"],
-            port: port)
-        defer { server.stop() }
-        let c = E2EClient(port: port)
+        // Returns once it accepts connections and its own log says so: the
+        // setup is under way then. (Its --port-file is written only after
+        // the setup, so the port is chosen here; another test's server may
+        // take it first, and this one then fails to bind: a new port.)
+        var started: ServerProcess?
+        for _ in 0..<3 where started == nil {
+            let port = freeLoopbackPort()
+            started = try? ServerProcess.listening(
+                executable: binary,
+                arguments: ["--port", "\(port)", "--setup", file.path, "--public-dir", "/nonexistent"],
+                port: port, logged: "runloopd listening")
+        }
+        let server = try #require(started, "runloopd never listened on a port of its own")
+        defer {
+            // A stop signal ends it at once, mid-setup (the perform's 240 s wait
+            // is answered by the stop), not once the setup is over.
+            server.send(signal: SIGTERM)
+            #expect(server.waitForExit(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
+            #expect(server.log.contains("runloopd stopped while applying --setup"), "\(server.log)")
+            server.stop()
+        }
+        let c = E2EClient(port: server.port)
         // /api first, then /readyz: a 503 from /readyz means the setup was still
         // being applied when /api answered (no timing assumed).
         let threads = try await c.get("/api/threads")
