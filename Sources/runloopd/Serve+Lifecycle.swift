@@ -75,11 +75,7 @@ extension Serve {
         // Past the stop's bound and a grace, this thread ends the process,
         // whatever is stuck; armed once the drain is over, so the drain never
         // counts against the stop's bound.
-        var stopSignals = sigset_t()
-        sigemptyset(&stopSignals)
-        sigaddset(&stopSignals, SIGINT)
-        sigaddset(&stopSignals, SIGTERM)
-        StopWatchdog.arm(bound: RunLoopService.stopBound, signals: stopSignals, json: json)
+        StopWatchdog.armForStop(bound: RunLoopService.stopBound, json: json)
         service.stop(timeout: RunLoopService.stopBound)
     }
 

@@ -38,11 +38,7 @@ final class SetupSignalWatch: Sendable {
                 logger.info(
                     "signal received while applying --setup: stopping",
                     metadata: ["signal": "\(received == SIGINT ? "SIGINT" : "SIGTERM")"])
-                var stopSignals = sigset_t()
-                sigemptyset(&stopSignals)
-                sigaddset(&stopSignals, SIGINT)
-                sigaddset(&stopSignals, SIGTERM)
-                StopWatchdog.arm(bound: RunLoopService.stopBound, signals: stopSignals, json: json)
+                StopWatchdog.armForStop(bound: RunLoopService.stopBound, json: json)
                 service.stop(timeout: RunLoopService.stopBound)
             }
             watch.ended.withLock { $0 = true }

@@ -25,6 +25,15 @@ enum StopWatchdog {
     /// How long past the stop's own bound the watchdog waits.
     static let grace: Double = 1
 
+    /// `arm` with SIGINT and SIGTERM as the stop signals.
+    static func armForStop(bound: Double, json: Bool) {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        arm(bound: bound, signals: signals, json: json)
+    }
+
     /// Starts the watchdog: `bound` is the graceful stop's deadline in
     /// seconds; `signals` the stop signals (blocked in every thread), a second
     /// one of which ends the process at once; `json` writes the report as
