@@ -1,6 +1,7 @@
 import CoreFoundation
 import Foundation
 import Testing
+import RunLoopTestSupport
 
 @testable import RunLoopCore
 
@@ -40,7 +41,9 @@ import Testing
         #expect(registry.allWorkers.count <= registry.limits.retainedExitedWorkers + 20)
         #expect(registry.allWorkers.allSatisfy { $0.hasExited && $0.runLoop == nil })
 
-        #expect(!threadNames().contains { $0.hasPrefix(tag) }, "every worker thread was joined")
+        // (Joined: each task leaves /proc a moment after its join returns.)
+        #expect(
+            waitUntil(timeout: 10) { !threadNames().contains { $0.hasPrefix(tag) } }, "every worker thread was joined")
         // 200 workers hold at least 800 eventfd / epoll / timerfd descriptors
         // while alive. Other suites run in parallel (HTTP servers have an epoll
         // set and an eventfd each), so allow a little noise and give the count
