@@ -78,20 +78,21 @@ struct Serve: ParsableCommand {
         let service = RunLoopService(configuration: config, logger: logger, accessLog: LogSink.standardError)
         // A stop signal while --setup is applied stops it (start returns late).
         let setupWatch = config.setup == nil ? nil : SetupSignalWatch.start(service, json: json, logger: logger)
+        var startFailure: Error?
         do {
             try service.start()
         } catch {
-            if setupWatch?.finish() != nil {
-                logger.info("runloopd stopped while applying --setup")
-                return
-            }
-            logger.critical("cannot start: \(error)")
-            throw ExitCode(error is Setup.Failure ? Self.setupExitCode : 1)
+            startFailure = error
         }
+        // A stop signal during the setup (the start then failed, or the
+        // setup ended just as it came): the service is stopped.
         if setupWatch?.finish() != nil {
-            // The signal came as the setup ended: the service is stopped.
             logger.info("runloopd stopped while applying --setup")
             return
+        }
+        if let startFailure {
+            logger.critical("cannot start: \(startFailure)")
+            throw ExitCode(startFailure is Setup.Failure ? Self.setupExitCode : 1)
         }
         try writePortFile(service, logger: logger)
         #if DEBUG

@@ -40,7 +40,7 @@ struct PredictSetup: CustomStringConvertible {
     /// the item that makes it (a timer, a signalled custom source or a
     /// queued perform, each added for it) and the nested run.
     struct CalloutRunPlan {
-        enum From {
+        enum From: Equatable {
             case timer(Int)
             case source(Int)
             case perform(Int)
@@ -115,21 +115,10 @@ struct PredictSetup: CustomStringConvertible {
         return builder.setup
     }
 
-    /// The `runNested` call of the timer, source or perform at `index`, if
-    /// its callout runs the loop nested.
-    func calloutCall(timer index: Int) -> SelectorCall? {
-        guard let plan = calloutRun, case .timer(let at) = plan.from, at == index else { return nil }
-        return plan.call
-    }
-
-    func calloutCall(source index: Int) -> SelectorCall? {
-        guard let plan = calloutRun, case .source(let at) = plan.from, at == index else { return nil }
-        return plan.call
-    }
-
-    func calloutCall(perform index: Int) -> SelectorCall? {
-        guard let plan = calloutRun, case .perform(let at) = plan.from, at == index else { return nil }
-        return plan.call
+    /// The `runNested` call of `item` (a timer, source or perform by
+    /// index), if its callout runs the loop nested.
+    func calloutCall(_ item: CalloutRunPlan.From) -> SelectorCall? {
+        calloutRun?.from == item ? calloutRun?.call : nil
     }
 
     /// The same loop without the callout's nested run (and its item).

@@ -314,7 +314,7 @@ struct PredictHarness {
             var spec = TimerSpec(
                 interval: Double(plan.intervalSlots ?? 1) * q, repeats: plan.intervalSlots != nil, delay: delay,
                 mode: try RunLoopMode(plan.modes[0]),
-                action: plan.stop ? SelectorCall(selector: "stop") : setup.calloutCall(timer: built.timers.count),
+                action: plan.stop ? SelectorCall(selector: "stop") : setup.calloutCall(.timer(built.timers.count)),
                 maxFires: plan.maxFires)
             spec.tolerance = 0
             let id = try worker.addTimer(spec).id
@@ -325,7 +325,7 @@ struct PredictHarness {
         for plan in setup.sources {
             let spec = SourceSpec(
                 kind: plan.port ? .port : .custom, mode: try RunLoopMode(plan.modes[0]), order: plan.order,
-                action: setup.calloutCall(source: built.sources.count))
+                action: setup.calloutCall(.source(built.sources.count)))
             let id = try worker.addSource(spec).id
             for extra in plan.modes.dropFirst() { _ = try worker.addSourceMode(id, mode: RunLoopMode(extra)) }
             for n in 0..<plan.messages { _ = try worker.sendMessage(toSource: id, msgid: n, data: "m\(n)") }
@@ -334,7 +334,7 @@ struct PredictHarness {
         }
         for (index, plan) in setup.performs.enumerated() {
             let delay = plan.delaySlot.map { max(0, Double($0) * q - (Monotonic.now() - built.anchor)) }
-            let call = setup.calloutCall(perform: index) ?? Self.call(stop: plan.stop, name: "p\(index)")
+            let call = setup.calloutCall(.perform(index)) ?? Self.call(stop: plan.stop, name: "p\(index)")
             let modes = try plan.keys.map { name throws(RunLoopError) in try RunLoopMode(name) }
             let id = try worker.perform(PerformSpec(call: call, modes: modes, afterDelay: delay))
             if plan.cancelled { _ = worker.cancelDelayedPerforms(selector: call.selector, args: call.args) }

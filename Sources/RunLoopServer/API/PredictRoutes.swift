@@ -71,14 +71,14 @@ extension Rep {
         ]
     }
 
-    /// A nested run a callout of the predicted run starts (`runNested`).
+    /// A nested run a callout of the predicted run starts (`runNested`):
+    /// its parameters and its outcome.
     static func nested(_ p: Prediction) -> Value {
-        [
+        let parameters: [String: Value] = [
             "mode": .string(p.mode), "seconds": .number(p.seconds),
             "returnAfterSourceHandled": .bool(p.returnAfterSourceHandled),
-            "exitReason": p.exitReason.map { .string($0.name) } ?? .null, "cause": cause(p.cause),
-            "atMs": p.atMs.map { .number(rounded3($0)) } ?? .null,
         ]
+        return .object(parameters.merging(outcome(p.outcome).object ?? [:]) { own, _ in own })
     }
 
     static func outcome(_ o: Prediction.Outcome) -> Value {
