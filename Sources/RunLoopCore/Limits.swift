@@ -35,6 +35,28 @@ public struct Limits: Sendable, Hashable {
     public var retainedExitedWorkers = 64
     /// Answered performs each worker remembers for `GET …/performs/{pid}`.
     public var performHistory = 64
+    /// Runs under way at once on one thread, the outermost included: a
+    /// `runNested` that would make more is refused before CF starts it
+    /// (`nesting_limit`). Each level costs stack (docs/budgets.md gives the
+    /// measured figures), and a worker's stack is sized for this many.
+    public var maxNesting = 128
+    /// CPU seconds a thread may spend inside nested runs before it is back
+    /// in its outermost run: past it the thread is livelocked (a `livelock`
+    /// warning), its nested runs are stopped and new ones refused until its
+    /// loop sleeps or its outermost run returns.
+    public var maxNestCPUSeconds: Double = 2
+
+    /// Stack reserved per nesting level: about 3x what one level was measured
+    /// to use in a debug build, 9x in a release build (docs/budgets.md).
+    public static let stackBytesPerLevel = 64 * 1024
+    /// Stack for the thread's outermost run and what its callouts call.
+    public static let stackBaseBytes = 2 * 1024 * 1024
+    /// A nested run is refused when less than this much stack is left,
+    /// whatever its depth (a second guard behind `maxNesting`).
+    public static let stackReserveBytes = 512 * 1024
+
+    /// The stack a worker thread is made with: room for `maxNesting` levels.
+    public var threadStackBytes: Int { Self.stackBaseBytes + max(1, maxNesting) * Self.stackBytesPerLevel }
 
     /// The defaults.
     public init() {}

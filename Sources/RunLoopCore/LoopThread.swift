@@ -5,11 +5,26 @@ import Foundation
 /// sees and its name is what `/proc` shows.
 enum LoopThread {
     /// Starts a thread running `main`; the thread is joinable (its owner joins it).
-    static func spawn(_ main: @escaping @Sendable () -> Void) throws(RunLoopError) {
+    /// `stackBytes` sizes its stack (nil: the system's default, `ulimit -s`).
+    static func spawn(stackBytes: Int? = nil, _ main: @escaping @Sendable () -> Void) throws(RunLoopError) {
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        if let stackBytes {
+            // Rounded up to whole pages, as pthread_attr_setstacksize wants.
+            let page = max(4096, sysconf(Int32(_SC_PAGESIZE)))
+            let size = (max(stackBytes, Int(PTHREAD_STACK_MIN)) + page - 1) / page * page
+            let status = pthread_attr_setstacksize(&attributes, size)
+            guard status == 0 else {
+                throw RunLoopError.limit(
+                    "thread_create_failed",
+                    "pthread_attr_setstacksize(\(size)) failed: \(String(cString: strerror(status)))")
+            }
+        }
         let box = Unmanaged.passRetained(Entry(main))
         var thread = pthread_t()
         let status = pthread_create(
-            &thread, nil,
+            &thread, &attributes,
             { raw in
                 guard let raw else { return nil }
                 Unmanaged<Entry>.fromOpaque(raw).takeRetainedValue().main()

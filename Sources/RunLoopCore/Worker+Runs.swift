@@ -1,3 +1,4 @@
+import CLinux
 import CoreFoundation
 import Foundation
 
@@ -88,7 +89,10 @@ extension Worker {
         // finishes; a keep-alive timer does wake it, once a day). runloopd's
         // own loop style is woken by every request, so it is not warned about.
         let mayWarn = policy.style != .loop && seconds >= diagnostics.options.cannotWakeSeconds && keepAlive == .port
+        let here = UInt(clinux_stack_here())
         let (seq, depth, observers, contents) = book.withLock { b in
+            if b.stackHigh > here { b.stackUsedMax = max(b.stackUsedMax, Int(b.stackHigh - here)) }
+            b.depthMax = max(b.depthMax, b.runStack.count + 1)
             b.runSeq += 1
             b.runStack.append(RunFrame(seq: b.runSeq, mode: mode.name, seconds: seconds, startedMono: started))
             b.modeEntered[mode.name] = started
@@ -117,7 +121,7 @@ extension Worker {
         var exit = RunExit(
             reason: reason, mode: mode.name, duration: duration, endedAt: Date(), run: seq, depth: depth)
 
-        let (waiting, stopOuter) = book.withLock { b in
+        let (waiting, stopOuter, remaining, wasLivelocked) = book.withLock { b in
             let frame = b.runStack.removeLast()
             exit.cause = b.cause(
                 of: reason, frame: frame, summary: summary, cancelled: b.cancelled, since: started)
@@ -132,13 +136,20 @@ extension Worker {
             b.asleepSince = nil
             let waiting = b.stopWaiters.filter { $0.seq == seq }.map(\.reply)
             b.stopWaiters.removeAll { $0.seq == seq }
-            return (waiting, b.cancelled && !b.runStack.isEmpty)
+            // An ending thread unwinds every run; a livelocked one its nest
+            // (down to the outermost run, which goes on).
+            let stopOuter = b.cancelled ? !b.runStack.isEmpty : (b.livelocked && b.runStack.count > 1)
+            let wasLivelocked = b.livelocked
+            if b.runStack.count <= 1 { b.nestCPUStart = nil }
+            if b.runStack.isEmpty { b.livelocked = false }
+            return (waiting, stopOuter, b.runStack.count, wasLivelocked)
         }
         book.notifyAll()
         if let turn = summary.turn { publish(turn, at: ended) }
         if cannotWake { unwarn("loop_cannot_wake", subject: mode.name) }
         unwarn("empty_mode_asleep", subject: mode.name)
         for reply in waiting { reply(.success(exit)) }
+        if wasLivelocked || remaining <= 1 { runFinishedInBudget(remaining: remaining, wasLivelocked: wasLivelocked) }
         emit(.runExit(thread: id, exit: exit))
         if stopOuter, let loop = CFRunLoopGetCurrent() { CFRunLoopStop(loop) }
         return exit
@@ -250,6 +261,9 @@ extension Worker {
             throw .badValue("args.mode", "a loop runs in one mode; common is a set of modes")
         }
         try limits.checkSeconds(seconds, field: "args.seconds")
+        // Depth, stack and CPU budgets, and a thread that is ending: refused
+        // here, before CF starts anything.
+        try admitNested()
         return runOnce(mode: mode, seconds: seconds, returnAfterSourceHandled)
     }
 }

@@ -59,6 +59,9 @@ public final class Worker: Sendable {
     /// The loop thread's kernel id (0 until it starts): its scheduling can
     /// be read in `/proc/self/task/<id>`.
     let osThreadId = Atomic<Int32>(0)
+    /// `WorkerBook.livelocked`, readable without the lock (the loop's
+    /// `beforeWaiting` looks at it on every sleep).
+    let livelockFlag = Atomic<Bool>(false)
 
     /// The worker's run loop while its thread lives; `nil` once the thread has
     /// ended: the worker then lets go of the loop so CF can free it and close
@@ -108,7 +111,7 @@ public final class Worker: Sendable {
 
     private func start() throws(RunLoopError) {
         let ready = DispatchSemaphore(value: 0)
-        try LoopThread.spawn { [self] in threadMain(ready: ready) }
+        try LoopThread.spawn(stackBytes: limits.threadStackBytes) { [self] in threadMain(ready: ready) }
         ready.wait()
     }
 
@@ -124,6 +127,7 @@ public final class Worker: Sendable {
     private func threadMain(ready: DispatchSemaphore) {
         _ = threadName.withCString { clinux_set_thread_name($0) }
         osThreadId.store(clinux_gettid(), ordering: .relaxed)
+        noteStack()
         let loop: CFRunLoop = CFRunLoopGetCurrent()
         var objects = LoopObjects()
         installKeepAlive(on: loop, into: &objects)
@@ -302,7 +306,8 @@ public final class Worker: Sendable {
                 keepAliveItem: b.keepAliveItem,
                 observers: b.observers.liveCount, tasks: b.tasks.entries.count,
                 pendingPerforms: b.performs.queued.map(\.snapshot), createdAt: createdAt, endedAt: b.endedAt,
-                ending: b.cancelled, endOrigin: b.endOrigin)
+                ending: b.cancelled, endOrigin: b.endOrigin, stackUsedBytes: b.stackUsedMax,
+                stackBytes: Int(b.stackHigh - b.stackLow), depthMax: b.depthMax, livelocked: b.livelocked)
             return (snapshot, b.loop)
         }
         if snapshot.state == .running, let loop, CFRunLoopIsWaiting(loop) { snapshot.state = .waiting }

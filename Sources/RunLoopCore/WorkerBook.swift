@@ -93,6 +93,22 @@ struct WorkerBook {
     /// A stop of the worker's end (thread ending or service stopping).
     var endOrigin: StopOrigin?
 
+    // MARK: the loop budgets (depth, stack, CPU in nested runs)
+
+    /// The thread's stack, lowest and highest address (0 until it starts).
+    var stackLow: UInt = 0
+    var stackHigh: UInt = 0
+    /// The most stack in use (bytes) when a run began.
+    var stackUsedMax = 0
+    /// The deepest the thread's runs were nested (runs under way at once).
+    var depthMax = 0
+    /// The thread's CPU seconds when the nest under way began (its first
+    /// nested run); nil while only the outermost run is under way.
+    var nestCPUStart: Double?
+    /// Past `Limits.maxNestCPUSeconds`: nested runs are stopped and refused
+    /// until the loop sleeps in its outermost run or that run returns.
+    var livelocked = false
+
     init(limits: Limits, diagnostics: DiagnosticsOptions, turnRingSize: Int? = nil) {
         turns = Ring(capacity: turnRingSize ?? diagnostics.turnRingSize)
         utilization = UtilizationWindow(window: diagnostics.busyWindow)

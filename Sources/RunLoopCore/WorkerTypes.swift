@@ -311,4 +311,12 @@ public struct WorkerSnapshot: Sendable {
     public var ending: Bool
     /// Who asked it to end (nil: nobody, or its run style ended it).
     public var endOrigin: StopOrigin? = nil
+    /// The most stack (bytes) the thread had in use when one of its runs began.
+    public var stackUsedBytes = 0
+    /// The stack the thread was made with (bytes; 0 before it started).
+    public var stackBytes = 0
+    /// The deepest its runs were nested.
+    public var depthMax = 0
+    /// Whether it is livelocked now (CPU in nested runs past its budget).
+    public var livelocked = false
 }

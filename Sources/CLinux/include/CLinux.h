@@ -22,4 +22,11 @@ int clinux_pipe_cloexec(int fds[2]);
 /// `posix_spawn_file_actions_addclosefrom_np`), so a spawned child, and any
 /// daemon it leaves behind, holds none of the parent's pipes.
 int clinux_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
+
+/// The calling thread's stack: its lowest and highest address (the stack
+/// grows down from `high`). 0 on success, else an errno value.
+int clinux_stack_bounds(unsigned long *low, unsigned long *high);
+
+/// An address in the caller's frame: how deep its stack is now.
+unsigned long clinux_stack_here(void);
 #endif

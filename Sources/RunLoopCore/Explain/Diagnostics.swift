@@ -47,6 +47,8 @@ public final class LoopDiagnostics: Sendable {
     /// Every warning.
     public let warnings: WarningTable
     let watchdog: Watchdog
+    /// The loop budgets' counts (nested runs refused, livelocks).
+    let nesting = NestingCounters()
 
     /// Creates the shared parts; `events` gets `warning` and `stall` events.
     public init(options: DiagnosticsOptions = DiagnosticsOptions(), events: @escaping @Sendable (RunLoopEvent) -> Void)

@@ -6,7 +6,7 @@ import Primitives
 public struct LoopWarning: Sendable, Hashable {
     /// `lost_wakeup`, `mode_never_runs`, `perform_on_idle_loop`,
     /// `loop_cannot_wake`, `timer_behind`, `stall`, `busy_loop`,
-    /// `mode_misnamed`, `empty_mode_asleep`.
+    /// `mode_misnamed`, `empty_mode_asleep`, `nesting_limit`, `livelock`.
     public var code: String
     /// `info`, `warning`, or for a stall its severity (`micro`, `hang`, `severe`).
     public var severity: String
@@ -167,6 +167,6 @@ public final class WarningTable: Sendable {
     /// Every warning code runloopd raises.
     public static let codes = [
         "lost_wakeup", "mode_never_runs", "perform_on_idle_loop", "loop_cannot_wake", "timer_behind", "stall",
-        "busy_loop", "store_unavailable", "mode_misnamed", "empty_mode_asleep",
+        "busy_loop", "store_unavailable", "mode_misnamed", "empty_mode_asleep", "nesting_limit", "livelock",
     ]
 }

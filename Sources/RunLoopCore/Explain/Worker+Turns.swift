@@ -78,6 +78,7 @@ extension Worker {
 
     /// `beforeWaiting` (last observer): the turn ends.
     func loopSleeps() {
+        loopSleptInBudget()
         let now = Monotonic.now()
         guard let turn = tracer.sleeping(at: now) else { return }
         publish(turn, at: now, asleep: true)

@@ -57,6 +57,9 @@ extension API {
             throw .badValue("timeout", "timeout must be <= \(limits.maxWaitSeconds) (--max-wait)")
         }
         let spec = PerformSpec(call: call, modes: modes, afterDelay: afterDelay)
+        // A nested run the thread's budgets would refuse is refused now (429),
+        // not queued; one that passes here is checked again when it starts.
+        if call.selector == "runNested" { try target.checkNestingAdmission() }
         guard wait else {
             let performId = try target.perform(spec)
             return .json(
@@ -93,18 +96,21 @@ extension API {
     }
 
     /// `waitUntilDone`: the answer is the perform's result. The caller waits
-    /// afterDelay + timeout, but never past --max-wait. A wait that passes is
-    /// not a failure: the perform was accepted and stays queued, so the answer
-    /// is 202 with where to follow it.
+    /// `timeout` (counted from the request, an `afterDelay` included, as
+    /// docs/api.md says), never past --max-wait. A wait that passes is not a
+    /// failure: the perform was accepted and stays queued (or delayed), so
+    /// the answer is 202 with where to follow it.
     private func performAndWait(
         _ spec: PerformSpec, on target: Worker, timeout: Double, _ ctx: RouteContext
     ) throws(RunLoopError) {
-        let callerWait = min(timeout + (spec.afterDelay ?? 0), limits.maxWaitSeconds)
+        let callerWait = min(timeout, limits.maxWaitSeconds)
+        let delayed = spec.afterDelay != nil
         let deadline = CallerDeadline(seconds: callerWait) { [id = target.id] performId in
             RunLoopError(
                 kind: .deadline, code: "wait_passed",
-                message:
-                    "perform \(performId) did not finish within the \(callerWait) s wait; it stays queued and runs when thread \(id)'s loop next runs in one of its modes"
+                message: delayed
+                    ? "perform \(performId) did not finish within the \(callerWait) s wait; it stays delayed and runs once its afterDelay has passed and thread \(id)'s loop runs in one of its modes"
+                    : "perform \(performId) did not finish within the \(callerWait) s wait; it stays queued and runs when thread \(id)'s loop next runs in one of its modes"
             )
         }
         try target.perform(spec, deadline: deadline) { result in

@@ -24,7 +24,7 @@ final class ServiceMetrics: Sendable {
     static let refusalReasons = [
         "too_many_threads", "too_many_timers", "too_many_sources", "too_many_observers", "too_many_clients",
         "queue_full", "thread_create_failed", "no_descriptors", "overloaded", "not_ready", "shutting_down",
-        "store_unavailable",
+        "store_unavailable", "nesting_limit", "livelock",
     ]
     static let threadStates: [WorkerState] = [.running, .waiting, .idle, .exited]
 
@@ -135,6 +135,11 @@ final class ServiceMetrics: Sendable {
         /// Instances of the fleet by health, as last read from the store; nil
         /// without a store or before its first answer.
         var fleet: [String: Int]?
+        /// Nested runs refused since start, by reason; livelocks detected.
+        var nestedRunsRefused: [String: Int] = [:]
+        var livelocks = 0
+        /// The depth budget (`--max-nesting`).
+        var maxNesting = 0
     }
 
     /// The text exposition: every family, in this order, each time.
@@ -217,6 +222,37 @@ final class ServiceMetrics: Sendable {
         }
         out.family("runloopd_turn_busy_seconds", .histogram, "Busy time of one run-loop turn (wake to sleep).")
         out.histogram("runloopd_turn_busy_seconds", [], turnBusy.snapshot)
+        Self.writeLoopBudgets(&out, s)
+    }
+
+    /// The loop budgets: nesting depth, stack, nested runs refused, livelocks.
+    private static func writeLoopBudgets(_ out: inout Exposition, _ s: Sample) {
+        let live = s.threads.filter { $0.state != .exited }
+        out.family(
+            "runloopd_nesting_depth", .gauge,
+            "Runs under way at once on one thread: the deepest now (max), the deepest ever seen (peak), the budget (limit, --max-nesting)."
+        )
+        out.sample("runloopd_nesting_depth", [("stat", "max")], Double(live.map(\.depth).max() ?? 0))
+        out.sample("runloopd_nesting_depth", [("stat", "peak")], Double(live.map(\.depthMax).max() ?? 0))
+        out.sample("runloopd_nesting_depth", [("stat", "limit")], Double(s.maxNesting))
+        out.family(
+            "runloopd_thread_stack_bytes", .gauge,
+            "Worker thread stacks: the most any live thread had in use when a run began (used), and the size each is made with (size)."
+        )
+        out.sample("runloopd_thread_stack_bytes", [("stat", "used")], Double(live.map(\.stackUsedBytes).max() ?? 0))
+        out.sample("runloopd_thread_stack_bytes", [("stat", "size")], Double(live.map(\.stackBytes).max() ?? 0))
+        out.family(
+            "runloopd_nested_runs_refused_total", .counter,
+            "Nested runs refused before they started, by reason (depth, stack, livelock, ending).")
+        for reason in LoopDiagnostics.nestRefusalReasons {
+            out.sample(
+                "runloopd_nested_runs_refused_total", [("reason", reason)], Double(s.nestedRunsRefused[reason] ?? 0))
+        }
+        out.family(
+            "runloopd_livelocks_total", .counter, "Threads found livelocked (CPU in nested runs past --max-nest-cpu).")
+        out.sample("runloopd_livelocks_total", [], Double(s.livelocks))
+        out.family("runloopd_threads_livelocked", .gauge, "Worker threads livelocked now.")
+        out.sample("runloopd_threads_livelocked", [], Double(live.filter(\.livelocked).count))
     }
 
     /// Timers, performs, stalls and warnings.

@@ -74,7 +74,9 @@ extension RunLoopService {
             utilizations: workers.filter { !$0.hasExited }.compactMap { $0.load().utilization },
             warningsActive: registry.diagnostics.warnings.activeCounts(), queued: queued,
             eventClients: hub.clientCount, version: Self.version, storeKind: history?.store.kind ?? "none",
-            store: history?.status, fleet: history == nil ? nil : metrics.fleet.counts)
+            store: history?.status, fleet: history == nil ? nil : metrics.fleet.counts,
+            nestedRunsRefused: registry.diagnostics.nestedRunsRefused,
+            livelocks: registry.diagnostics.livelocksDetected, maxNesting: registry.limits.maxNesting)
         return HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
             body: metrics.exposition(sample))

@@ -53,6 +53,18 @@ struct LimitOptions: ParsableArguments {
     @Option(help: "Exited threads remembered for GET after they end.")
     var retainedExitedThreads = Setting(Count(Limits().retainedExitedWorkers), env: "RETAINED_EXITED_THREADS")
 
+    @Option(
+        help:
+            "Runs under way at once on one thread, nested (1...1024); a runNested past it is refused before it starts. Sizes worker stacks: 2 MiB + 64 KiB per level."
+    )
+    var maxNesting = Setting(Count(Limits().maxNesting), env: "MAX_NESTING")
+
+    @Option(
+        help:
+            "CPU seconds a thread's nested runs may take back to back before it counts as livelocked (its nest is stopped, new nested runs refused until its loop sleeps)."
+    )
+    var maxNestCpu = Setting(Seconds(Limits().maxNestCPUSeconds), env: "MAX_NEST_CPU")
+
     @Option(help: "Largest seconds / interval / delay accepted (at most 1e8 s: CF waits forever past about 5e8 s).")
     var maxSeconds = Setting(Seconds(Limits().maxSeconds), env: "MAX_SECONDS")
 
@@ -71,12 +83,13 @@ struct LimitOptions: ParsableArguments {
             (\.logRingSize, \.logRingSize), (\.latenessWindow, \.latenessWindow), (\.portQueueSize, \.portQueueSize),
             (\.maxMessageBytes, \.maxMessageBytes), (\.maxSleepMs, \.maxSleepMillis), (\.maxSpinUs, \.maxSpinMicros),
             (\.maxNameLength, \.maxNameLength), (\.retainedExitedThreads, \.retainedExitedWorkers),
+            (\.maxNesting, \.maxNesting),
         ]
     }
 
     mutating func validate() throws {
         for (flag, _) in Self.countFields { try self[keyPath: flag].resolve() }
-        try resolve(\.maxSeconds, \.maxWait)
+        try resolve(\.maxSeconds, \.maxWait, \.maxNestCpu)
         for (flag, setting) in [
             ("--max-threads", maxThreads), ("--max-timers", maxTimers), ("--max-sources", maxSources),
             ("--max-observers", maxObservers), ("--max-queued", maxQueued), ("--max-tasks", maxTasks),
@@ -90,6 +103,8 @@ struct LimitOptions: ParsableArguments {
         try maxSleepMs.check("--max-sleep-ms", 1...86_400_000, "1...86400000 (a day)")
         try maxSpinUs.check("--max-spin-us", 1...86_400_000_000, "1...86400000000 (a day)")
         try maxNameLength.check("--max-name-length", 1...4096, "1...4096")
+        try maxNesting.check("--max-nesting", 1...1024, "1...1024")
+        try maxNestCpu.check("--max-nest-cpu", Seconds(0.01)...Seconds(3600), "0.01...3600 seconds")
         try maxSeconds.check("--max-seconds", Seconds(0.001)...Seconds(1e8), "0.001...1e8 seconds")
         try maxWait.check("--max-wait", Seconds(0.001)...Seconds(1e8), "0.001...1e8 seconds")
     }
@@ -99,6 +114,7 @@ struct LimitOptions: ParsableArguments {
         var limits = Limits()
         for (flag, field) in Self.countFields { limits[keyPath: field] = self[keyPath: flag].count }
         limits.maxSeconds = maxSeconds.seconds
+        limits.maxNestCPUSeconds = maxNestCpu.seconds
         return limits
     }
 
