@@ -2,6 +2,7 @@
 // closefrom for spawned children).
 #ifndef CLINUX_H
 #define CLINUX_H
+#include <malloc.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
 
@@ -22,4 +23,8 @@ int clinux_pipe_cloexec(int fds[2]);
 /// `posix_spawn_file_actions_addclosefrom_np`), so a spawned child, and any
 /// daemon it leaves behind, holds none of the parent's pipes.
 int clinux_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
+
+/// Gives the heap's free memory back to the system (glibc's `malloc_trim(0)`):
+/// the history writer calls it once its queue drains after a flood.
+static inline int clinux_malloc_trim(void) { return malloc_trim(0); }
 #endif
