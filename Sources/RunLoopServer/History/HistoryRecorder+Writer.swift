@@ -20,8 +20,8 @@ extension HistoryRecorder {
         // The queue held more than one transaction's bytes at the last take:
         // the next chunk goes at once, not a flush interval later.
         var backlog = false
-        // The most bytes queued since the memory was last given back.
-        var peakBytes = 0
+        // Bytes written since the memory was last given back.
+        var writtenBytes = 0
         let batchBytes = options.batchBytes
         // Heartbeats matter to a fleet (PostgreSQL: others judge this instance by
         // them). An idle SQLite runloopd wakes for nothing: its heartbeat and its
@@ -30,10 +30,21 @@ extension HistoryRecorder {
         while true {
             let due =
                 beats ? min(lastBeat + options.heartbeatInterval, lastPrune + options.retentionInterval) : .infinity
-            let sleep = backoff > 0 ? backoff : max(0, due - Monotonic.now())
-            state.withLock(
+            var sleep = backoff > 0 ? backoff : max(0, due - Monotonic.now())
+            // After a burst, one wake-up once the queue has stayed empty for
+            // `trimIdle`: the heap the burst freed goes back to the system.
+            let trimming = writtenBytes >= Self.trimAfterBytes && backoff == 0
+            if trimming { sleep = min(sleep, Self.trimIdle) }
+            let woken = state.withLock(
                 when: { $0.stopping || $0.flushWanted || (backoff == 0 && !$0.queue.isEmpty) }, timeout: sleep
-            ) { _, _ in }
+            ) { _, woken in woken }
+            if trimming, !woken {
+                writtenBytes = 0
+                // glibc keeps the pages of freed memory in its arenas
+                // otherwise: RSS stayed at a flood's peak.
+                _ = clinux_malloc_trim()
+                continue
+            }
             // One commit per flushInterval at most: later events join this batch.
             let early = lastCommit + options.flushInterval - Monotonic.now()
             if early > 0, !backlog {
@@ -68,7 +79,8 @@ extension HistoryRecorder {
                 return (s.inFlight, s.stopping, queued)
             }
             backlog = queuedBytes > batchBytes
-            peakBytes = max(peakBytes, queuedBytes)
+            let takenBytes = state.withLock { $0.inFlightBytes }
+            writtenBytes += takenBytes
             let count = taken.count
             var ok = state.withLock { $0.status.registered } || register()
             if ok && (count > 0 || (beats && Monotonic.now() - lastBeat >= options.heartbeatInterval)) {
@@ -96,13 +108,6 @@ extension HistoryRecorder {
                         state.withLock { s in if s.spare.isEmpty { s.spare = emptied } }
                     }
                     taken = Deque()
-                    // After a flood, once the queue has drained: the freed
-                    // text goes back to the system (glibc keeps a freed
-                    // arena's pages otherwise; RSS stayed at its peak).
-                    if peakBytes >= Self.trimAfterBytes, state.withLock({ $0.queueBytes == 0 }) {
-                        peakBytes = 0
-                        _ = clinux_malloc_trim()
-                    }
                     recovered()
                 } catch {
                     ok = false
@@ -154,8 +159,11 @@ extension HistoryRecorder {
     /// a burst's larger buffer is given back.
     static let recycledCapacity = 16_384
 
-    /// The queue's peak (bytes) past which its draining gives memory back (`malloc_trim`).
+    /// Bytes written past which the writer, once idle for `trimIdle`
+    /// seconds, gives the freed heap back (`malloc_trim`): after a burst, not
+    /// after every trickle of events.
     static let trimAfterBytes = 4 << 20
+    static let trimIdle = 1.0
 
     /// Puts an uncommitted batch back at the front (the queue's bound still holds: the oldest go first).
     func requeue(_ items: some Collection<Queued>) {
