@@ -239,25 +239,28 @@ struct HistorySQL {
     /// The oldest `$1` events; with `instance`, that instance's (`$1` the
     /// instance, `$2` how many, by its event ids: the index on (instance,
     /// seq) finds them). SQLite's `?` bind in the order of the text.
-    func pruneOldest(instance: Bool, table: String = "events") -> String {
-        "DELETE FROM \(table) WHERE id IN (\(oldest("id", instance: instance, table: table)))"
+    /// `bounded` (SQLite): only rows under an id, bound before the count.
+    func pruneOldest(instance: Bool, table: String = "events", bounded: Bool = false) -> String {
+        "DELETE FROM \(table) WHERE id IN (\(oldest("id", instance: instance, table: table, bounded: bounded)))"
     }
 
     /// The requests kept in the rows `pruneOldest` deletes (the same values).
-    func foldedInOldest(instance: Bool, table: String = "events") -> String {
-        "SELECT COUNT(request)\(packedExtra) FROM (\(oldest(dialect == .sqlite ? "request, id, first_id" : "request", instance: instance, table: table))) AS oldest"
+    func foldedInOldest(instance: Bool, table: String = "events", bounded: Bool = false) -> String {
+        "SELECT COUNT(request)\(packedExtra) FROM (\(oldest(dialect == .sqlite ? "request, id, first_id" : "request", instance: instance, table: table, bounded: bounded))) AS oldest"
     }
 
     /// SQLite takes the fleet's oldest by their ids' span, not by rows: a
     /// packed row holds up to `packMost` pairs' ids, and the size prune
     /// counts in ids. (An instance's own oldest are counted in rows.)
-    private func oldest(_ column: String, instance: Bool, table: String) -> String {
+    private func oldest(_ column: String, instance: Bool, table: String, bounded: Bool = false) -> String {
+        let under = bounded ? " AND id < ?" : ""
         if instance {
             return
-                "SELECT \(column) FROM \(table) WHERE instance = \(marks(1)) ORDER BY seq ASC LIMIT \(marks(1, from: 2))"
+                "SELECT \(column) FROM \(table) WHERE instance = \(marks(1))\(under) ORDER BY seq ASC LIMIT \(marks(1, from: 2))"
         }
         if dialect == .sqlite {
-            return "SELECT \(column) FROM \(table) WHERE id < (SELECT MIN(id) FROM \(table)) + \(marks(1))"
+            return
+                "SELECT \(column) FROM \(table) WHERE \(bounded ? "id < ? AND " : "")id < (SELECT MIN(id) FROM \(table)) + \(marks(1))"
         }
         return "SELECT \(column) FROM \(table) ORDER BY id ASC LIMIT \(marks(1))"
     }
@@ -486,15 +489,19 @@ struct HistoryLogic {
     /// where the dialect does not say (PostgreSQL).
     /// `table`: SQLite's segment to delete from.
     @discardableResult
-    func deleteOldest(_ n: Int, instance: String?, table: String = "events") throws -> Int? {
+    /// `below` (SQLite): rows from this id on stay (the newest batch).
+    func deleteOldest(_ n: Int, instance: String?, table: String = "events", below: Int64 = .max) throws -> Int? {
         let values = (instance.map { [SQLValue.text($0)] } ?? []) + [.int(Int64(n))]
         guard sql.dialect == .sqlite else {
             _ = try run(sql.pruneOldest(instance: instance != nil), values)
             return nil
         }
+        // SQLite binds in the text's order: the bound comes before the count.
+        let bounded = (instance.map { [SQLValue.text($0)] } ?? []) + [.int(below), .int(Int64(n))]
         let folded =
-            try run(sql.foldedInOldest(instance: instance != nil, table: table), values).first?.first?.int ?? 0
-        _ = try run(sql.pruneOldest(instance: instance != nil, table: table), values)
+            try run(sql.foldedInOldest(instance: instance != nil, table: table, bounded: true), bounded).first?.first?
+            .int ?? 0
+        _ = try run(sql.pruneOldest(instance: instance != nil, table: table, bounded: true), bounded)
         return try changes() + Int(folded)
     }
 

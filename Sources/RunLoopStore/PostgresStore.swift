@@ -246,8 +246,12 @@ public final class PostgresStore: HistoryStore {
                 var removed = 0
                 while (try logic.run(query, values).first?.first?.int ?? 0) > maxBytes {
                     let count = try logic.count(instance: instance)
-                    if count == 0 { break }
-                    let n = max(100, count / 10)
+                    // Never to zero: at most half of the rows left go per step
+                    // (`count` counts events, up to two a row), so the newest
+                    // always stay (an event's text is capped: a few of them
+                    // fit any bound above the floor).
+                    let n = min(max(100, count / 10), count / 4)
+                    if n == 0 { break }
                     try logic.deleteOldest(n, instance: instance)
                     removed += min(n, count)
                 }

@@ -32,7 +32,7 @@ public final class SQLiteStore: HistoryStore {
     /// segments' size follow; `maxAge`: `--retention`, which the segments' age follows.
     public init(path: String, sizeLimit: Int64? = nil, maxAge: Double? = nil) {
         self.location = path
-        self.walBytes = min(Self.defaultWALBytes, max(64 * 1024, (sizeLimit ?? .max) / 10))
+        self.walBytes = min(Self.defaultWALBytes, max(Self.smallestWALBytes, (sizeLimit ?? .max) / 20))
         self.sizeLimit = sizeLimit
         self.maxAge = maxAge
     }
@@ -114,18 +114,7 @@ public final class SQLiteStore: HistoryStore {
                 }
             }
             Self.narrow(location)
-            var migrator = DatabaseMigrator()
-            let statements = logic.schema
-            let v2 = logic.schemaV2
-            migrator.registerMigration("v1") { db in
-                for statement in statements { try db.execute(sql: statement) }
-            }
-            migrator.registerMigration("v2") { db in
-                for statement in v2 { try db.execute(sql: statement) }
-            }
-            migrator.registerMigration("v3", migrate: SQLiteSegments.migrate)
-            migrator.registerMigration("v4", migrate: SQLiteSegments.addPackColumns)
-            try migrator.migrate(opened)
+            try Self.migrator(logic).migrate(opened)
             try opened.write(SQLiteSegments.addPackColumns)
             // A pool another open put there meanwhile is released (and closed
             // by GRDB) after the lock, not inside it.
@@ -138,6 +127,54 @@ public final class SQLiteStore: HistoryStore {
             throw StoreError("cannot open \(location): \(Self.reason(error))")
         }
     }
+
+    /// The schema's migrations, in order.
+    static func migrator(_ logic: HistorySQL) -> DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        let statements = logic.schema
+        let v2 = logic.schemaV2
+        migrator.registerMigration("v1") { db in
+            for statement in statements { try db.execute(sql: statement) }
+        }
+        migrator.registerMigration("v2") { db in
+            for statement in v2 { try db.execute(sql: statement) }
+        }
+        migrator.registerMigration("v3", migrate: SQLiteSegments.migrate)
+        migrator.registerMigration("v4", migrate: SQLiteSegments.addPackColumns)
+        return migrator
+    }
+
+    /// An empty store's size (bytes), measured: the schema made in memory
+    /// with a new file's page size (every table and index takes a page at
+    /// least), one instance registered, and the pages counted. What a size
+    /// prune can never go below (docs/history.md, "The floor").
+    public static func emptyBytes() throws -> Int64 {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA page_size = \(pageSize)")
+            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+        }
+        let queue = try DatabaseQueue(configuration: configuration)
+        let logic = HistorySQL(dialect: .sqlite)
+        try migrator(logic).migrate(queue)
+        return try queue.write { db in
+            _ = try Self.logic(db, logic).register(
+                InstanceRecord(
+                    id: "floor", url: "http://127.0.0.1:8080/", version: "0", host: "localhost", pid: 1, startedAt: 0,
+                    heartbeatAt: 0))
+            return try dataBytes(db).data
+        }
+    }
+
+    /// The smallest size bound for an empty store of `empty` bytes: the
+    /// prune's target (`targetShare` of the bound) holds the empty store
+    /// and as much again of events, and the smallest WAL beside it.
+    public static func floor(empty: Int64) -> Int64 {
+        Int64((Double(2 * empty + smallestWALBytes) / targetShare).rounded(.up))
+    }
+
+    /// The least WAL bound (`walBytes`: a tenth of the size bound, at least this).
+    static let smallestWALBytes: Int64 = 64 * 1024
 
     /// The history holds request bodies: the file, its WAL and its shared
     /// memory are the owner's only (0600). A missing file is created so
@@ -388,9 +425,14 @@ public final class SQLiteStore: HistoryStore {
         try writing { try $0.register(instance) }
     }
 
+    /// The first row id of the newest batch that held events: a size prune
+    /// never deletes it or anything after it (the newest events always stay).
+    private let newestBatch = Locked<Int64>(.max)
+
     /// Into the newest segment, which then rolls over if it is full (`roll`).
     public func write(_ batch: StoreBatch) throws {
-        try writingDatabase { db in
+        let first = try writingDatabase { db -> Int64 in
+            let first = try SQLiteSegments.highWater(db) + 1
             let segments = try SQLiteSegments.list(db)
             guard let newest = segments.last else { throw StoreError("\(location) has no events table") }
             let texts = insertTexts(newest)
@@ -407,7 +449,9 @@ public final class SQLiteStore: HistoryStore {
             logic.insertEvents = { events in try Self.insert(events, db, texts, arena: &buffer) }
             try logic.write(batch)
             try roll(db, segments)
+            return first
         }
+        if !batch.events.isEmpty { newestBatch.withLock { $0 = first } }
     }
 
     /// The multi-row INSERT texts for segment `number`.
@@ -518,19 +562,23 @@ public final class SQLiteStore: HistoryStore {
                 sizePruning.withLock { $0 = true }
                 // The average row's size from the span of ids (no count: it reads a whole index).
                 let span = try readingDatabase { db in try SQLiteSegments.idSpan(db, try SQLiteSegments.list(db)) }
+                let keep = newestBatch.withLock { $0 }
                 while data > target {
                     let perRow = max(1, data / max(1, span))
                     let step = min(Self.pruneStep, max(Self.smallestPruneStep, Int(maxBytes / 100 / perRow)))
                     let n = min(step, max(1, Int((data - target) / perRow) + 1))
-                    let gone = try writingDatabase { db in try deleteOldest(db, n, instance: instance) }
+                    let gone = try writingDatabase { db in try deleteOldest(db, n, instance: instance, below: keep) }
                     removed += gone
                     if gone == 0 { break }
                     data = try size()
-                    if data > target, yield() { return removed }
+                    // The bound before the queue: a prune gives way to waiting
+                    // events only once the data is back under the trigger (the
+                    // queue, bounded in bytes, drops its oldest meanwhile).
+                    if data > target, Double(data) <= Double(maxBytes) * Self.triggerShare, yield() { return removed }
                 }
                 sizePruning.withLock { $0 = false }
             }
-            if fileBytes() > maxBytes { try compact(yield: yield) }
+            if fileBytes() > maxBytes { try compact(maxBytes: maxBytes, yield: yield) }
         }
         return removed
     }
@@ -540,7 +588,8 @@ public final class SQLiteStore: HistoryStore {
     /// else the oldest `n` rows of `instance` (or of all) in the oldest
     /// segment that has some, one by one. Empty older segments go too.
     /// The events that went (rows and the requests kept in them).
-    private func deleteOldest(_ db: Database, _ n: Int, instance: String?) throws -> Int {
+    /// `below`: rows from this id on are never deleted (the newest batch).
+    private func deleteOldest(_ db: Database, _ n: Int, instance: String?, below: Int64) throws -> Int {
         var segments = try SQLiteSegments.list(db)
         for number in segments {
             let name = SQLiteSegments.table(number)
@@ -551,7 +600,8 @@ public final class SQLiteStore: HistoryStore {
                     segments.removeAll { $0 == number }
                     continue
                 }
-                if try instance.map({ try SQLiteSegments.onlyOf(db, number, instance: $0) }) ?? true {
+                let newest = try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM \(name)") ?? .max
+                if newest < below, try instance.map({ try SQLiteSegments.onlyOf(db, number, instance: $0) }) ?? true {
                     return try SQLiteSegments.drop(db, number, segments: segments)
                 }
             }
@@ -562,7 +612,7 @@ public final class SQLiteStore: HistoryStore {
             {
                 continue
             }
-            return try Self.logic(db, logic).deleteOldest(n, instance: instance, table: name) ?? 0
+            return try Self.logic(db, logic).deleteOldest(n, instance: instance, table: name, below: below) ?? 0
         }
         return 0
     }
@@ -592,14 +642,15 @@ public final class SQLiteStore: HistoryStore {
     /// moves pages in use into the free ones and cuts the file's end, a WAL's
     /// worth of pages per transaction; the checkpoint copies the WAL into the
     /// file and empties it. Stops early (no checkpoint) when `yield` says so.
-    private func compact(yield: () -> Bool) throws {
+    /// It gives way to `yield` only once the file and its WAL are within `maxBytes`.
+    private func compact(maxBytes: Int64, yield: () -> Bool) throws {
         do {
             try database().writeWithoutTransaction { db in
                 let pageSize = max(512, try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? Self.pageSize)
                 let pages = max(4, walBytes / pageSize)
                 while try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0 > 0 {
                     try db.execute(sql: "PRAGMA incremental_vacuum(\(pages))")
-                    if yield() { return }
+                    if fileBytes() <= maxBytes, yield() { return }
                 }
                 try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             }

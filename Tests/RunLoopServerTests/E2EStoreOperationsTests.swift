@@ -135,7 +135,7 @@ extension E2EStoreOperationsTests {
         let dir = try E2EHistoryTests.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let server = try await ServerProcess.started(
-            ["--data-dir", dir.path, "--instance-id", "me", "--retention-size", "300KB"])
+            ["--data-dir", dir.path, "--instance-id", "me", "--retention-size", "1MB"])
         defer { server.stop() }
         let c = server.client
         let path = dir.appendingPathComponent("history.sqlite").path

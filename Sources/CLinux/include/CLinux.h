@@ -2,6 +2,7 @@
 // closefrom for spawned children).
 #ifndef CLINUX_H
 #define CLINUX_H
+#include <malloc.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
 
@@ -29,4 +30,8 @@ int clinux_stack_bounds(unsigned long *low, unsigned long *high);
 
 /// An address in the caller's frame: how deep its stack is now.
 unsigned long clinux_stack_here(void);
+
+/// Gives the heap's free memory back to the system (glibc's `malloc_trim(0)`):
+/// the history writer calls it once its queue drains after a flood.
+static inline int clinux_malloc_trim(void) { return malloc_trim(0); }
 #endif

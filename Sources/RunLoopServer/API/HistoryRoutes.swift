@@ -133,6 +133,10 @@ extension API {
                     "up": .bool(status.up), "lastError": status.lastError.map(Value.string) ?? .null,
                     "instance": .string(history.instance.id), "boot": .number(Double(status.boot)),
                     "queued": .number(Double(status.queued)), "queueCapacity": .number(Double(options.queueCapacity)),
+                    "queuedBytes": .number(Double(status.queuedBytes)),
+                    "queueBytesCapacity": .number(Double(options.queueBytes)),
+                    "eventBytesMax": .number(Double(options.eventBytes)), "cut": .number(Double(status.cut)),
+                    "diskBytes": status.diskBytes.map { .number(Double($0)) } ?? .null,
                     "dropped": .number(Double(status.dropped)), "written": .number(Double(status.written)),
                     "batches": .number(Double(status.batches)), "pruned": .number(Double(status.pruned)),
                     "lastCommitAt": status.lastCommitAt.map { Timestamp.value(Date(timeIntervalSince1970: $0)) }

@@ -17,6 +17,12 @@ extension HistoryRecorder {
         var lastBeat = Monotonic.now()
         var lastPrune = Monotonic.now()
         var backoff = 0.0
+        // The queue held more than one transaction's bytes at the last take:
+        // the next chunk goes at once, not a flush interval later.
+        var backlog = false
+        // Bytes written since the memory was last given back.
+        var writtenBytes = 0
+        let batchBytes = options.batchBytes
         // Heartbeats matter to a fleet (PostgreSQL: others judge this instance by
         // them). An idle SQLite runloopd wakes for nothing: its heartbeat and its
         // retention ride on the commits of events.
@@ -24,24 +30,57 @@ extension HistoryRecorder {
         while true {
             let due =
                 beats ? min(lastBeat + options.heartbeatInterval, lastPrune + options.retentionInterval) : .infinity
-            let sleep = backoff > 0 ? backoff : max(0, due - Monotonic.now())
-            state.withLock(
+            var sleep = backoff > 0 ? backoff : max(0, due - Monotonic.now())
+            // After a burst, one wake-up once the queue has stayed empty for
+            // `trimIdle`: the heap the burst freed goes back to the system.
+            let trimming = writtenBytes >= Self.trimAfterBytes && backoff == 0
+            if trimming { sleep = min(sleep, Self.trimIdle) }
+            let woken = state.withLock(
                 when: { $0.stopping || $0.flushWanted || (backoff == 0 && !$0.queue.isEmpty) }, timeout: sleep
-            ) { _, _ in }
+            ) { _, woken in woken }
+            if trimming, !woken {
+                writtenBytes = 0
+                // glibc keeps the pages of freed memory in its arenas
+                // otherwise: RSS stayed at a flood's peak.
+                _ = clinux_malloc_trim()
+                continue
+            }
             // One commit per flushInterval at most: later events join this batch.
             let early = lastCommit + options.flushInterval - Monotonic.now()
-            if early > 0 { state.withLock(when: { $0.stopping || $0.flushWanted }, timeout: early) { _, _ in } }
-            // The whole queue changes hands in O(1): the recording threads
-            // never wait behind a copy (a transaction holds up to --store-queue events).
-            // The queue's storage is recycled: the next queue is the batch
-            // before last's buffer, emptied (see `State.spare`).
-            var (taken, stopping) = state.withLock { s -> (Deque<Queued>, Bool) in
-                s.flushWanted = false
-                s.inFlight = s.queue
-                s.queue = s.spare
-                s.spare = Deque()
-                return (s.inFlight, s.stopping)
+            if early > 0, !backlog {
+                state.withLock(when: { $0.stopping || $0.flushWanted }, timeout: early) { _, _ in }
             }
+            // A transaction takes at most `batchBytes` of text (a commit's
+            // pages stay a small share of the size bound). The whole queue,
+            // when it fits, changes hands in O(1): the recording threads
+            // never wait behind a copy. The queue's storage is recycled: the
+            // next queue is the batch before last's buffer, emptied (see
+            // `State.spare`). A larger queue gives its oldest chunk.
+            var (taken, stopping, queuedBytes) = state.withLock { s -> (Deque<Queued>, Bool, Int) in
+                s.flushWanted = false
+                let queued = s.queueBytes
+                if s.queueBytes <= batchBytes {
+                    s.inFlight = s.queue
+                    s.inFlightBytes = s.queueBytes
+                    s.queue = s.spare
+                    s.queueBytes = 0
+                    s.spare = Deque()
+                } else {
+                    var chunk = Deque<Queued>()
+                    var bytes = 0
+                    while let oldest = s.queue.first, chunk.isEmpty || bytes + oldest.bytes <= batchBytes {
+                        chunk.append(s.queue.removeFirst())
+                        bytes += oldest.bytes
+                    }
+                    s.inFlight = chunk
+                    s.inFlightBytes = bytes
+                    s.queueBytes -= bytes
+                }
+                return (s.inFlight, s.stopping, queued)
+            }
+            backlog = queuedBytes > batchBytes
+            let takenBytes = state.withLock { $0.inFlightBytes }
+            writtenBytes += takenBytes
             let count = taken.count
             var ok = state.withLock { $0.status.registered } || register()
             if ok && (count > 0 || (beats && Monotonic.now() - lastBeat >= options.heartbeatInterval)) {
@@ -52,6 +91,7 @@ extension HistoryRecorder {
                     lastBeat = Monotonic.now()
                     let spare = state.withLock { s -> Deque<Queued> in
                         s.inFlight = []
+                        s.inFlightBytes = 0
                         s.status.written += count
                         s.status.batches += count == 0 ? 0 : 1
                         s.status.lastCommitAt = Date().timeIntervalSince1970
@@ -67,6 +107,7 @@ extension HistoryRecorder {
                         emptied.removeAll(keepingCapacity: true)
                         state.withLock { s in if s.spare.isEmpty { s.spare = emptied } }
                     }
+                    taken = Deque()
                     recovered()
                 } catch {
                     ok = false
@@ -118,17 +159,26 @@ extension HistoryRecorder {
     /// a burst's larger buffer is given back.
     static let recycledCapacity = 16_384
 
+    /// Bytes written past which the writer, once idle for `trimIdle`
+    /// seconds, gives the freed heap back (`malloc_trim`): after a burst, not
+    /// after every trickle of events.
+    static let trimAfterBytes = 4 << 20
+    static let trimIdle = 1.0
+
     /// Puts an uncommitted batch back at the front (the queue's bound still holds: the oldest go first).
     func requeue(_ items: some Collection<Queued>) {
         guard !items.isEmpty else { return }
         let capacity = options.queueCapacity
+        let byteCapacity = options.queueBytes
         state.withLock { s in
             s.inFlight = []
+            s.inFlightBytes = 0
             s.queue.insert(contentsOf: items, at: 0)
-            let excess = s.queue.count - capacity
-            if excess > 0 {
-                s.queue.removeFirst(excess)
-                s.status.dropped += excess
+            s.queueBytes += items.reduce(0) { $0 + $1.bytes }
+            while let oldest = s.queue.first, s.queue.count > capacity || s.queueBytes > byteCapacity {
+                s.queue.removeFirst()
+                s.queueBytes -= oldest.bytes
+                s.status.dropped += 1
             }
         }
     }
@@ -156,8 +206,9 @@ extension HistoryRecorder {
             // many steps: it stops between two once a quarter of the queue
             // waits (or at the stop), and the next commit takes it up again.
             let backlog = max(1, options.queueCapacity / 4)
+            let backlogBytes = max(1, options.queueBytes / 4)
             let removed = try store.prune(retention, now: Date().timeIntervalSince1970) {
-                state.withLock { $0.stopping || $0.queue.count >= backlog }
+                state.withLock { $0.stopping || $0.queue.count >= backlog || $0.queueBytes >= backlogBytes }
             }
             guard removed > 0 else { return }
             let seconds = Monotonic.now() - started

@@ -35,6 +35,11 @@ final class HistoryRecorder: Sendable {
         /// The thread row it changes (instance and boot are filled in when
         /// written); boxed, as few events change one: a queued row stays small.
         var threadRow: ThreadRow?
+
+        /// What it holds in memory, as the queue's byte bound counts it: its
+        /// text and the rest of a queued row.
+        var bytes: Int { data.utf8.count + Self.overhead }
+        static let overhead = 128
     }
 
     /// A thread row waiting in the queue.
@@ -49,6 +54,12 @@ final class HistoryRecorder: Sendable {
         var lastError: String?
         var queued = 0
         var dropped = 0
+        /// Bytes of the queued events (`Queued.bytes`), in flight included.
+        var queuedBytes = 0
+        /// Events whose stored text was cut to `--store-event-bytes`.
+        var cut = 0
+        /// The SQLite file and its WAL on disk (bytes); nil for PostgreSQL.
+        var diskBytes: Int64?
         var written = 0
         var batches = 0
         var lastCommitAt: Double?
@@ -65,8 +76,11 @@ final class HistoryRecorder: Sendable {
 
     struct State {
         var queue = Deque<Queued>()
+        /// The bytes of `queue` (`Queued.bytes`).
+        var queueBytes = 0
         /// Taken by the writer, not yet committed (for a resumed stream).
         var inFlight = Deque<Queued>()
+        var inFlightBytes = 0
         /// The buffer of the batch before last, emptied with its capacity
         /// kept: it becomes the next queue, so a recording thread appends
         /// into storage that is already there instead of growing a new
@@ -128,15 +142,26 @@ final class HistoryRecorder: Sendable {
     func record(_ item: Item, seq: Int64, at: Double = Date().timeIntervalSince1970) {
         var instance = ""
         if case .instance = item { instance = state.withLock { $0.instance.id } }
-        let row = Self.row(item, seq: seq, at: at, instance: instance)
+        var row = Self.row(item, seq: seq, at: at, instance: instance)
+        // The stored text's cap: cut here, before the lock, with a marker.
+        let cut = EventCut.cut(row.data, max: options.eventBytes)
+        if let cut { row.data = cut }
         let capacity = options.queueCapacity
+        let byteCapacity = options.queueBytes
+        let bytes = row.bytes
         let first = state.withLock { s -> Bool in
             guard !s.stopped else { return false }
-            if s.queue.count >= capacity {
+            if cut != nil { s.status.cut += 1 }
+            // Bounded in events and in bytes: the oldest go first (counted).
+            while let oldest = s.queue.first,
+                s.queue.count >= capacity || s.queueBytes + bytes > byteCapacity
+            {
                 s.queue.removeFirst()
+                s.queueBytes -= oldest.bytes
                 s.status.dropped += 1
             }
             s.queue.append(row)
+            s.queueBytes += bytes
             return s.queue.count == 1
         }
         // The writer sleeps until the queue stops being empty: one wake-up per batch.
@@ -268,11 +293,14 @@ final class HistoryRecorder: Sendable {
 
     /// The status now.
     var status: Status {
-        state.withLock { s in
+        var status = state.withLock { s in
             var status = s.status
             status.queued = s.queue.count + s.inFlight.count
+            status.queuedBytes = s.queueBytes + s.inFlightBytes
             return status
         }
+        status.diskBytes = (store as? SQLiteStore)?.fileBytes()
+        return status
     }
 
     /// Writes what is queued, marks a clean stop, and ends the writer; waits

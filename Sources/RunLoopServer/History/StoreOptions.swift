@@ -21,6 +21,14 @@ public struct StoreOptions: Sendable {
     public var passwordFile: String?
     /// Events waiting for the writer; a full queue drops the oldest.
     public var queueCapacity = 65_536
+    /// Bytes of event text waiting for the writer (`--store-queue-bytes`);
+    /// past it the oldest queued events are dropped (and counted).
+    public var queueBytes = 16_000_000
+    /// Most bytes of one event's stored text (`--store-event-bytes`): a
+    /// longer one is cut with a marker (`EventCut`), never dropped.
+    public var eventBytes = 8_192
+    /// The least `eventBytes`: a cut's markers must fit.
+    public static let smallestEventBytes = EventCut.smallest
     /// How far the writer thread's nice value is above the process's (0: as
     /// the loops; higher: it yields the CPUs when they are saturated, and the
     /// queue fills meanwhile).
@@ -44,6 +52,22 @@ public struct StoreOptions: Sendable {
     public var queryTimeout = 10.0
 
     public init() {}
+
+    /// Bytes of queued text one transaction takes at most: a thirty-second
+    /// of the size bound (so a commit's pages, in the WAL until a checkpoint,
+    /// stay a small share of it), at least 256 KiB, at most the queue's bound.
+    public var batchBytes: Int {
+        let share = retention.maxBytes.map { Int(clamping: $0 / 32) } ?? Int.max
+        return max(1, min(queueBytes, max(256 << 10, share)))
+    }
+
+    /// The smallest `--retention-size` (bytes) a store of these options
+    /// accepts, and the empty store's size it is derived from (docs/history.md,
+    /// "The floor"): nil when it cannot be measured.
+    public static func retentionFloor() -> (floor: Int64, empty: Int64)? {
+        guard let empty = try? SQLiteStore.emptyBytes() else { return nil }
+        return (SQLiteStore.floor(empty: empty), empty)
+    }
 
     /// `$XDG_STATE_HOME/runloopd`, else `~/.local/state/runloopd`, else `/var/lib/runloopd`.
     public static func defaultDataDirectory() -> String {

@@ -290,6 +290,20 @@ final class ServiceMetrics: Sendable {
             out.sample("runloopd_store_dropped_total", [], Double(store.dropped))
             out.family("runloopd_store_pruned_total", .counter, "Stored events removed by retention.")
             out.sample("runloopd_store_pruned_total", [], Double(store.pruned))
+            out.family(
+                "runloopd_store_queue_bytes", .gauge,
+                "Bytes of event text queued for the history store's writer (bounded by --store-queue-bytes).")
+            out.sample("runloopd_store_queue_bytes", [], Double(store.queuedBytes))
+            out.family(
+                "runloopd_store_cut_total", .counter,
+                "Events whose stored text was cut to --store-event-bytes (kept with a marker).")
+            out.sample("runloopd_store_cut_total", [], Double(store.cut))
+            if let disk = store.diskBytes {
+                out.family(
+                    "runloopd_store_disk_bytes", .gauge,
+                    "The SQLite history file and its WAL on disk (bounded by --retention-size).")
+                out.sample("runloopd_store_disk_bytes", [], Double(disk))
+            }
         }
         if s.store != nil {
             out.family(

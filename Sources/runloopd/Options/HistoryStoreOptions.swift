@@ -45,6 +45,18 @@ struct HistoryStoreOptions: ParsableArguments {
 
     @Option(
         help:
+            "Bytes of event text waiting for the store's writer (e.g. 16MB); past it the oldest queued events are dropped (runloopd_store_dropped_total)."
+    )
+    var storeQueueBytes = Setting(ByteSize(Int64(StoreOptions().queueBytes)), env: "STORE_QUEUE_BYTES")
+
+    @Option(
+        help:
+            "Most bytes of one event's stored text (1024 at least); a longer one is kept cut, its largest members replaced by a marker (runloopd_store_cut_total)."
+    )
+    var storeEventBytes = Setting(ByteSize(Int64(StoreOptions().eventBytes)), env: "STORE_EVENT_BYTES")
+
+    @Option(
+        help:
             "How far the store writer thread's nice value is above the process's, 0...19 (0: as the loops; higher: it yields the CPUs to the loops and the HTTP thread when they are saturated, and its queue fills sooner)."
     )
     var storeWriterNice = Setting(Count(Int(StoreOptions().writerNice)), env: "STORE_WRITER_NICE")
@@ -72,9 +84,17 @@ struct HistoryStoreOptions: ParsableArguments {
         if !noStore { noStore = try environment.toggle("NO_STORE") ?? false }
         try resolve(
             \.store, \.dataDir, \.retention, \.retentionSize, \.retentionScope, \.storePasswordFile, \.storeQueue,
-            \.storeWriterNice, \.storeFlushInterval, \.heartbeatInterval, \.storeTimeout, \.replayLimit, \.instanceId,
+            \.storeQueueBytes, \.storeEventBytes, \.storeWriterNice, \.storeFlushInterval, \.heartbeatInterval,
+            \.storeTimeout, \.replayLimit, \.instanceId,
             \.advertiseUrl)
         try storeQueue.check("--store-queue", 1...10_000_000, "1...10000000")
+        try storeQueueBytes.check(
+            "--store-queue-bytes", ByteSize(64 * 1024)...ByteSize(1 << 40), "64KiB...1TiB (65536...1099511627776 bytes)"
+        )
+        try storeEventBytes.check(
+            "--store-event-bytes", ByteSize(Int64(StoreOptions.smallestEventBytes))...ByteSize(Int64(Int32.max)),
+            "1024...2147483647 bytes")
+        try checkFloor()
         try storeWriterNice.check("--store-writer-nice", 0...19, "0...19")
         try replayLimit.check("--replay-limit", 1...1_000_000, "1...1000000")
         try storeFlushInterval.check("--store-flush-interval", Seconds(0.001)...Seconds(60), "0.001...60 seconds")
@@ -98,6 +118,27 @@ struct HistoryStoreOptions: ParsableArguments {
         }
     }
 
+    /// A size bound below the floor (an empty store's measured size and
+    /// room for as much again of events) would empty the history at every
+    /// prune: refused, with the numbers.
+    func checkFloor() throws {
+        let bytes = retentionSize.bytes
+        guard !noStore, bytes > 0 else { return }
+        guard let (floor, empty) = StoreOptions.retentionFloor() else { return }
+        guard bytes < floor else { return }
+        throw ValidationError(
+            refusal(
+                "--retention-size",
+                "0 (no size limit) or at least \(floor) bytes (\(Self.kilobytes(floor)); it is \(bytes) bytes): an empty store measures \(empty) bytes (\(Self.kilobytes(empty))), and the size prune keeps the store at 60 % of the limit, which must hold the empty store and as much again of events"
+            ))
+    }
+
+    private func refusal(_ flag: String, _ rule: String) -> String { retentionSize.refusal(flag, rule) }
+
+    private static func kilobytes(_ bytes: Int64) -> String {
+        "\((bytes + 999) / 1000) KB"
+    }
+
     /// The store's options these flags give.
     var options: StoreOptions {
         var options = StoreOptions()
@@ -110,6 +151,8 @@ struct HistoryStoreOptions: ParsableArguments {
         options.retentionScope = retentionScope.value
         options.passwordFile = storePasswordFile.value.isEmpty ? nil : storePasswordFile.value
         options.queueCapacity = storeQueue.count
+        options.queueBytes = Int(storeQueueBytes.bytes)
+        options.eventBytes = Int(storeEventBytes.bytes)
         options.writerNice = Int32(storeWriterNice.count)
         options.replayLimit = replayLimit.count
         options.queryTimeout = storeTimeout.seconds
