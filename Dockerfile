@@ -24,6 +24,9 @@ COPY Makefile ./
 COPY scripts ./scripts
 COPY Sources ./Sources
 COPY Plugins ./Plugins
+# The dashboard and the experiments are compiled into the binary (Plugins/EmbedFiles).
+COPY Public ./Public
+COPY experiments ./experiments
 # The Makefile's release target: `swift build -c release --static-swift-stdlib`;
 # stripped (its symbols are most of its size; crash reports still name frames by address).
 RUN make release && strip -o /runloopd .build/release/runloopd
@@ -37,8 +40,6 @@ RUN apt-get update \
  && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin runloopd \
  && install -d -o 10001 -g 10001 -m 0750 /var/lib/runloopd
 COPY --from=build /runloopd /usr/local/bin/runloopd
-COPY Public /srv/runloopd/Public
-COPY experiments /srv/runloopd/experiments
 WORKDIR /srv/runloopd
 # The history store (SQLite, WAL): mount a volume here to keep it across containers.
 ENV RUNLOOPD_DATA_DIR=/var/lib/runloopd
@@ -49,4 +50,4 @@ STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
   CMD ["/usr/local/bin/runloopd", "healthcheck", "--port", "8080"]
 ENTRYPOINT ["/usr/local/bin/runloopd"]
-CMD ["serve", "--host", "0.0.0.0", "--port", "8080", "--public-dir", "/srv/runloopd/Public", "--experiments-dir", "/srv/runloopd/experiments"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]

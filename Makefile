@@ -10,7 +10,7 @@ PREDICT_TESTS := PredictDifferentialTests|E2EPredictTests
 # What swift format lints and formats (make test, make lint, make format).
 FORMAT_PATHS := Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
 
-.PHONY: run deps build release test test-swift test-predict test-tsan test-browser test-prometheus test-container lint format clean bench
+.PHONY: run deps build release test test-swift test-predict test-tsan test-browser test-prometheus test-container lint format clean bench test-lab-pace
 
 deps:
 	@bash scripts/install-deps.sh
@@ -88,6 +88,15 @@ clean:
 ## PASS/FAIL per goal and rewrites BENCHMARKS.md. About 6-8 minutes.
 bench: deps
 	bash benchmarks/run.sh
+
+## Experiments at a learner's pace (issue 39): every experiment played by
+## `runloopd play --pace 3` (9 at a time), then stepped in the dashboard (headless Chromium,
+## 4 pages) with a 3 s pause before each Step and each guess, Guess first on;
+## every step must pass. Long (~10 min), so not in `make test`; CI runs it.
+test-lab-pace: build
+	@bash scripts/install-deps.sh test
+	printf '%s\n' experiments/*.json | xargs -P 9 -I{} $(BIN_DEBUG) play {} --quiet --pace $${LAB_PACE_SECONDS:-3}
+	LAB_PACE_SECONDS=$${LAB_PACE_SECONDS:-3} bash Tests/browser/run.sh $(BIN_DEBUG) -k learners_pace
 
 ## Hardening of issue 7 (Tests/hardening): schemathesis fuzzing, protocol abuse,
 ## slowloris + a 10,000-connection flood, faults in loops, churn, SIGTERM under

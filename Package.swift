@@ -67,11 +67,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["API/openapi.json"],
-            // openapi.json is compiled in at build time (Plugins/EmbedOpenAPI).
-            plugins: ["EmbedOpenAPI"]
+            // openapi.json, Public/ and experiments/ are compiled in at build time (Plugins/EmbedFiles).
+            plugins: ["EmbedFiles"]
         ),
-        .executableTarget(name: "embed-openapi"),
-        .plugin(name: "EmbedOpenAPI", capability: .buildTool(), dependencies: ["embed-openapi"]),
+        .executableTarget(name: "embed-files"),
+        .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["embed-files"]),
         .executableTarget(
             name: "runloopd",
             dependencies: [

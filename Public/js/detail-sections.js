@@ -10,6 +10,7 @@ import { fmtTime, fmtIn, fmtNum, jsonShort, exitText } from './format.js';
 import { act } from './forms.js';
 import { refreshDetailSoon } from './detail.js';
 import { renderExplain } from './detail-explain.js';
+import { renderLoopSteps } from './detail-steps.js';
 import { followPrediction } from './detail-predict.js';
 
 const $ = (id) => document.getElementById(id);
@@ -21,6 +22,7 @@ export function renderSections(d, s) {
   const base = threadPath(d.id);
   renderThread(s);
   renderExplain(d, s);
+  renderLoopSteps(d, s);
   renderTimers(d.timers, base);
   renderSources(d.sources, base);
   renderModes(d.modes);

@@ -20,6 +20,10 @@ export function stepsOf(doc) {
     return {
       number: index + 1,
       say: typeof s.say === 'string' ? s.say : '',
+      // what happens: shown once the step has answered (after a guess)
+      then: typeof s.then === 'string' ? s.then : '',
+      // played with the next step as one: Step never pauses between them
+      withNext: s.withNext === true && index + 1 < doc.steps.length,
       method: (typeof request.method === 'string' ? request.method : 'GET').toUpperCase(),
       path: typeof request.path === 'string' ? request.path : '',
       body: Object.hasOwn(request, 'body') ? request.body : undefined,

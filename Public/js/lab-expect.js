@@ -7,16 +7,27 @@ import { endsRun } from './lab-guess.js';
 
 const $ = (id) => document.getElementById(id);
 
-/** An expectation that gives a run's end away: hidden from a learner who guesses first. */
+/** An expectation of a run-ending step that gives its end away: hidden from a learner who guesses first. */
 const tellsTheEnd = (path) => path === 'exitReason' || path === 'code' || path.startsWith('cause');
 
-/** What a step not played yet expects, in one short line (with Guess first, without its exit reason and cause). */
+const EXIT_WORDS = /\b(?:finished|stopped|timedOut|handledSource)\b/;
+
+/** Any step's expectation that names how a run ended (lastExit.exitReason, exits.stopped, a result's cause). */
+const namesAnExit = (path, expected) => /(?:^|\.)(?:exitReason|exits|cause|lastExit|finalExit)(?:\.|$)/.test(path) || EXIT_WORDS.test(path) || EXIT_WORDS.test(JSON.stringify(expected));
+
+/** What a step not played yet expects, in one short line (with Guess first, without what tells how a run ends). */
 export function expectLine(step) {
   const bits = [];
-  const hide = $('lab-guess-first').checked && endsRun(step);
+  const guessing = $('lab-guess-first').checked;
+  const hide = guessing && endsRun(step);
   if (step.status !== null) bits.push(`status ${step.status}`);
-  for (const [path, expected] of step.json) if (!hide || !tellsTheEnd(path)) bits.push([user(path), ' ', user(JSON.stringify(expected))]);
+  let hidden = 0;
+  for (const [path, expected] of step.json) {
+    if ((hide && tellsTheEnd(path)) || (guessing && namesAnExit(path, expected))) hidden++;
+    else bits.push([user(path), ' ', user(JSON.stringify(expected))]);
+  }
   if (hide) bits.push('(its exit reason and cause: guess first)');
+  else if (hidden) bits.push('(how a run ended: shown once played)');
   if (step.until) bits.push(`(waits up to ${step.until} s)`);
   return bits.length ? h('p', { class: 'lab-expect small-text muted' }, 'expects ', bits.flatMap((b, i) => (i ? [', ', b] : [b]))) : null;
 }

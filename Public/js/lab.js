@@ -15,7 +15,12 @@
 // Guess first (the toggle): before each step that ends a run, the learner
 // picks its exit reason (lab-guess.js), then the step is sent and the real
 // exit reason and cause show beside the guess; the summary counts the right
-// guesses.
+// guesses. A step shows what is done (`say`) before it is played and what
+// happens (`then`) only once it answered. Steps joined by `withNext` are one
+// group: Step plays the whole group with no pause inside it (the guesses for
+// its runs are asked before the group starts), so a timed action a step arms
+// counts from the same moment as the run it aims at, however long the learner
+// paused before pressing Step.
 // Imported by main.js; its state is state.lab (state.js keeps the page's
 // state).
 
@@ -181,9 +186,16 @@ const answered = (x) => x.reports.filter(Boolean);
 
 const delay = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The steps of the group that begins at index `from` (it and every next one joined by withNext). */
+function groupAt(x, from) {
+  let end = from;
+  while (end < x.steps.length - 1 && x.steps[end].withNext) end++;
+  return x.steps.slice(from, end + 1);
+}
+
 /**
- * Plays up to `count` of the remaining steps, one after the other, as the
- * server's Player does: a step's `wait` (a recorded pause) passes first; a
+ * Plays up to `count` of the remaining groups of steps (a step alone, or
+ * steps joined by withNext), one after the other, as the server's Player does: a step's `wait` (a recorded pause) passes first; a
  * `background` step is sent and the next one goes without its answer (a
  * step using what it captures waits for it; after a background run, the
  * next step waits until the thread is inside the run). Play all ends when
@@ -197,8 +209,23 @@ async function play(count) {
   lab.playing = true;
   renderControls();
   try {
-    for (let n = 0; n < count && x.next < x.steps.length; n++) {
+    for (let n = 0; n < count && x.next < x.steps.length; ) {
       const step = x.steps[x.next];
+      const startsGroup = x.next === 0 || !x.steps[x.next - 1].withNext;
+      if (startsGroup && $('lab-guess-first').checked) {
+        // every run the group ends is guessed before any of its steps is sent
+        for (const member of groupAt(x, x.next)) {
+          if (!endsRun(member) || x.guesses[member.number]) continue;
+          const guess = await askGuess(stepItem(member.number), member);
+          if (cancelled()) return;
+          if (guess) x.guesses[member.number] = guess;
+          const item = stepItem(member.number);
+          item.dataset.status = 'pending';
+          renderStep(item, member, null);
+          const out = item.querySelector('.lab-guess-out');
+          if (out) out.focus({ preventScroll: true });
+        }
+      }
       const used = namesIn(step);
       for (const pending of [...x.pending.values()]) if (pending.captures.some((c) => used.has(c))) await pending.done;
       if (cancelled()) return;
@@ -208,12 +235,8 @@ async function play(count) {
         if (cancelled()) return;
       }
       const li = stepItem(step.number);
-      if ($('lab-guess-first').checked && endsRun(step)) {
-        const guess = await askGuess(li, step);
-        if (cancelled()) return;
-        if (guess) x.guesses[step.number] = guess;
-      }
       x.next++;
+      if (!step.withNext) n++;
       li.dataset.status = 'running';
       renderStep(li, step, null);
       setText($('lab-summary'), `Playing step ${step.number} of ${x.steps.length}…`);
@@ -327,8 +350,12 @@ function renderStep(li, step, report) {
   const body = report ? report.body : step.body;
   const answer = () =>
     report.refused ? ' → not sent' : ` → ${report.status || 'no answer'}${report.tries > 1 ? ` after ${report.tries} tries` : ''} · ${(report.seconds * 1000).toFixed(0)} ms`;
+  if (step.withNext) li.dataset.withNext = 'true';
   const parts = [
     h('div', { class: 'lab-step-head' }, h('span', { class: 'lab-mark', role: 'img', 'aria-label': label, title: label }, mark), h('span', { class: 'lab-say' }, step.say ? user(step.say) : `step ${step.number}`)),
+    // what happens, once it happened
+    report && step.then ? h('p', { class: 'lab-then' }, user(step.then)) : null,
+    step.withNext && !report ? h('p', { class: 'lab-with-next small-text muted' }, 'played with the next step, no pause between them') : null,
     h('div', { class: 'lab-req' }, h('code', { class: 'mono' }, `${step.method} `, user(path)), report ? h('span', { class: 'lab-answer muted small-text' }, answer()) : null),
   ];
   if (body !== undefined) parts.push(h('pre', { class: 'lab-body mono' }, user(JSON.stringify(body))));
@@ -342,7 +369,7 @@ function renderStep(li, step, report) {
   else if (report && report.differences.length) parts.push(diffTable(report.differences));
   // focus was on a picked guess (or on the outcome after it): keep it on the step's outcome
   const hadFocus = li.contains(document.activeElement) && status !== 'guessing';
-  li.replaceChildren(...parts);
+  li.replaceChildren(...parts.filter(Boolean));
   const out = hadFocus && li.querySelector('.lab-guess-out');
   if (out) out.focus({ preventScroll: true });
 }

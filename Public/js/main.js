@@ -10,6 +10,7 @@
 //   table.js            the thread table (more than a dozen threads): sort, filter, virtual rows, summary bar
 //   timeline.js         the canvas timeline lanes (turns, stalls, marks), zoom, hover and click
 //   detail-explain.js   the detail panel's Explain section: cause, why, load, turns, trace
+//   detail-steps.js     the detail panel's run-loop steps: CF's ten steps lit for one recorded turn
 //   warnings.js         the Warnings panel (all threads)
 //   detail.js           the detail panel's selection, fetching and perform results
 //   detail-sections.js  the detail panel's sections, one renderer each
@@ -38,6 +39,7 @@ import { wireTable, renderTable, tableWanted } from './table.js';
 import { loadSelectors } from './pickers.js';
 import { wireTimeline } from './timeline.js';
 import { wireExplain } from './detail-explain.js';
+import { wireLoopSteps } from './detail-steps.js';
 import { loadWarnings, renderWarnings } from './warnings.js';
 
 const POLL_MS = 1000;
@@ -122,6 +124,7 @@ async function boot() {
   wireForms();
   wireTimeline();
   wireExplain();
+  wireLoopSteps();
   wireTable();
   document.getElementById('show-ended').addEventListener('change', (e) => {
     state.showEnded = e.currentTarget.checked;

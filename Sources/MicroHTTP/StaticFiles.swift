@@ -8,7 +8,9 @@ import Foundation
     import Darwin
 #endif
 
-/// Serves the files under one directory (the dashboard in `Public/`) for GET and HEAD.
+/// Serves the files under one directory (the dashboard in `Public/`), or a set
+/// of files held in memory (the dashboard compiled into the binary), for GET
+/// and HEAD.
 ///
 /// `/` and directories map to `index.html`. A path that tries to leave the
 /// directory (`..`, `%2e%2e`, NUL bytes, hidden `.names`, symbolic links
@@ -20,8 +22,11 @@ public struct StaticFiles: Sendable {
     /// Default file served for `/` and for directories.
     public static let defaultIndexFile = "index.html"
 
-    /// The directory files are served from.
+    /// The directory files are served from ("" when they are held in memory).
     public let root: String
+    /// The files held in memory by their path under the root (`js/main.js`),
+    /// or nil when they are read from `root`.
+    public let files: [String: [UInt8]]?
     /// The file served for a directory.
     public let indexFile: String
     /// How 404 and 405 answers look.
@@ -33,6 +38,19 @@ public struct StaticFiles: Sendable {
         refusals: @escaping @Sendable (HTTPRefusal) -> HTTPResponse = HTTPRefusal.plainText
     ) {
         self.root = root
+        self.files = nil
+        self.refusals = refusals
+        self.indexFile = indexFile
+    }
+
+    /// Creates a file server for `files` held in memory, by their path under
+    /// the root (`index.html`, `js/main.js`); `refusals` renders its 404 and 405.
+    public init(
+        files: [String: [UInt8]], indexFile: String = defaultIndexFile,
+        refusals: @escaping @Sendable (HTTPRefusal) -> HTTPResponse = HTTPRefusal.plainText
+    ) {
+        self.root = ""
+        self.files = files
         self.refusals = refusals
         self.indexFile = indexFile
     }
@@ -57,7 +75,7 @@ public struct StaticFiles: Sendable {
                         message: "\(request.method) is not allowed on \(request.path)",
                         headers: [("Allow", "GET, HEAD")]))
             }
-            guard let data = FileManager.default.contents(atPath: path) else {
+            guard let data = files?[path] ?? FileManager.default.contents(atPath: path).map({ [UInt8]($0) }) else {
                 return notFound(request.path)
             }
             return HTTPResponse(
@@ -67,7 +85,7 @@ public struct StaticFiles: Sendable {
                     ("Cache-Control", "no-cache"),
                     ("X-Content-Type-Options", "nosniff"),
                 ],
-                body: [UInt8](data))
+                body: data)
         }
     }
 
@@ -111,6 +129,15 @@ public struct StaticFiles: Sendable {
         let segments = decoded.split(separator: "/", omittingEmptySubsequences: true)
         if segments.contains(where: { $0.hasPrefix(".") || $0.contains("\\") }) {
             return .rejected
+        }
+        if let files {
+            let key = segments.joined(separator: "/")
+            if decoded.hasSuffix("/") || segments.isEmpty {
+                let index = key.isEmpty ? indexFile : key + "/" + indexFile
+                return files[index] != nil ? .file(index) : .missing
+            }
+            if files[key] != nil { return .file(key) }
+            return files[key + "/" + indexFile] != nil ? .file(key + "/" + indexFile) : .missing
         }
         guard let realRoot = Self.realPath(root) else { return .missing }
         var candidate = realRoot

@@ -127,7 +127,10 @@ public final class RunLoopService: Sendable {
         hub.history = history
         hub.registry = registry
         self.hub = hub
-        self.staticFiles = StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
+        self.staticFiles =
+            configuration.publicDirectory.isEmpty
+            ? StaticFiles(files: EmbeddedContent.publicFiles, refusals: APIResponses.refusal)
+            : StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
         self.journal = Journal(capacity: configuration.journalSize)
         self.finishing = ResponseFinisher.Tools(
             metrics: metrics, journal: journal, history: history, sequence: sequence, accessLog: accessLog,
@@ -218,6 +221,9 @@ public final class RunLoopService: Sendable {
                 "host": "\(configuration.http.host)", "port": .stringConvertible(Int(server.port)),
                 "httpThreads": .stringConvertible(configuration.http.httpThreads),
             ])
+        logger.info(
+            "serving the dashboard and the experiments",
+            metadata: ["dashboard": .string(served.dashboard), "experiments": .string(served.experiments)])
         if let setup = configuration.setup {
             do throws(Setup.Failure) {
                 try applySetup(setup)
@@ -227,6 +233,22 @@ public final class RunLoopService: Sendable {
             }
             running.withLock { $0.applyingSetup = false }
         }
+    }
+
+    /// Where the dashboard and the experiments come from: compiled in, or the
+    /// folders `--public-dir` and `--experiments-dir` name (absolute).
+    public var served: ServedContent {
+        let dashboard: String
+        if let files = staticFiles.files {
+            dashboard = "compiled in (\(files.count) files)"
+        } else {
+            let folder = (staticFiles.root as NSString).standardizingPath
+            let absolute = folder.hasPrefix("/") ? folder : FileManager.default.currentDirectoryPath + "/" + folder
+            let index = (absolute as NSString).appendingPathComponent(staticFiles.indexFile)
+            let found = FileManager.default.fileExists(atPath: index)
+            dashboard = found ? absolute : "\(absolute) (no \(staticFiles.indexFile) there)"
+        }
+        return ServedContent(dashboard: dashboard, experiments: experiments.origin)
     }
 
     private func versionValue() -> Value {

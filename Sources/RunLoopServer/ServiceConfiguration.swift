@@ -13,8 +13,8 @@ public struct ServiceConfiguration: Sendable {
     public var diagnostics = DiagnosticsOptions()
     /// Requests queued for the control loop and not yet handled; beyond it 503.
     public var maxQueuedRequests = 4096
-    /// The dashboard folder served at `/`.
-    public var publicDirectory = "Public"
+    /// The dashboard folder served at `/` ("": the dashboard compiled into the binary).
+    public var publicDirectory = ""
     /// When set, every `/api` request needs `Authorization: Bearer <token>`
     /// (`/healthz`, `/readyz` and `/metrics` stay open for probes and scrapers).
     public var token: String?
@@ -27,8 +27,9 @@ public struct ServiceConfiguration: Sendable {
 
     /// State-changing requests the journal keeps (`GET /api/journal`); 0 turns it off.
     public var journalSize = 1000
-    /// The folder of experiment files `GET /api/experiments` serves.
-    public var experimentsDirectory = "experiments"
+    /// The folder of experiment files `GET /api/experiments` serves ("": the
+    /// experiments compiled into the binary).
+    public var experimentsDirectory = ""
     /// A declared setup (`--setup`) `start()` applies before the service is ready.
     public var setup: Setup?
 

@@ -59,7 +59,7 @@ public final class ServerProcess: @unchecked Sendable {
     /// connections).
     public static func runloopd(
         binary: URL, arguments: [String] = [], environment extra: [String: String] = [:],
-        timeout: Double = startTimeout
+        timeout: Double = startTimeout, workingDirectory: URL? = nil
     ) throws -> ServerProcess {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "runloopd-test-\(UUID().uuidString)")
@@ -71,7 +71,8 @@ public final class ServerProcess: @unchecked Sendable {
             .merging(["XDG_STATE_HOME": directory.path, "RUNLOOPD_DRAIN_DELAY": "0"]) { _, own in own }
             .merging(extra) { _, given in given }
         let (process, output) = try launch(
-            binary, ["--port", "0", "--port-file", portFile.path] + arguments, environment: environment)
+            binary, ["--port", "0", "--port-file", portFile.path] + arguments, environment: environment,
+            workingDirectory: workingDirectory)
         func writtenPort() -> UInt16? {
             (try? String(contentsOf: portFile, encoding: .utf8)).flatMap {
                 UInt16($0.trimmingCharacters(in: .whitespacesAndNewlines))
@@ -123,10 +124,11 @@ public final class ServerProcess: @unchecked Sendable {
     }
 
     private static func launch(
-        _ executable: URL, _ arguments: [String], environment: [String: String]?
+        _ executable: URL, _ arguments: [String], environment: [String: String]?, workingDirectory: URL? = nil
     ) throws -> (Process, Monitor<Output>) {
         let process = Process()
         process.executableURL = executable
+        if let workingDirectory { process.currentDirectoryURL = workingDirectory }
         process.arguments = arguments
         if let environment { process.environment = environment }
         let output = Monitor(Output())

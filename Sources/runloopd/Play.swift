@@ -44,6 +44,12 @@ struct Play: ParsableCommand {
     @Flag(help: "Delete the threads the play created (POST /api/threads) once each experiment is over.")
     var cleanup = false
 
+    @Option(
+        help:
+            "Pause this many seconds before each step, as a learner pressing Step (steps joined by withNext play as one)."
+    )
+    var pace: Double = 0
+
     mutating func validate() throws { try token.resolve() }
 
     func run() throws {
@@ -86,6 +92,10 @@ struct Play: ParsableCommand {
             print("runloopd play: --max-wait must be seconds in 0...60")
             throw ExitCode(2)
         }
+        guard pace.isFinite, (0...60).contains(pace) else {
+            print("runloopd play: --pace must be seconds in 0...60")
+            throw ExitCode(2)
+        }
         // One look before the first step: no server there is one message, not one per step.
         let probe: LabClient.Response
         do throws(LabClient.Failure) {
@@ -102,7 +112,7 @@ struct Play: ParsableCommand {
         }
 
         var reports: [Player.Report] = []
-        let player = Player(client: client, options: Player.Options(maxWait: maxWait, cleanup: cleanup))
+        let player = Player(client: client, options: Player.Options(maxWait: maxWait, cleanup: cleanup, pace: pace))
         for (file, experiment) in loaded {
             if !diff && !quiet { print("▶ \(experiment.id): \(experiment.title)  (\(file))") }
             let report = player.play(experiment) { step in

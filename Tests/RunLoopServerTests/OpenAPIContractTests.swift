@@ -28,14 +28,14 @@ struct OpenAPIContractTests {
         return all
     }
 
-    @Test("the embedded document is openapi.json (the EmbedOpenAPI build plugin)")
+    @Test("the embedded document is openapi.json (the EmbedFiles build plugin)")
     func embeddedIsFresh() throws {
         #expect(!Self.sourceText.isEmpty, "openapi.json not found next to OpenAPIDocument.swift")
         var committed = Self.sourceText
         while committed.hasSuffix("\n") { committed.removeLast() }
         #expect(
             OpenAPISpec.json == committed,
-            "the compiled document differs from openapi.json: the EmbedOpenAPI plugin did not run")
+            "the compiled document differs from openapi.json: the EmbedFiles plugin did not run")
         #expect(Self.document["openapi"] == "3.1.0")
     }
 

@@ -4,7 +4,7 @@ import RunLoopCore
 ///
 /// The contract is `openapi.json` next to this file: written by hand, with a
 /// description for every field, default and status (it is the API reference;
-/// `docs/api.md` is the guide). The `EmbedOpenAPI` build plugin compiles it
+/// `docs/api.md` is the guide). The `EmbedFiles` build plugin compiles it
 /// into the binary as `OpenAPISpec.json` at every build, so no resource file is
 /// needed at run time and only the JSON is in git.
 ///

@@ -18,8 +18,16 @@ public struct Experiment: Sendable {
 
     /// One request and what its answer must show.
     public struct Step: Sendable {
-        /// What the step shows, for people.
+        /// What the step does, for people: shown before it is played, so it
+        /// never tells the outcome.
         public var say: String
+        /// What happens, for people: shown once the step has answered (after a
+        /// learner's guess); "" when there is nothing to reveal.
+        public var then: String
+        /// Played together with the next step, as one: a learner's Step (and
+        /// `runloopd play --pace`) never pauses between them, so a timed action
+        /// this step arms counts from the same moment as the run the next one starts.
+        public var withNext: Bool
         /// `GET`, `POST` or `DELETE`.
         public var method: String
         /// The path (and query), with `${var}` placeholders: an API path
@@ -78,6 +86,7 @@ public struct Experiment: Sendable {
         for (index, item) in items.enumerated() {
             steps.append(try Self.step(item, number: index + 1))
         }
+        if steps.last?.withNext == true { throw Self.bad("step \(steps.count): the last step has no next to go with") }
         self.steps = steps
     }
 
@@ -131,6 +140,12 @@ public struct Experiment: Sendable {
             }
             wait = seconds
         }
+        var withNext = false
+        if let w = step["withNext"] {
+            guard let flag = w.bool else { throw bad("\(at): withNext must be true or false") }
+            withNext = flag
+        }
+        if let t = step["then"], t.string == nil { throw bad("\(at): then must be a string") }
         var background = false
         if let b = step["background"] {
             guard let flag = b.bool else { throw bad("\(at): background must be true or false") }
@@ -138,7 +153,8 @@ public struct Experiment: Sendable {
             background = flag
         }
         return Step(
-            say: step["say"]?.string ?? "", method: method, path: path, body: request["body"], capture: capture,
+            say: step["say"]?.string ?? "", then: step["then"]?.string ?? "", withNext: withNext, method: method,
+            path: path, body: request["body"], capture: capture,
             status: status, json: json, until: until, wait: wait, background: background)
     }
 

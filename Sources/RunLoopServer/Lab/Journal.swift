@@ -167,16 +167,22 @@ final class Journal: Sendable {
     }
 }
 
-/// The experiments `--experiments-dir` holds, read once at start (the routes
-/// never touch the disk).
+/// The experiments `--experiments-dir` holds, or those compiled into the
+/// binary when it names none, read once at start (the routes never touch the disk).
 struct ExperimentLibrary: Sendable {
     let experiments: [Experiment]
     let problems: [String]
+    /// Where they came from, for the start-up log.
+    var origin = ""
 
     static func load(_ directory: String) -> ExperimentLibrary {
+        if directory.isEmpty { return embedded() }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue
-        else { return ExperimentLibrary(experiments: [], problems: []) }
+        else {
+            return ExperimentLibrary(
+                experiments: [], problems: ["\(directory) is not a folder"], origin: "no experiments (\(directory))")
+        }
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter {
             $0.hasSuffix(".json")
         }.sorted()
@@ -191,6 +197,27 @@ struct ExperimentLibrary: Sendable {
                 problems.append(error.message)
             }
         }
-        return ExperimentLibrary(experiments: experiments, problems: problems)
+        let folder = (directory as NSString).standardizingPath
+        let absolute = folder.hasPrefix("/") ? folder : FileManager.default.currentDirectoryPath + "/" + folder
+        return ExperimentLibrary(
+            experiments: experiments, problems: problems, origin: "\(counted(experiments.count)) from \(absolute)")
+    }
+
+    private static func counted(_ count: Int) -> String { count == 1 ? "1 experiment" : "\(count) experiments" }
+
+    /// The experiments compiled into the binary (Plugins/EmbedFiles).
+    static func embedded() -> ExperimentLibrary {
+        var experiments: [Experiment] = []
+        var problems: [String] = []
+        for (name, bytes) in EmbeddedContent.experimentFiles {
+            let id = (name as NSString).deletingPathExtension
+            do throws(RunLoopError) {
+                experiments.append(try Experiment(JSON.parse(bytes), fallbackId: id))
+            } catch {
+                problems.append("\(name): \(error.message)")
+            }
+        }
+        return ExperimentLibrary(
+            experiments: experiments, problems: problems, origin: "\(counted(experiments.count)) compiled in")
     }
 }

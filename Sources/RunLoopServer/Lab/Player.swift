@@ -13,11 +13,16 @@ public struct Player: Sendable {
         public var maxWait: Double = 60
         /// Delete the threads the play created (`POST /api/threads`) once it is over.
         public var cleanup = false
+        /// Seconds paused before each step, as a learner pressing Step would
+        /// (0: none). Steps joined by `withNext` are played as one: no pause
+        /// between them. An experiment that holds at any pace passes with any value.
+        public var pace: Double = 0
 
-        /// The defaults: waits honoured up to 60 s, nothing deleted.
-        public init(maxWait: Double = 60, cleanup: Bool = false) {
+        /// The defaults: waits honoured up to 60 s, nothing deleted, no pause.
+        public init(maxWait: Double = 60, cleanup: Bool = false, pace: Double = 0) {
             self.maxWait = maxWait
             self.cleanup = cleanup
+            self.pace = pace
         }
     }
 
@@ -84,6 +89,10 @@ public struct Player: Sendable {
             let used = Self.names(in: step)
             join { !$0.captures.isDisjoint(with: used) || $0.result.withLock { $0 != nil } }
             if unreachable != nil { break }
+            // A learner's pause before pressing Step: never inside a group.
+            if options.pace > 0, index == 0 || !experiment.steps[index - 1].withNext {
+                Thread.sleep(forTimeInterval: options.pace)
+            }
             if let wait = step.wait, let lastSent {
                 let due = lastSent.addingTimeInterval(min(wait, options.maxWait))
                 let left = due.timeIntervalSinceNow

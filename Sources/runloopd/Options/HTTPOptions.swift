@@ -61,7 +61,7 @@ struct HTTPOptions: ParsableArguments {
     @Option(help: "Requests queued for the control loop before 503.")
     var maxQueuedRequests = Setting(Count(ServiceConfiguration().maxQueuedRequests), env: "MAX_QUEUED_REQUESTS")
 
-    @Option(help: "The dashboard folder served at /.")
+    @Option(help: "A dashboard folder served at / instead of the one compiled in.")
     var publicDir = Setting(ServiceConfiguration().publicDirectory, env: "PUBLIC_DIR")
 
     mutating func validate() throws {

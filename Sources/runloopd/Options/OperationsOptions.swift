@@ -26,7 +26,7 @@ struct OperationsOptions: ParsableArguments {
     @Option(help: "State-changing requests the journal keeps for GET /api/journal (0: no journal; at most 1000000).")
     var journalSize = Setting(Count(ServiceConfiguration().journalSize), env: "JOURNAL_SIZE")
 
-    @Option(help: "Folder of experiment files served by GET /api/experiments.")
+    @Option(help: "A folder of experiment files served by GET /api/experiments instead of those compiled in.")
     var experimentsDir = Setting(ServiceConfiguration().experimentsDirectory, env: "EXPERIMENTS_DIR")
 
     mutating func validate() throws {
