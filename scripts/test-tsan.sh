@@ -18,7 +18,7 @@ set +e
 # The list is the Makefile's (PREDICT_TESTS), passed by `make test-tsan` or read from it.
 predict="${PREDICT_TESTS:-$(sed -n 's/^PREDICT_TESTS := //p' Makefile)}"
 [ -n "$predict" ] || { echo "test-tsan.sh: no PREDICT_TESTS in Makefile" >&2; exit 2; }
-export E2E_START_TIMEOUT="${E2E_START_TIMEOUT:-90}" PREDICT_SETUPS="${PREDICT_SETUPS:-200}" TSAN_OPTIONS="halt_on_error=0 ${TSAN_OPTIONS:-}"
+export E2E_SLOWDOWN="${E2E_SLOWDOWN:-4.5}" PREDICT_SETUPS="${PREDICT_SETUPS:-200}" TSAN_OPTIONS="halt_on_error=0 ${TSAN_OPTIONS:-}"
 "$SWIFT" test --skip-build --sanitize=thread --scratch-path "$scratch" --skip "$predict" >"$log" 2>&1
 status=$?
 "$SWIFT" test --skip-build --sanitize=thread --scratch-path "$scratch" --filter "$predict" >>"$log" 2>&1

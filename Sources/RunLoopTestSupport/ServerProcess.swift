@@ -31,18 +31,21 @@ public final class ServerProcess: @unchecked Sendable {
 
     public var pid: Int32 { process.processIdentifier }
 
-    /// How long a start may take: 20 s, or `E2E_START_TIMEOUT` seconds (the
-    /// ThreadSanitizer run, whose binary starts several times slower, sets 90).
-    /// Also how long an exit may take where a test checks only that it is
-    /// clean, not how fast (an instrumented process beside dozens of others
-    /// once needed more than 10 s after logging "runloopd stopped").
+    /// How long a start may take before it counts as a hang: 300 s, or
+    /// `E2E_START_TIMEOUT` seconds. A server is ready when it says so (its
+    /// port file, its log line), and a start ends early when the process
+    /// exits, so this bound is not a judgement of speed: a machine at load
+    /// 15–38 took more than 20 s, the bound this once was (issue 41), and
+    /// a test waits as long as the server is alive and has not yet said it
+    /// is ready. Also the bound of an exit where a test checks only that it
+    /// is clean, not how fast.
     public static let startTimeout: Double =
-        ProcessInfo.processInfo.environment["E2E_START_TIMEOUT"].flatMap(Double.init) ?? 20
+        ProcessInfo.processInfo.environment["E2E_START_TIMEOUT"].flatMap(Double.init) ?? 300
 
-    /// How much slower than a plain build the servers under test run: 1, or
-    /// `startTimeout` / 20 (4.5 under ThreadSanitizer). A test that bounds a
-    /// stop in seconds scales its bound by it; the bound's meaning stays.
-    public static let slowdown = max(1, startTimeout / 20)
+    /// How much slower than a plain build the servers under test run:
+    /// `E2E_SLOWDOWN`, else 1 (the ThreadSanitizer run sets 4.5). A test that
+    /// bounds a stop in seconds scales its bound by it; the bound's meaning stays.
+    public static let slowdown = max(1, ProcessInfo.processInfo.environment["E2E_SLOWDOWN"].flatMap(Double.init) ?? 1)
     public var log: String { output.value.log }
 
     private init(process: Process, port: UInt16, output: Monitor<Output>, directory: URL?) {
@@ -54,9 +57,9 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// Starts `binary --port 0 --port-file <temporary> arguments` (with no
     /// `RUNLOOPD_*` variable inherited, `XDG_STATE_HOME` set to its own
-    /// temporary folder, `environment` added) and waits up to `timeout` seconds for it
-    /// to write the port it listens on (which it does once it accepts
-    /// connections).
+    /// temporary folder, `environment` added) and waits, while it runs, until it
+    /// writes the port it listens on (which it does once it accepts
+    /// connections); `timeout` seconds only catch a start that hangs.
     public static func runloopd(
         binary: URL, arguments: [String] = [], environment extra: [String: String] = [:],
         timeout: Double = startTimeout, workingDirectory: URL? = nil
@@ -88,8 +91,9 @@ public final class ServerProcess: @unchecked Sendable {
         return ServerProcess(process: process, port: port, output: output, directory: directory)
     }
 
-    /// Starts `executable arguments`, a server that listens on `port`, and waits
-    /// up to `timeout` seconds until a connection to it succeeds.
+    /// Starts `executable arguments`, a server that listens on `port`, and waits,
+    /// while it runs, until a connection to it succeeds (`timeout` seconds only
+    /// catch a start that hangs).
     ///
     /// `logged`: also wait for a line of its own log with these words and
     /// `port=<port>`, so that a connection to another process that took the

@@ -213,11 +213,8 @@ struct PredictHarness {
         }
         // Every callout here takes microseconds (but a nested run, whose
         // turns count on their own): a turn busy for longer had its thread
-        // taken off the CPU.
-        let busyMs =
-            (turns + innerTurns.joined()).map { turn in
-                turn.busyMs - turn.callouts.filter { $0.ref.selector == "runNested" }.map(\.ms).reduce(0, +)
-            }.max() ?? 0
+        // taken off the CPU, or blocked on a lock.
+        let busyMs = Self.busyMs(turns + innerTurns.joined(), nestedRuns: inner)
         if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil, !built.refused.withLock({ $0.isEmpty }) {
             print("debug \(setup.seed) stops refused: \(built.refused.withLock { $0.map(\.why) })")
         }
@@ -289,6 +286,30 @@ struct PredictHarness {
             }
         }
         return problems
+    }
+
+    /// The longest of `turns`' busy times, each less the nested runs its
+    /// `runNested` callouts ran (among `nestedRuns`: one level deeper, begun
+    /// and ended within the turn; their turns count on their own). Only the
+    /// runs' own durations are taken off, not their callouts' whole time:
+    /// what a callout does around its run (the selector's checks, the run's
+    /// exit event, recorded under a lock that another thread may hold while
+    /// off the CPU, blocking this one where no run-queue count shows it) is
+    /// the turn's, and makes it late.
+    static func busyMs(_ turns: [TurnRecord], nestedRuns: [RunExit]) -> Double {
+        // Turns and runs are dated by the wall clock, busy times by the
+        // monotonic one: a millisecond's slack either side.
+        let slack = 0.001
+        return turns.map { turn in
+            let callouts = turn.callouts.filter { $0.ref.selector == "runNested" }.map(\.ms).reduce(0, +)
+            guard callouts > 0 else { return turn.busyMs }
+            let ended = turn.startedAt.addingTimeInterval(turn.busyMs / 1000 + slack)
+            let runs = nestedRuns.filter { run in
+                run.depth == turn.depth + 1 && run.endedAt <= ended
+                    && run.endedAt.addingTimeInterval(-run.duration) >= turn.startedAt.addingTimeInterval(-slack)
+            }
+            return turn.busyMs - min(callouts, runs.map { $0.duration * 1000 }.reduce(0, +))
+        }.max() ?? 0
     }
 
     /// Whether thread `tid` is inside a futex wait (a lock or condition):

@@ -56,7 +56,7 @@ extension ServerProcess {
 
     /// Starts `runloopd --port 0 --port-file … --public-dir Public` plus `arguments`
     /// (with `environment` added to the inherited one, minus its `RUNLOOPD_*`)
-    /// and waits (at most 20 s) until it listens.
+    /// and waits, while it runs, until it listens (`startTimeout` catches a hang).
     static func start(_ arguments: [String] = [], environment: [String: String] = [:]) throws -> ServerProcess {
         guard let binary = E2EPaths.binary else {
             throw TestHTTPError("no runloopd binary: run swift build first (or set RUNLOOPD_BINARY)")

@@ -20,13 +20,13 @@ python3 -c 'import selenium' >/dev/null 2>&1 || pip_install selenium
 python3 -c 'import pytest' >/dev/null 2>&1 || pip_install pytest
 
 # --- server -------------------------------------------------------------------
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
 mkdir -p "$root/.build/artifacts"
 log="$root/.build/artifacts/runloopd-browser.log"
 cd "$root"
 # Its history store (SQLite) in a temporary folder: the history view has real rows.
 data="$(mktemp -d)"
-"$bin" --host 127.0.0.1 --port "$port" --public-dir "$root/Public" --log-level warning --drain-delay 0 --data-dir "$data" \
+"$bin" --host 127.0.0.1 --port 0 --port-file "$data/port" --public-dir "$root/Public" --log-level warning \
+  --drain-delay 0 --data-dir "$data" \
   --max-threads 1100 >"$log" 2>&1 &  # test_scale.py drives the thread table at 1,000 threads
 server=$!
 cleanup() {
@@ -36,17 +36,24 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-for _ in $(seq 1 100); do
-  if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/healthz', timeout=1)" >/dev/null 2>&1; then
-    break
-  fi
+# Ready when it says so (the port file, written once it accepts connections),
+# however loaded the machine: waited for while it runs; the deadline only
+# catches a start that hangs (issue 41).
+deadline=$(($(date +%s) + ${RUNLOOPD_START_DEADLINE:-300}))
+until [ -s "$data/port" ]; do
   if ! kill -0 "$server" 2>/dev/null; then
     echo "run.sh: runloopd exited at start:" >&2
     cat "$log" >&2
     exit 1
   fi
-  sleep 0.1
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "run.sh: runloopd did not start within ${RUNLOOPD_START_DEADLINE:-300} s:" >&2
+    cat "$log" >&2
+    exit 1
+  fi
+  sleep 0.05
 done
+port="$(cat "$data/port")"
 
 export RUNLOOPD_URL="http://127.0.0.1:$port"
 export RUNLOOPD_BIN="$bin"  # tests that need a second runloopd (on ::1) start this one

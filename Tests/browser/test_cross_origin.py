@@ -324,7 +324,10 @@ def runloopd_on_ipv6():
                 return False
 
         try:
-            started = WebDriverWait(None, 10, poll_frequency=0.05).until(up) is True
+            # Waited for while it runs (it exits when [::1]:P is taken); the
+            # bound only catches a start that hangs, however loaded the machine.
+            deadline = float(os.environ.get("RUNLOOPD_START_DEADLINE", "300"))
+            started = WebDriverWait(None, deadline, poll_frequency=0.05).until(up) is True
         except TimeoutException:
             proc.kill()
             proc.wait()

@@ -29,6 +29,11 @@ DASHBOARD = ROOT / "deploy/grafana/runloopd-dashboard.json"
 ARTIFACTS = Path(os.environ.get("ARTIFACTS_DIR", ROOT / ".build/artifacts"))
 
 
+# How long a start may take before it counts as a hang (not a judgement of
+# speed: a start is waited for while the process runs).
+START_DEADLINE_S = float(os.environ.get("RUNLOOPD_START_DEADLINE", "300"))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -93,10 +98,21 @@ class Runloopd:
              "--store", store_url, "--instance-id", name, "--heartbeat-interval", "0.5", "--log-level", "warning",
              *extra],
             stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
-        port = wait_for(f"{name}'s port file", lambda: port_file.exists() and port_file.read_text().strip(), 20)
+        # Ready when it says so (its port file, then /readyz), however loaded
+        # the machine: waited for while it runs; START_DEADLINE_S only
+        # catches a start that hangs (issue 41).
+        port = wait_for(f"{name}'s port file", lambda: self.alive() and port_file.exists()
+                        and port_file.read_text().strip(), START_DEADLINE_S)
         self.base = f"http://127.0.0.1:{port}"
         self.target = f"127.0.0.1:{port}"
-        wait_for(f"{name} ready", lambda: get_json(self.base + "/readyz", 2)["status"] == "ready", 20)
+        wait_for(f"{name} ready", lambda: self.alive() and get_json(self.base + "/readyz", 2)["status"] == "ready",
+                 START_DEADLINE_S)
+
+    def alive(self):
+        """True while the process runs; fails the test at once when it exited."""
+        if self.process.poll() is not None:
+            pytest.fail(f"runloopd {self.name} exited ({self.process.returncode}) at start: see {self.log}")
+        return True
 
     def stop(self):
         end(self.process)
@@ -124,8 +140,14 @@ class Prometheus:
             ["prometheus", f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
             stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
-        wait_for("prometheus ready", lambda: urllib.request.urlopen(self.base + "/-/ready", timeout=2).status == 200,
-                 30)
+        wait_for("prometheus ready", lambda: self.alive() and urllib.request.urlopen(
+            self.base + "/-/ready", timeout=2).status == 200, START_DEADLINE_S)
+
+    def alive(self):
+        """True while Prometheus runs; fails the test at once when it exited."""
+        if self.process.poll() is not None:
+            pytest.fail(f"prometheus exited ({self.process.returncode}) at start: see {self.log}")
+        return True
 
     def query(self, expr):
         answer = get_json(self.base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
