@@ -63,8 +63,9 @@ test-browser: build
 
 ## Debian's prometheus + promtool (Tests/prometheus): promtool checks and unit-tests
 ## deploy/prometheus/runloopd-alerts.yml; a live Prometheus scrapes two runloopd on one
-## PostgreSQL, sees RunloopdStoreDown fire and resolve around a PostgreSQL stop, and
-## evaluates every query of deploy/grafana/runloopd-dashboard.json. About 30-50 s.
+## PostgreSQL through a PostgreSQL outage, a refusal burst and a kill -9 (exactly which
+## alerts fire, none after recovery), and evaluates every query of
+## deploy/grafana/runloopd-dashboard.json. About 110 s.
 test-prometheus: build
 	@bash scripts/install-deps.sh test
 	bash Tests/prometheus/run.sh $(BIN_DEBUG)

@@ -181,12 +181,38 @@ public final class PostgresStore: HistoryStore {
         }
     }
 
+    /// Creates the schema, or migrates an older one (additive: new tables
+    /// and columns only, so an older runloopd of the fleet still reads and
+    /// writes it); a migration is logged with its versions and duration.
     public func open() throws {
-        try using(writer, transaction: true) { logic in
+        let started = Date()
+        let from = try using(writer, transaction: true) { logic -> String in
             // Several instances may start at once: one creates the schema.
             _ = try logic.run("SELECT pg_advisory_xact_lock(7261001)", [])
+            let from = try Self.schemaVersion(logic)
             for statement in logic.sql.schema + logic.sql.schemaV2 { _ = try logic.run(statement, []) }
+            return from
         }
+        let seconds = String(format: "%.3f", Date().timeIntervalSince(started))
+        if from == "none" {
+            logger.debug("history store created", metadata: ["store": "\(location)", "schema": "v2"])
+        } else if from != "v2" {
+            logger.info(
+                "history store migrated",
+                metadata: ["store": "\(location)", "from": "\(from)", "to": "v2", "seconds": "\(seconds)"])
+        }
+    }
+
+    /// The schema a database has: `none`, `v1` (no request columns) or `v2`.
+    private static func schemaVersion(_ logic: HistoryLogic) throws -> String {
+        let tables = try logic.run(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'events'",
+            [])
+        guard (tables.first?.first?.int ?? 0) > 0 else { return "none" }
+        let columns = try logic.run(
+            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+                + "AND table_name = 'events' AND column_name IN ('request', 'request_at')", [])
+        return (columns.first?.first?.int ?? 0) == 2 ? "v2" : "v1"
     }
 
     public func register(_ instance: InstanceRecord) throws -> Registration {

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import Logging
 import Primitives
 
 /// The embedded store: one SQLite file (`history.sqlite` in `--data-dir`) in
@@ -26,12 +27,18 @@ public final class SQLiteStore: HistoryStore {
     /// (the writer's only: taken out for a write, put back after it). A new
     /// buffer of megabytes per batch cost a page fault per few requests.
     private let arena = Locked<[UInt8]>([])
+    private let logger: Logger
 
     /// `path`: the database file (its folder is created if missing).
     /// `sizeLimit`: `--retention-size`, which the WAL's bound and the
     /// segments' size follow; `maxAge`: `--retention`, which the segments' age follows.
-    public init(path: String, sizeLimit: Int64? = nil, maxAge: Double? = nil) {
+    /// `logger`: where an upgrade of the file says what it did (`SQLiteUpgrade`).
+    public init(
+        path: String, sizeLimit: Int64? = nil, maxAge: Double? = nil,
+        logger: Logger = Logger(label: "runloopd.store")
+    ) {
         self.location = path
+        self.logger = logger
         self.walBytes = min(Self.defaultWALBytes, max(Self.smallestWALBytes, (sizeLimit ?? .max) / 20))
         self.sizeLimit = sizeLimit
         self.maxAge = maxAge
@@ -105,16 +112,9 @@ public final class SQLiteStore: HistoryStore {
         }
         do {
             let opened = try DatabasePool(path: location, configuration: configuration)
-            try opened.writeWithoutTransaction { db in
-                // A file made before (or by another program) without it: VACUUM
-                // rebuilds it once in incremental mode.
-                if try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 {
-                    try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
-                    try db.execute(sql: "VACUUM")
-                }
-            }
+            // A newer file refused, an older one copied next to it and migrated, logged (SQLiteUpgrade).
+            try SQLiteUpgrade.upgrade(opened, path: location, logger: logger)
             Self.narrow(location)
-            try Self.migrator(logic).migrate(opened)
             try opened.write(SQLiteSegments.addPackColumns)
             // A pool another open put there meanwhile is released (and closed
             // by GRDB) after the lock, not inside it.
@@ -123,25 +123,11 @@ public final class SQLiteStore: HistoryStore {
                 return p
             }
             _ = displaced
+        } catch let error as StoreError {
+            throw error
         } catch {
             throw StoreError("cannot open \(location): \(Self.reason(error))")
         }
-    }
-
-    /// The schema's migrations, in order.
-    static func migrator(_ logic: HistorySQL) -> DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        let statements = logic.schema
-        let v2 = logic.schemaV2
-        migrator.registerMigration("v1") { db in
-            for statement in statements { try db.execute(sql: statement) }
-        }
-        migrator.registerMigration("v2") { db in
-            for statement in v2 { try db.execute(sql: statement) }
-        }
-        migrator.registerMigration("v3", migrate: SQLiteSegments.migrate)
-        migrator.registerMigration("v4", migrate: SQLiteSegments.addPackColumns)
-        return migrator
     }
 
     /// An empty store's size (bytes), measured: the schema made in memory
@@ -156,7 +142,7 @@ public final class SQLiteStore: HistoryStore {
         }
         let queue = try DatabaseQueue(configuration: configuration)
         let logic = HistorySQL(dialect: .sqlite)
-        try migrator(logic).migrate(queue)
+        try SQLiteUpgrade.migrator().migrate(queue)
         return try queue.write { db in
             _ = try Self.logic(db, logic).register(
                 InstanceRecord(

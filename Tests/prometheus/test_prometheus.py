@@ -1,13 +1,20 @@
 """Debian's real Prometheus against two runloopd instances on one real PostgreSQL.
 
 Run by Tests/prometheus/run.sh (under scripts/with-postgres.sh). The shipped
-rules are checked and unit-tested with promtool as they are; the live
-Prometheus loads a copy whose `for:` durations are cut to 2 s (the shipped
-ones are minutes; promtool's unit tests cover those), so the store alert can
-fire and resolve within seconds. Every wait is a condition with a deadline.
+rules are checked and unit-tested with promtool as they are, at their real
+scale (deploy/prometheus/runloopd-alerts.test.yml: a 60 s outage, a refusal
+burst, a kill -9, minute by minute). The live Prometheus scrapes every second
+and loads a copy scaled down: every `for:` cut to 2 s and every 1-minute rate
+window to 5 s, so that in seconds it shows which alerts the real series of an
+outage, a burst and a kill -9 fire, and that each stops with its trouble
+(none fires after recovery). The scrape job is named as annotation discovery
+names it (`kubernetes-pods`): no rule may depend on the job's name. Every
+wait is a condition with a deadline.
 """
 
+import datetime
 import json
+import math
 import os
 import re
 import shlex
@@ -27,6 +34,13 @@ RULES = ROOT / "deploy/prometheus/runloopd-alerts.yml"
 RULE_TESTS = ROOT / "deploy/prometheus/runloopd-alerts.test.yml"
 DASHBOARD = ROOT / "deploy/grafana/runloopd-dashboard.json"
 ARTIFACTS = Path(os.environ.get("ARTIFACTS_DIR", ROOT / ".build/artifacts"))
+# The scrape job of the shipped manifests' annotation discovery.
+JOB = "kubernetes-pods"
+# The scaled copy's windows: `for:` and the rates' range (see the module docstring).
+QUICK_FOR = "2s"
+QUICK_WINDOW = 5
+# How long the live outage lasts (the promtool tests replay 60 s at full scale).
+OUTAGE_SECONDS = float(os.environ.get("RUNLOOPD_TEST_OUTAGE_SECONDS", "30"))
 
 
 # How long a start may take before it counts as a hang (not a judgement of
@@ -88,25 +102,50 @@ def end(process):
         process.wait()
 
 
+def key(labels):
+    return (labels["alertname"], labels.get("instance", ""), labels.get("reason", ""))
+
+
+def quick_rules():
+    """The shipped rules, scaled down: every `for:` to 2 s, every 1-minute rate window to 5 s (the
+    one-day look-back of RunloopdDown stays)."""
+    shipped = RULES.read_text()
+    quick = re.sub(r"for: \d+[smh]", f"for: {QUICK_FOR}", shipped)
+    assert quick.count(f"for: {QUICK_FOR}") == shipped.count("for: "), "every for: was rewritten"
+    windows = re.findall(r"\[(\w+)\]", shipped)
+    assert set(windows) == {"1m", "1d"}, f"a window the scaled copy does not know: {windows}"
+    return quick.replace("[1m]", f"[{QUICK_WINDOW}s]")
+
+
 class Runloopd:
+    """One instance on a fixed port, so that a restart is the same scrape target."""
+
     def __init__(self, tmp, name, store_url, extra=()):
         self.name = name
-        port_file = tmp / f"{name}.port"
-        self.log = ARTIFACTS / f"runloopd-prometheus-{name}.log"
+        self.tmp = tmp
+        self.args = ["--store", store_url, "--instance-id", name, "--heartbeat-interval", "0.5",
+                     "--log-level", "warning", *extra]
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.target = f"127.0.0.1:{self.port}"
+        self.boots = 0
+        self.start()
+
+    def start(self):
+        self.boots += 1
+        port_file = self.tmp / f"{self.name}-{self.boots}.port"
+        self.log = ARTIFACTS / f"runloopd-prometheus-{self.name}-{self.boots}.log"
         self.process = subprocess.Popen(
-            [os.environ["RUNLOOPD_BIN"], "--host", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
-             "--store", store_url, "--instance-id", name, "--heartbeat-interval", "0.5", "--log-level", "warning",
-             *extra],
+            [os.environ["RUNLOOPD_BIN"], "--host", "127.0.0.1", "--port", str(self.port), "--port-file",
+             str(port_file), *self.args],
             stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         # Ready when it says so (its port file, then /readyz), however loaded
         # the machine: waited for while it runs; START_DEADLINE_S only
         # catches a start that hangs (issue 41).
-        port = wait_for(f"{name}'s port file", lambda: self.alive() and port_file.exists()
-                        and port_file.read_text().strip(), START_DEADLINE_S)
-        self.base = f"http://127.0.0.1:{port}"
-        self.target = f"127.0.0.1:{port}"
-        wait_for(f"{name} ready", lambda: self.alive() and get_json(self.base + "/readyz", 2)["status"] == "ready",
-                 START_DEADLINE_S)
+        wait_for(f"{self.name}'s port file", lambda: self.alive() and port_file.exists()
+                 and port_file.read_text().strip(), START_DEADLINE_S)
+        wait_for(f"{self.name} ready",
+                 lambda: self.alive() and get_json(self.base + "/readyz", 2)["status"] == "ready", START_DEADLINE_S)
 
     def alive(self):
         """True while the process runs; fails the test at once when it exited."""
@@ -114,20 +153,22 @@ class Runloopd:
             pytest.fail(f"runloopd {self.name} exited ({self.process.returncode}) at start: see {self.log}")
         return True
 
+    def kill(self):
+        """kill -9: no drain, no clean stop."""
+        self.process.kill()
+        self.process.wait()
+
     def stop(self):
         end(self.process)
 
 
 class Prometheus:
     def __init__(self, tmp, targets):
-        # The shipped rules with every `for:` cut to 2 s (see the module docstring).
-        quick = re.sub(r"for: \d+[smh]", "for: 2s", RULES.read_text())
-        assert quick.count("for: 2s") == RULES.read_text().count("for: "), "every for: was rewritten"
-        (tmp / "rules.yml").write_text(quick)
+        (tmp / "rules.yml").write_text(quick_rules())
         config = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(tmp / "rules.yml")],
-            "scrape_configs": [{"job_name": "runloopd", "static_configs": [{"targets": targets}]}],
+            "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": targets}]}],
         }
         (tmp / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
         check = subprocess.run(["promtool", "check", "config", str(tmp / "prometheus.yml")], capture_output=True,
@@ -154,12 +195,37 @@ class Prometheus:
         assert answer["status"] == "success", f"{expr}: {answer}"
         return answer["data"]["result"]
 
-    def alerts(self, name):
-        """The alerts named `name` now: [(state, instance)]."""
+    def query_at(self, expr, at):
+        answer = get_json(self.base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": at}))
+        assert answer["status"] == "success", f"{expr}: {answer}"
+        return answer["data"]["result"]
+
+    def alerts(self, name=None, state="firing"):
+        """The alerts in `state` now (all names, or `name`): [(alertname, instance, reason)]."""
         answer = get_json(self.base + "/api/v1/alerts")
         assert answer["status"] == "success"
-        return sorted((a["state"], a["labels"].get("instance", "")) for a in answer["data"]["alerts"]
-                      if a["labels"]["alertname"] == name)
+        return sorted(key(a["labels"]) for a in answer["data"]["alerts"]
+                      if (name is None or a["labels"]["alertname"] == name) and a["state"] == state)
+
+    def alerts_between(self, start, stop, states="firing"):
+        """Every alert that was in one of `states` (a regex) at an evaluation in [start, stop] (Unix times):
+        {(alertname, instance, reason)}, read from Prometheus's own ALERTS series."""
+        span = max(1, math.ceil(stop - start))
+        result = self.query_at(f'max_over_time(ALERTS{{alertstate=~"{states}"}}[{span}s])', stop)
+        return {key(r["metric"]) for r in result}
+
+    def last_evaluation(self):
+        """When the rule group was last evaluated (Unix time)."""
+        [group] = get_json(self.base + "/api/v1/rules")["data"]["groups"]
+        stamp = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$",
+                         group["lastEvaluation"])
+        assert stamp, group["lastEvaluation"]
+        whole = datetime.datetime.fromisoformat(stamp[1] + stamp[3].replace("Z", "+00:00"))
+        return whole.timestamp() + float(stamp[2] or 0)
+
+    def evaluated_past(self, moment):
+        wait_for(f"a rule evaluation after {moment:.1f}", lambda: self.last_evaluation() >= moment,
+                 moment - time.time() + 20)
 
     def stop(self):
         end(self.process)
@@ -207,7 +273,7 @@ def dashboard_queries():
     board = json.loads(DASHBOARD.read_text())
     queries = [(p["title"], t["expr"]) for p in board["panels"] for t in p.get("targets", [])]
     queries += [("annotation " + a["name"], a["expr"]) for a in board["annotations"]["list"] if "expr" in a]
-    fill = {"$job": "runloopd", "$instance": ".+", "$__rate_interval": "10s"}
+    fill = {"$job": JOB, "$instance": ".+", "$__rate_interval": "10s"}
 
     def filled(expr):
         for name, value in fill.items():
@@ -251,7 +317,7 @@ def test_dashboard_queries_evaluate_with_data(fleet):
             assert result, f"{title}: {expr} answered no series"
     # The template variables' label_values() find the job and both instances.
     series = get_json(prometheus.base + "/api/v1/series?" + urllib.parse.urlencode(
-        {"match[]": 'runloopd_build_info{job=~"runloopd"}'}))["data"]
+        {"match[]": f'runloopd_build_info{{job=~"{JOB}"}}'}))["data"]
     assert sorted(s["instance"] for s in series) == sorted([a.target, b.target])
     # The latency histograms share one set of buckets.
     buckets = {}
@@ -261,24 +327,103 @@ def test_dashboard_queries_evaluate_with_data(fleet):
     assert len({tuple(v) for v in buckets.values()}) == 1, buckets
 
 
-def test_store_down_alert_fires_and_resolves(fleet):
+# How long after its trouble ends a windowed alert may still hold (the scaled
+# copy's rate window, the scaled "minute", plus a scrape and an evaluation);
+# a gauge's alert goes at the first evaluation after recovery.
+SETTLE_WINDOWED = QUICK_WINDOW + 3
+SETTLE_GAUGE = 2
+# How long after that nothing may be pending or firing.
+HOLD = 8
+
+
+def quiet(prometheus):
+    """Waits until no alert is pending or firing (the previous test's trouble is over)."""
+    wait_for("no alert pending or firing",
+             lambda: not prometheus.alerts(state="firing") and not prometheus.alerts(state="pending"), 30)
+
+
+def judge(prometheus, name, began, back, expected, settle):
+    """Exactly `expected` fired between `began` and `back` + `settle` (when the trouble was over, as
+    the scrapes saw it, plus what the rule's window may hold), and nothing was pending or firing for
+    `HOLD` seconds after that, read from Prometheus's ALERTS series once it has evaluated past them."""
+    calm = back + settle
+    prometheus.evaluated_past(calm + HOLD)
+    fired = prometheus.alerts_between(began, calm)
+    assert fired == expected, f"{name}: fired {sorted(fired)}, expected exactly {sorted(expected)}"
+    after = prometheus.alerts_between(calm, calm + HOLD, states="pending|firing")
+    assert not after, f"{name}: alerts after recovery: {sorted(after)}"
+    print(f"\n{name}: fired {sorted(fired)}; none from {settle} s after recovery for {HOLD} s")
+
+
+def value(prometheus, expr):
+    return [r["value"][1] for r in prometheus.query(expr)]
+
+
+def test_store_outage_fires_the_store_alert_only_and_none_after(fleet):
+    """PostgreSQL stopped for OUTAGE_SECONDS while clients read /api/history and /api/fleet (503
+    store_unavailable): RunloopdStoreDown for both instances and nothing else, none after it is back."""
     a, b, prometheus = fleet
-    assert prometheus.alerts("RunloopdStoreDown") == []
-    stopped = time.monotonic()
+    quiet(prometheus)
+    began = time.time()
     pg_ctl("stop")
-    both = sorted([("firing", a.target), ("firing", b.target)])
-    wait_for("RunloopdStoreDown firing for both instances", lambda: prometheus.alerts("RunloopdStoreDown") == both,
-             40)
-    fired = time.monotonic() - stopped
-    assert [r["value"][1] for r in prometheus.query("max(runloopd_store_up)")] == ["0"]
-    # Still served while the store is down: the scrapes never failed.
-    assert [r["value"][1] for r in prometheus.query('min(up{job="runloopd"})')] == ["1"]
-    started = time.monotonic()
+    both = {("RunloopdStoreDown", a.target, ""), ("RunloopdStoreDown", b.target, "")}
+    refused = 0
+    fired_at = None
+    while time.time() < began + OUTAGE_SECONDS or fired_at is None:
+        assert time.time() < began + OUTAGE_SECONDS + 40, "RunloopdStoreDown never fired for both"
+        for server in (a, b):
+            for path in ("/api/history?limit=5", "/api/fleet"):
+                status, body = call("GET", server.base + path)
+                if status == 503:
+                    assert body["error"]["code"] == "store_unavailable", body
+                    refused += 1
+        if fired_at is None and set(prometheus.alerts("RunloopdStoreDown")) == both:
+            fired_at = time.time() - began
+        # Paces the clients: two rounds a second while the outage lasts.
+        time.sleep(0.5)
+    assert refused > 0, "no 503 store_unavailable answered during the outage"
+    assert value(prometheus, f'min(up{{job="{JOB}"}})') == ["1"], "the scrapes failed during the outage"
     pg_ctl("start")
-    wait_for("RunloopdStoreDown resolved", lambda: prometheus.alerts("RunloopdStoreDown") == [], 40)
-    resolved = time.monotonic() - started
-    assert [r["value"][1] for r in prometheus.query("min(runloopd_store_up)")] == ["1"]
-    print(f"\nstore alert: firing {fired:.1f} s after PostgreSQL stopped, resolved {resolved:.1f} s after it started")
+    wait_for("the store back on both", lambda: value(prometheus, "min(runloopd_store_up)") == ["1"], 40)
+    back = time.time()
+    # The 503s were counted, and as the store's: they fired no refusal alert.
+    counted = prometheus.query_at(
+        f'sum(increase(runloopd_limit_refusals_total{{reason="store_unavailable"}}[{math.ceil(back - began)}s]))',
+        back)
+    assert counted and float(counted[0]["value"][1]) > 0, counted
+    judge(prometheus, f"{OUTAGE_SECONDS:.0f} s store outage ({refused} answers 503 store_unavailable, "
+          f"the alert firing {fired_at:.1f} s in)", began, back, both, SETTLE_GAUGE)
+
+
+def test_refusal_burst_fires_once_and_stops_with_it(fleet):
+    """60 thread creations on an instance limited to 2: too_many_threads only, gone a window after."""
+    a, b, prometheus = fleet
+    quiet(prometheus)
+    began = time.time()
+    statuses = [call("POST", a.base + "/api/threads", {"run": {"style": "loop"}})[0] for _ in range(60)]
+    done = time.time()
+    assert set(statuses) <= {201, 429} and statuses.count(201) <= 2 and statuses.count(429) >= 58, statuses
+    expected = {("RunloopdLimitRefusals", a.target, "too_many_threads")}
+    wait_for("RunloopdLimitRefusals firing", lambda: set(prometheus.alerts()) == expected, 20)
+    judge(prometheus, f"burst of {statuses.count(429)} refusals", began, done, expected, SETTLE_WINDOWED)
+
+
+def test_kill_9_fires_down_and_lost_and_none_after_the_restart(fleet):
+    """b killed with SIGKILL: RunloopdDown for b (the rule finds it without a job name) and
+    RunloopdInstanceLost (a reports it); both gone once b is started again on its port."""
+    a, b, prometheus = fleet
+    quiet(prometheus)
+    began = time.time()
+    b.kill()
+    expected = {("RunloopdDown", b.target, ""), ("RunloopdInstanceLost", "", "")}
+    wait_for("RunloopdDown and RunloopdInstanceLost firing", lambda: set(prometheus.alerts()) == expected, 40)
+    fired = time.time() - began
+    b.start()
+    wait_for("b scraped and no instance lost",
+             lambda: value(prometheus, f'up{{instance="{b.target}"}}') == ["1"]
+             and value(prometheus, 'max(runloopd_fleet_instances{state="lost"})') == ["0"], 40)
+    back = time.time()
+    judge(prometheus, f"kill -9 (alerts firing {fired:.1f} s after)", began, back, expected, SETTLE_GAUGE)
 
 
 def test_exposition_passes_promtool_lint(fleet):

@@ -106,7 +106,8 @@ public struct StoreOptions: Sendable {
     public func makeStore(logger: Logger) throws -> any HistoryStore {
         if let path = sqlitePath {
             if passwordFile != nil { throw StoreError("--store-password-file is for a PostgreSQL store") }
-            return SQLiteStore(path: path, sizeLimit: retention.maxBytes, maxAge: retention.maxAge)
+            return SQLiteStore(
+                path: path, sizeLimit: retention.maxBytes, maxAge: retention.maxAge, logger: logger)
         }
         if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
             return try PostgresStore(
