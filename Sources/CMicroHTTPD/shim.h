@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <microhttpd.h>
+#include <sys/epoll.h>
 
 /** `MHD_SIZE_UNKNOWN` (not imported into Swift: it is a cast macro). */
 static const uint64_t runloopd_mhd_size_unknown = MHD_SIZE_UNKNOWN;
@@ -153,6 +154,33 @@ static inline uint16_t runloopd_mhd_bind_port(struct MHD_Daemon *daemon) {
 static inline const struct sockaddr *runloopd_mhd_client_address(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     return info == NULL ? NULL : info->client_addr;
+}
+
+/** A new epoll set (close-on-exec), or -1. */
+static inline int runloopd_epoll_create(void) {
+    return epoll_create1(EPOLL_CLOEXEC);
+}
+
+/**
+ * Watches `fd` once for its peer's hang-up (`EPOLLRDHUP`; `EPOLLHUP` and
+ * `EPOLLERR` always come too), reported as `id`. 0 on success, -1 otherwise.
+ */
+static inline int runloopd_epoll_watch_hangup(int epoll, int fd, uint64_t id) {
+    struct epoll_event event;
+    memset(&event, 0, sizeof event);
+    event.events = EPOLLRDHUP | EPOLLONESHOT;
+    event.data.u64 = id;
+    return epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event);
+}
+
+/** Takes up to `max` ready events' ids without waiting; their count (0 when none, -1 on error). */
+static inline int runloopd_epoll_take(int epoll, uint64_t *ids, int max) {
+    struct epoll_event events[64];
+    int n = epoll_wait(epoll, events, max < 64 ? max : 64, 0);
+    for (int i = 0; i < n; i++) {
+        ids[i] = events[i].data.u64;
+    }
+    return n;
 }
 
 #endif

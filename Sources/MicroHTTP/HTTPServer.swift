@@ -77,6 +77,14 @@ public final class HTTPServer: Sendable {
     /// Event streams still attached to connections.
     var liveStreamCount: Int { core.liveStreamCount }
 
+    /// Connections open and pending now, and those the request budgets closed.
+    public var connectionCounts: HTTPConnectionCounts {
+        var counts = core.deadlines.counts
+        counts.badFraming = core.framingRefusals.load(ordering: .relaxed)
+        counts.streamsHungUp = core.hangups.noticed.load(ordering: .relaxed)
+        return counts
+    }
+
     /// Binds the address and starts libmicrohttpd's thread(s).
     ///
     /// - Throws: `HTTPServerError` when the configuration is invalid, the host
@@ -168,6 +176,7 @@ public final class HTTPServer: Sendable {
             c.requestDeadline.isFinite && c.requestDeadline >= 0.1 && c.requestDeadline <= 86_400,
             "requestDeadline must be ≥ 0.1 and ≤ 86400 seconds")
         try check(c.maxPendingRequests >= 1, "maxPendingRequests must be ≥ 1")
+        try check(c.connectionHeadroom >= 0, "connectionHeadroom must be ≥ 0")
         try check(c.maxQueryParameters >= 1, "maxQueryParameters must be ≥ 1")
         try check(c.maxHeaders >= 1, "maxHeaders must be ≥ 1")
         try check(c.maxBodyBytes >= 0, "maxBodyBytes must be ≥ 0")
@@ -214,6 +223,7 @@ public final class HTTPServer: Sendable {
             logger.warning("HTTP server stopping with connections still writing")
         }
         MHD_stop_daemon(daemon)
+        core.hangups.close()
         if listenSocket >= 0 { _ = close(listenSocket) }
         lifecycle.withLock { $0 = .stopped }
         logger.info("HTTP server stopped")

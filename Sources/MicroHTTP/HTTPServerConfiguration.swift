@@ -29,6 +29,8 @@ public struct HTTPServerConfiguration: Sendable {
     public static let defaultRequestDeadline: Double = 10
     /// Default most connections still sending their request before the oldest is dropped.
     public static let defaultMaxPendingRequests = 256
+    /// Default connections of the table kept free of connections that only read or idle.
+    public static let defaultConnectionHeadroom = 32
     /// Default most query parameters read from a request line (more: 414).
     public static let defaultMaxQueryParameters = 100
     /// Default most header fields read from a request (more: 431).
@@ -62,6 +64,11 @@ public struct HTTPServerConfiguration: Sendable {
     /// Most connections still sending their request; past it, the oldest one
     /// pending for over a second is closed (against slow-header floods).
     public var maxPendingRequests: Int
+    /// Connections of the table kept free of pending ones (reading a request,
+    /// or idle between requests): past `connectionLimit - connectionHeadroom`
+    /// open connections, each accept closes the oldest pending connection of
+    /// the address with the most of them.
+    public var connectionHeadroom: Int
     /// Most query parameters a request line may carry (more: 414 `too_many_parameters`).
     public var maxQueryParameters: Int
     /// Most header fields a request may carry (more: 431 `too_many_headers`).
@@ -82,6 +89,7 @@ public struct HTTPServerConfiguration: Sendable {
         shutdownGracePeriod: Double = defaultShutdownGracePeriod,
         requestDeadline: Double = defaultRequestDeadline,
         maxPendingRequests: Int = defaultMaxPendingRequests,
+        connectionHeadroom: Int = defaultConnectionHeadroom,
         maxQueryParameters: Int = defaultMaxQueryParameters,
         maxHeaders: Int = defaultMaxHeaders
     ) {
@@ -98,6 +106,7 @@ public struct HTTPServerConfiguration: Sendable {
         self.shutdownGracePeriod = shutdownGracePeriod
         self.requestDeadline = requestDeadline
         self.maxPendingRequests = maxPendingRequests
+        self.connectionHeadroom = connectionHeadroom
         self.maxQueryParameters = maxQueryParameters
         self.maxHeaders = maxHeaders
     }

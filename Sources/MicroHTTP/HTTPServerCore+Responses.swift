@@ -70,14 +70,18 @@ extension HTTPServerCore {
             r.streams[ObjectIdentifier(stream)] = stream
             return true
         }
+        // Its client's hang-up ends it at once (the suspended connection is watched by nobody else).
+        let watch = hangups.watch(stream, fd: runloopd_mhd_connection_fd(connection))
         let attached = stream.attach(
             connection: MHDConnection(pointer: connection),
             defaultCapacity: configuration.sseBufferBytes,
             heartbeat: configuration.sseHeartbeat
         ) { [weak self, key = ObjectIdentifier(stream)] in
+            if let watch { self?.hangups.forget(watch) }
             self?.streamDetached(key)
         }
         guard attached else {
+            if let watch { hangups.forget(watch) }
             if registered { registry.withLock { _ = $0.streams.removeValue(forKey: ObjectIdentifier(stream)) } }
             return nil
         }

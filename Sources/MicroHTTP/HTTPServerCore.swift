@@ -29,9 +29,13 @@ final class HTTPServerCore: Sendable {
     let logger: Logger
     /// The request deadline and the cap on connections still sending their request.
     let deadlines: RequestDeadlines
+    /// Ends an event stream as soon as its client hangs up.
+    let hangups = StreamHangups()
 
     private let nextRequestID = Atomic<UInt64>(0)
     private let liveContexts = Atomic<Int>(0)
+    /// Requests refused for their framing (`RequestFraming`) since start.
+    let framingRefusals = Atomic<Int>(0)
     let registry = Locked(Registry())
     private let drained = DispatchSemaphore(value: 0)
     private let startupMessages = Locked<[String]?>(nil)
@@ -44,7 +48,8 @@ final class HTTPServerCore: Sendable {
         self.handler = handler
         self.logger = logger
         deadlines = RequestDeadlines(
-            seconds: configuration.requestDeadline, cap: configuration.maxPendingRequests)
+            seconds: configuration.requestDeadline, cap: configuration.maxPendingRequests,
+            connectionLimit: configuration.connectionLimit, headroom: configuration.connectionHeadroom)
         loggerSink = .allocate(capacity: 1)
         loggerSink.initialize(to: runloopd_mhd_logger(fn: Self.logCallback, cls: nil))
         loggerSink.pointee.cls = Unmanaged.passUnretained(self).toOpaque()
@@ -140,11 +145,11 @@ final class HTTPServerCore: Sendable {
 
     fileprivate func access(
         connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
-        uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
+        version: UnsafePointer<CChar>?, uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
         contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         guard let raw = contextSlot.pointee else {
-            return firstCall(connection: connection, contextSlot: contextSlot)
+            return firstCall(connection: connection, version: version, contextSlot: contextSlot)
         }
         let context = Unmanaged<HTTPRequestContext>.fromOpaque(raw).takeUnretainedValue()
         if uploadDataSize.pointee > 0 {
@@ -206,12 +211,21 @@ final class HTTPServerCore: Sendable {
     }
 
     private func firstCall(
-        connection: OpaquePointer, contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+        connection: OpaquePointer, version: UnsafePointer<CChar>?,
+        contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         let peer = runloopd_mhd_client_address(connection).flatMap(SocketAddress.peer)
         let context = HTTPRequestContext(connection: MHDConnection(pointer: connection), peer: peer)
         contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
         liveContexts.add(1, ordering: .relaxed)
+
+        // RFC 9112's framing rules, before a byte of the body is read.
+        if let bad = RequestFraming.of(connection).check(version: version.map { String(cString: $0) } ?? "") {
+            _ = context.transition(.refused)
+            deadlines.received(connection)
+            framingRefusals.add(1, ordering: .relaxed)
+            return queue(refusal(400, bad.code, bad.message), on: connection)
+        }
 
         if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") {
             let text = String(cString: value).trimmingSpaces()
@@ -310,19 +324,22 @@ final class HTTPServerCore: Sendable {
 
     /// `MHD_AccessHandlerCallback`; `cls` is the unretained core.
     static let accessHandler: MHD_AccessHandlerCallback = {
-        cls, connection, url, method, _, uploadData, uploadDataSize, contextSlot in
+        cls, connection, url, method, version, uploadData, uploadDataSize, contextSlot in
         guard let cls, let connection, let uploadDataSize, let contextSlot else { return .NO }
         let core = Unmanaged<HTTPServerCore>.fromOpaque(cls).takeUnretainedValue()
         return core.access(
-            connection: connection, url: url, method: method, uploadData: uploadData,
+            connection: connection, url: url, method: method, version: version, uploadData: uploadData,
             uploadDataSize: uploadDataSize, contextSlot: contextSlot)
     }
 
     /// `MHD_RequestCompletedCallback`: releases the per-request context.
-    static let requestCompleted: MHD_RequestCompletedCallback = { cls, _, contextSlot, code in
-        guard let cls, let contextSlot, let raw = contextSlot.pointee else { return }
-        contextSlot.pointee = nil
+    /// A whole answer starts the kept-alive connection's clock for its next request.
+    static let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, contextSlot, code in
+        guard let cls, let contextSlot else { return }
         let core = Unmanaged<HTTPServerCore>.fromOpaque(cls).takeUnretainedValue()
+        if let connection, code == .REQUEST_TERMINATED_COMPLETED_OK { core.deadlines.answered(connection) }
+        guard let raw = contextSlot.pointee else { return }
+        contextSlot.pointee = nil
         let context = Unmanaged<HTTPRequestContext>.fromOpaque(raw).takeRetainedValue()
         core.completed(context, code: code)
     }
@@ -333,7 +350,9 @@ final class HTTPServerCore: Sendable {
         let core = Unmanaged<HTTPServerCore>.fromOpaque(cls).takeUnretainedValue()
         switch code {
         case .CONNECTION_NOTIFY_STARTED:
-            core.deadlines.started(connection, fd: runloopd_mhd_connection_fd(connection))
+            core.deadlines.started(
+                connection, fd: runloopd_mhd_connection_fd(connection),
+                address: RequestDeadlines.AddressKey(runloopd_mhd_client_address(connection)))
         default:
             core.deadlines.closed(connection)
         }

@@ -7,16 +7,19 @@ import Primitives
     import Musl
 #endif
 
-/// Bounds how long a client may take to send a request, so slow senders
-/// cannot hold the server's connections (a slow-header or slow-body attack).
+/// Bounds how long a client may take over one request, and keeps connections
+/// that are only reading (or idle between requests) from filling the
+/// connection table, so slow or idle clients cannot hold the server's
+/// connections (a slow-header, slow-body or keep-alive trickle attack).
 ///
-/// libmicrohttpd only has an idle timeout: a client that sends one header
-/// line every few seconds keeps its connection forever, and enough of them
-/// (from many source addresses, past the per-address limit) fill the
-/// connection limit so that nobody else, `/healthz` included, gets in.
-/// Here a connection is *pending* from its accept (or, on a kept-alive
-/// connection, from its next request line) until its request, headers and
-/// body, is complete and handed to the handler. Two rules:
+/// libmicrohttpd only has an idle timeout: a client that sends one byte every
+/// few seconds keeps its connection forever, and enough of them (from many
+/// source addresses, past the per-address limit) fill the connection limit so
+/// that nobody else, `/healthz` included, gets in. Here a connection is
+/// *pending* from its accept, or on a kept-alive connection from the end of
+/// its previous answer (nginx's `keepalive_timeout` and
+/// `client_header_timeout` in one clock), until its next request, headers and
+/// body, is complete and handed to the handler. Three rules:
 /// - **A deadline** (`--request-deadline`, 10 s): a connection pending
 ///   longer is shut down.
 /// - **A cap** (`--max-pending-requests`, 256): when more connections are
@@ -24,6 +27,11 @@ import Primitives
 ///   the next accept or by the timer (a client that sends its request at
 ///   once is never pending that long). A flood that fills the connection
 ///   limit at once is thus cut back to the cap a second later.
+/// - **Headroom** (`--connection-headroom`, 32): once the open connections
+///   pass the connection limit minus the headroom, each accept shuts down one
+///   pending connection of the address that has the most of them (its oldest),
+///   so the table never fills with connections that only read or idle and a
+///   client from a quiet address is always accepted at once.
 ///
 /// Shutting down is `shutdown(2)` on the connection's socket; libmicrohttpd
 /// then sees the socket end and closes the connection itself. The socket is
@@ -31,7 +39,7 @@ import Primitives
 /// lock) before it closes a socket, so a shut-down descriptor is never one
 /// that was closed and reused.
 ///
-/// Threads: `started`, `requestLine`, `received` and `closed` on
+/// Threads: `started`, `requestLine`, `received`, `answered` and `closed` on
 /// libmicrohttpd's threads; the timer is set and fires only on its own serial
 /// queue. One `Locked`, under which only table work and `shutdown(2)` happen
 /// (no call-out; it takes no other lock).
@@ -39,33 +47,93 @@ final class RequestDeadlines: @unchecked Sendable {
     // @unchecked: the dispatch timer is not marked Sendable; it is set and
     // fires only on the private serial queue.
 
+    /// A peer's address as a hashable value (IPv4 mapped into the low bytes).
+    struct AddressKey: Hashable {
+        var high: UInt64
+        var low: UInt64
+
+        static let unknown = AddressKey(high: .max, low: .max)
+
+        /// The key of a peer's `sockaddr` (IPv4 or IPv6), `unknown` otherwise.
+        init(_ address: UnsafePointer<sockaddr>?) {
+            guard let address else {
+                self = .unknown
+                return
+            }
+            switch Int32(address.pointee.sa_family) {
+            case AF_INET:
+                let raw = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr.s_addr }
+                self.init(high: 0, low: UInt64(raw))
+            case AF_INET6:
+                let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+                let (high, low) = withUnsafeBytes(of: bytes) { raw in
+                    (
+                        raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self),
+                        raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+                    )
+                }
+                self.init(high: high | 1, low: low)
+            default:
+                self = .unknown
+            }
+        }
+
+        init(high: UInt64, low: UInt64) {
+            self.high = high
+            self.low = low
+        }
+    }
+
+    private struct Open {
+        var fd: Int32
+        var address: AddressKey
+    }
+
     private struct Pending {
         var fd: Int32
         var since: UInt64
+        var address: AddressKey
         /// The query parameters of a request line whose query was cut off (0: not cut).
         var cutQuery: UInt32 = 0
     }
 
     private struct State {
+        /// Every open connection (from its accept to its close).
+        var open: [UInt: Open] = [:]
         var pending: [UInt: Pending] = [:]
+        /// Pending connections per address (only addresses with some).
+        var pendingByAddress: [AddressKey: Int] = [:]
         /// When the timer should fire (uptime ns); `UInt64.max` when nothing is due.
         var armedAt = UInt64.max
         var expired = 0
         var evicted = 0
+        var crowded = 0
+
+        mutating func removePending(_ key: UInt) -> Pending? {
+            guard let entry = pending.removeValue(forKey: key) else { return nil }
+            let left = (pendingByAddress[entry.address] ?? 1) - 1
+            pendingByAddress[entry.address] = left > 0 ? left : nil
+            return entry
+        }
+
+        mutating func insertPending(_ key: UInt, _ entry: Pending) {
+            pending[key] = entry
+            pendingByAddress[entry.address, default: 0] += 1
+        }
+
+        /// Shuts down a pending connection's socket and forgets it.
+        mutating func shut(_ key: UInt) {
+            guard let entry = removePending(key) else { return }
+            shutdown(entry.fd, Int32(SHUT_RDWR))
+        }
     }
 
-    /// Counters since start.
-    struct Counts: Equatable {
-        /// Connections shut down for passing the deadline.
-        var expired: Int
-        /// Connections shut down to keep the pending ones within the cap.
-        var evicted: Int
-        /// Connections pending now.
-        var pending: Int
-    }
+    typealias Counts = HTTPConnectionCounts
 
     private let deadline: UInt64
     private let cap: Int
+    /// Open connections past which each accept sheds a pending connection.
+    private let crowdedAt: Int
     /// How long a connection must have been pending before the cap may evict it.
     private static let evictableAfter: UInt64 = 1_000_000_000
     private let state = Locked(State())
@@ -75,9 +143,15 @@ final class RequestDeadlines: @unchecked Sendable {
     /// - Parameters:
     ///   - seconds: The request deadline.
     ///   - cap: The most connections pending before the oldest is evicted.
-    init(seconds: Double, cap: Int) {
+    ///   - connectionLimit: The connection table's size.
+    ///   - headroom: Connections kept free of pending ones in that table (at most half of it).
+    init(seconds: Double, cap: Int, connectionLimit: Int = Int.max, headroom: Int = 0) {
         deadline = UInt64(max(0.001, seconds) * 1e9)
         self.cap = max(1, cap)
+        // At most half the table is headroom (a small --max-connections keeps room to work).
+        crowdedAt =
+            connectionLimit == Int.max
+            ? Int.max : max(1, connectionLimit - min(max(0, headroom), connectionLimit / 2))
         timer = DispatchSource.makeTimerSource(queue: queue)
         timer.setEventHandler { [weak self] in self?.fire() }
         timer.activate()
@@ -88,44 +162,80 @@ final class RequestDeadlines: @unchecked Sendable {
     }
 
     var counts: Counts {
-        state.withLock { Counts(expired: $0.expired, evicted: $0.evicted, pending: $0.pending.count) }
+        state.withLock {
+            Counts(
+                expired: $0.expired, evicted: $0.evicted, crowded: $0.crowded, pending: $0.pending.count,
+                open: $0.open.count)
+        }
     }
 
-    /// A connection was accepted.
-    func started(_ connection: OpaquePointer, fd: Int32) {
-        add(connection, fd: fd, cutQuery: 0)
+    private static func key(_ connection: OpaquePointer) -> UInt {
+        UInt(bitPattern: Int(bitPattern: connection))
     }
 
-    /// A request line was read (a kept-alive connection's next request starts
-    /// pending here); `cutQuery` is how many query parameters it had when they
-    /// were too many and cut off (0 otherwise).
+    /// A connection was accepted from `address`. Past the crowding point, the
+    /// busiest address's oldest pending connection is shut down.
+    func started(_ connection: OpaquePointer, fd: Int32, address: AddressKey = .unknown) {
+        guard fd >= 0 else { return }
+        let key = Self.key(connection)
+        state.withLock { s in
+            s.open[key] = Open(fd: fd, address: address)
+            guard s.open.count > crowdedAt else { return }
+            // The address with the most pending connections, then its oldest.
+            guard let busiest = s.pendingByAddress.max(by: { $0.value < $1.value })?.key else { return }
+            var victim: (key: UInt, since: UInt64)?
+            for (candidate, entry) in s.pending where entry.address == busiest {
+                if victim == nil || entry.since < victim!.since { victim = (candidate, entry.since) }
+            }
+            if let victim {
+                s.shut(victim.key)
+                s.crowded += 1
+            }
+        }
+        add(connection, cutQuery: 0)
+    }
+
+    /// A request line was read (on a kept-alive connection the request has
+    /// been pending since the previous answer); `cutQuery` is how many query
+    /// parameters it had when they were too many and cut off (0 otherwise).
     func requestLine(_ connection: OpaquePointer, fd: Int32, cutQuery: UInt32) {
-        add(connection, fd: fd, cutQuery: cutQuery)
+        add(connection, cutQuery: cutQuery)
+    }
+
+    /// A request's answer was sent whole: a kept-alive connection's next
+    /// request is pending from now (a closing one is `closed` next).
+    func answered(_ connection: OpaquePointer) {
+        add(connection, cutQuery: 0)
     }
 
     /// The request is complete (headers and body): no longer pending. Returns
     /// how many query parameters its request line had if they were cut off.
     @discardableResult
     func received(_ connection: OpaquePointer) -> UInt32 {
-        let key = UInt(bitPattern: Int(bitPattern: connection))
-        return state.withLock { $0.pending.removeValue(forKey: key)?.cutQuery ?? 0 }
+        let key = Self.key(connection)
+        return state.withLock { $0.removePending(key)?.cutQuery ?? 0 }
     }
 
     /// libmicrohttpd is about to close the connection's socket.
     func closed(_ connection: OpaquePointer) {
-        received(connection)
+        let key = Self.key(connection)
+        state.withLock { s in
+            _ = s.removePending(key)
+            s.open.removeValue(forKey: key)
+        }
     }
 
-    private func add(_ connection: OpaquePointer, fd: Int32, cutQuery: UInt32) {
-        guard fd >= 0 else { return }
-        let key = UInt(bitPattern: Int(bitPattern: connection))
+    private func add(_ connection: OpaquePointer, cutQuery: UInt32) {
+        let key = Self.key(connection)
         let now = DispatchTime.now().uptimeNanoseconds
         let rearm: Bool = state.withLock { s in
             if s.pending[key] != nil {
                 if cutQuery > 0 { s.pending[key]?.cutQuery = cutQuery }
                 return false
             }
-            s.pending[key] = Pending(fd: fd, since: now, cutQuery: cutQuery)
+            // Only an open connection (its accept seen, its close not yet) is tracked.
+            guard let open = s.open[key] else { return false }
+            s.insertPending(key, Pending(fd: open.fd, since: now, address: open.address, cutQuery: cutQuery))
             var due = s.armedAt == UInt64.max ? now &+ deadline : UInt64.max
             if s.pending.count > cap {
                 // Over the cap (an attack, or a burst): evict now if the oldest may
@@ -151,8 +261,7 @@ final class RequestDeadlines: @unchecked Sendable {
         guard excess > 0 else { return }
         let oldest = s.pending.sorted { $0.value.since < $1.value.since }.prefix(excess)
         for (key, entry) in oldest where now &- entry.since >= Self.evictableAfter {
-            shutdown(entry.fd, Int32(SHUT_RDWR))
-            s.pending.removeValue(forKey: key)
+            s.shut(key)
             s.evicted += 1
         }
     }
@@ -170,8 +279,7 @@ final class RequestDeadlines: @unchecked Sendable {
         let now = DispatchTime.now().uptimeNanoseconds
         let next: UInt64 = state.withLock { s in
             for (key, entry) in s.pending where now &- entry.since >= deadline {
-                shutdown(entry.fd, Int32(SHUT_RDWR))
-                s.pending.removeValue(forKey: key)
+                s.shut(key)
                 s.expired += 1
             }
             evict(&s, now: now)
@@ -187,5 +295,38 @@ final class RequestDeadlines: @unchecked Sendable {
         if next != UInt64.max {
             timer.schedule(deadline: DispatchTime(uptimeNanoseconds: next), leeway: .milliseconds(50))
         }
+    }
+}
+
+/// The HTTP layer's connections now and what its budgets closed since start
+/// (`HTTPServer.connectionCounts`, for metrics).
+public struct HTTPConnectionCounts: Equatable, Sendable {
+    /// Connections shut down for passing the deadline.
+    public var expired: Int
+    /// Connections shut down to keep the pending ones within the cap.
+    public var evicted: Int
+    /// Connections shut down to keep headroom in the connection table.
+    public var crowded: Int
+    /// Connections pending now (reading a request, or idle between requests).
+    public var pending: Int
+    /// Connections open now.
+    public var open: Int
+    /// Requests refused 400 for their framing (RFC 9112) since start.
+    public var badFraming = 0
+    /// Event streams ended at once because their client hung up, since start.
+    public var streamsHungUp = 0
+
+    /// Every count given (tests, and zeros before the server starts).
+    public init(
+        expired: Int = 0, evicted: Int = 0, crowded: Int = 0, pending: Int = 0, open: Int = 0, badFraming: Int = 0,
+        streamsHungUp: Int = 0
+    ) {
+        self.expired = expired
+        self.evicted = evicted
+        self.crowded = crowded
+        self.pending = pending
+        self.open = open
+        self.badFraming = badFraming
+        self.streamsHungUp = streamsHungUp
     }
 }

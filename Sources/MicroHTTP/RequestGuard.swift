@@ -22,9 +22,11 @@
 ///   allowed hosts turns the check off. A request without `Host` (HTTP/1.0)
 ///   passes: browsers always send one.
 /// - State-changing methods (everything but GET, HEAD, OPTIONS): an `Origin`,
-///   or without one a `Referer`, must be the server's own origin (the same
+///   or without one a `Referer`, must be the server's own origin (`http`, or
+///   `https` when a TLS proxy sends `X-Forwarded-Proto: https`, with the same
 ///   host and port as the request's `Host`, or `http://<allowed host>:<bound
-///   port>`) or an `--allowed-origin`. `Origin: null` (sandboxed frames,
+///   port>`) or an `--allowed-origin`. The same holds for a read that claims
+///   a budgeted place, `GET /api/events` (`guardsRead`). `Origin: null` (sandboxed frames,
 ///   `file:`) is refused. Requests with neither header (curl, scripts) pass.
 /// - Preflights (`OPTIONS` with `Origin` and `Access-Control-Request-Method`):
 ///   a refused origin gets 403 and no CORS headers; an allowed one gets exactly
@@ -127,11 +129,16 @@ public struct RequestGuard: Sendable {
     ///   - host: The `Host` header (`nil` when absent).
     ///   - origin: The `Origin` header (`nil` when absent).
     ///   - referer: The `Referer` header (`nil` when absent).
-    public func check(method: String, host: String?, origin: String?, referer: String?)
-        -> Verdict
-    {
+    ///   - scheme: The scheme the client used: `http`, or what a TLS proxy
+    ///     says in `X-Forwarded-Proto` (`Self.scheme(forwardedProto:)`).
+    ///   - guardsRead: Check the page's origin on a read too (`GET /api/events`:
+    ///     a stream claims a place in a budget, and `EventSource` sends `Origin`).
+    public func check(
+        method: String, host: String?, origin: String?, referer: String?, scheme: String = "http",
+        guardsRead: Bool = false
+    ) -> Verdict {
         let preflight = method == "OPTIONS" && origin != nil
-        let mayChange = Self.isStateChanging(method) || preflight
+        let mayChange = Self.isStateChanging(method) || preflight || guardsRead
         var requestHost: Authority?
         if let host, !host.isEmpty {
             // The usual request (a read, or a change from curl or a script: no Origin,
@@ -143,7 +150,16 @@ public struct RequestGuard: Sendable {
             requestHost = parsed
         }
         guard mayChange else { return .allow }
-        return checkSource(origin: origin, referer: referer, requestHost: requestHost, preflight: preflight)
+        return checkSource(
+            origin: origin, referer: referer, requestHost: requestHost, scheme: scheme, preflight: preflight)
+    }
+
+    /// The scheme a client used: `https` when a TLS proxy in front says so
+    /// (`X-Forwarded-Proto: https`; a page cannot send that header across
+    /// origins without a preflight, which the guard refuses), else `http`.
+    public static func scheme(forwardedProto: String?) -> String {
+        guard let proto = forwardedProto else { return "http" }
+        return trimmed(proto).lowercased() == "https" ? "https" : "http"
     }
 
     /// 421 for a Host this runloopd does not answer to.
@@ -159,7 +175,9 @@ public struct RequestGuard: Sendable {
 
     /// Whether a change (or a preflight) may come from the page that sent it:
     /// its Origin, else its Referer; neither (curl, scripts) is allowed.
-    private func checkSource(origin: String?, referer: String?, requestHost: Authority?, preflight: Bool) -> Verdict {
+    private func checkSource(
+        origin: String?, referer: String?, requestHost: Authority?, scheme: String, preflight: Bool
+    ) -> Verdict {
         let header: String
         let value: String
         if let origin {
@@ -169,7 +187,7 @@ public struct RequestGuard: Sendable {
         } else {
             return .allow  // not from a browser page: curl, scripts
         }
-        if isAllowed(source: value, isReferer: header == "Referer", requestHost: requestHost) {
+        if isAllowed(source: value, isReferer: header == "Referer", requestHost: requestHost, scheme: scheme) {
             return .allow
         }
         return .refuse(
@@ -231,20 +249,20 @@ public struct RequestGuard: Sendable {
         allowedHostNames.contains(host.host) || (boundToWildcard && host.isIPLiteral)
     }
 
-    private func isAllowed(source: String, isReferer: Bool, requestHost: Authority?) -> Bool {
+    private func isAllowed(source: String, isReferer: Bool, requestHost: Authority?, scheme: String) -> Bool {
         guard case .origin(let origin) = Self.origin(source, isReferer: isReferer) else { return false }
         if allowedOrigins.contains(origin.serialized) { return true }
-        guard origin.scheme == "http" || origin.scheme == "https" else { return false }
         // Only the address the request was sent to is this server's own: another
         // loopback name or address on the same port (`[::1]:8080` beside
         // `127.0.0.1:8080`) can be another server's page.
-        return isSameOrigin(origin, requestHost: requestHost)
+        return isSameOrigin(origin, requestHost: requestHost, scheme: scheme)
     }
 
-    /// The page's origin names the host and port the request was sent to.
-    private func isSameOrigin(_ origin: Origin, requestHost: Authority?) -> Bool {
-        guard let requestHost, origin.scheme == "http" || origin.scheme == "https",
-            allowsAnyHost || isAllowedHost(requestHost), origin.host == requestHost.host
+    /// The page's origin names the scheme, host and port the request was sent
+    /// to (`http`, or `https` through a TLS proxy that says so).
+    private func isSameOrigin(_ origin: Origin, requestHost: Authority?, scheme: String = "http") -> Bool {
+        guard let requestHost, origin.scheme == scheme, allowsAnyHost || isAllowedHost(requestHost),
+            origin.host == requestHost.host
         else { return false }
         // A Host without a port is the scheme's default port (behind a TLS proxy: 443).
         return origin.port == (requestHost.port ?? Origin.defaultPort(origin.scheme))

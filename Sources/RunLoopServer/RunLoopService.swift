@@ -91,7 +91,9 @@ public final class RunLoopService: Sendable {
         // Kept whatever the level now: SIGHUP may lower it later (`handle` checks it per request).
         self.accessLog = accessLog
         let hub = EventHub(
-            maxClients: configuration.api.maxEventClients, snapshotMs: configuration.api.streamSnapshotMs,
+            maxClients: configuration.api.maxEventClients,
+            maxClientsPerAddress: configuration.api.maxEventClientsPerAddress,
+            snapshotMs: configuration.api.streamSnapshotMs,
             maxBytesPerSecond: configuration.api.streamMaxBytesPerSecond,
             sseBufferBytes: configuration.http.sseBufferBytes)
         let metrics = self.metrics
@@ -274,15 +276,19 @@ public final class RunLoopService: Sendable {
     var token: String? { running.withLock { $0.token } }
 
     /// Replaces the token (a rotated `--token-file`, reread on SIGHUP): requests
-    /// that reach the control loop from now on need the new one. Returns
+    /// that reach the control loop from now on need the new one, and every
+    /// event stream opened with another token ends now. Returns
     /// whether it changed. Whether a token is required at all does not change.
     @discardableResult
     public func replaceToken(_ token: String) -> Bool {
-        running.withLock { r in
+        let changed = running.withLock { r in
             guard r.token != nil, r.token != token else { return false }
             r.token = token
             return true
         }
+        // A stream opened with the old token may not outlive it (after the lock: a close runs handlers).
+        if changed { hub.endStreams(notPresenting: token) }
+        return changed
     }
 
     /// The bound of a graceful stop (seconds): SIGTERM exits within it, or the

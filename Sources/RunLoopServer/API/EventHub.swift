@@ -29,10 +29,16 @@ final class EventHub: Sendable {
         var refilledAt = 0.0
         /// Inspected events skipped for the byte budget since the last snapshot.
         var skipped = 0
+        /// The client's address (its streams count against `--max-event-clients-per-ip`).
+        var address = ""
+        /// The token the stream was opened with (nil: none): it ends when the token is rotated out.
+        var credential: String?
     }
 
     struct Clients {
         var streams: [UInt64: Client] = [:]
+        /// Open streams per client address.
+        var perAddress: [String: Int] = [:]
         var nextClient: UInt64 = 0
         var dropped = 0
         /// Summary streams open: while none, nothing is marked or coalesced.
@@ -49,6 +55,8 @@ final class EventHub: Sendable {
 
     let clients = Locked(Clients())
     private let maxClients: Int
+    /// Most streams one client address may hold (`--max-event-clients-per-ip`; 0: no limit).
+    private let maxClientsPerAddress: Int
     private let recorder = Locked<HistoryRecorder?>(nil)
     /// Where snapshots read the threads (set once by the service; nil: summary
     /// streams get no rows). Weak: the registry's event sink holds the hub.
@@ -89,13 +97,15 @@ final class EventHub: Sendable {
     let maxHeld: Int
 
     init(
-        maxClients: Int, maxHeld: Int = EventHub.defaultMaxHeld,
+        maxClients: Int, maxClientsPerAddress: Int = APILimits().maxEventClientsPerAddress,
+        maxHeld: Int = EventHub.defaultMaxHeld,
         snapshotMs: Int = APILimits().streamSnapshotMs,
         maxBytesPerSecond: Int = APILimits().streamMaxBytesPerSecond,
         sseBufferBytes: Int = HTTPServerConfiguration.defaultSSEBufferBytes
     ) {
         self.sseBufferBytes = sseBufferBytes
         self.maxClients = maxClients
+        self.maxClientsPerAddress = maxClientsPerAddress
         self.maxHeld = maxHeld
         self.snapshotInterval = Double(max(1, snapshotMs)) / 1000
         self.maxBytesPerSecond = Double(max(1, maxBytesPerSecond))
@@ -135,15 +145,24 @@ final class EventHub: Sendable {
         let resumeFrom = ctx.request.headers["last-event-id"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
         let replays = history != nil && resumeFrom != nil
         let now = Monotonic.now()
+        let address = ctx.request.peer?.text ?? ""
+        let credential = AuthenticationStage.presentedToken(ctx.request)
+        let perAddress = maxClientsPerAddress
         let (client, arm) = try clients.withLock { c throws(RunLoopError) in
             guard c.streams.count < maxClients else {
                 throw .limit(
                     "too_many_clients", "\(maxClients) event-stream clients are connected (--max-event-clients)")
             }
+            guard perAddress == 0 || c.perAddress[address, default: 0] < perAddress else {
+                throw .limit(
+                    "too_many_clients_per_ip",
+                    "\(perAddress) event streams are open from this address (--max-event-clients-per-ip)")
+            }
             c.nextClient += 1
+            c.perAddress[address, default: 0] += 1
             c.streams[c.nextClient] = Client(
                 stream: stream, thread: filter, held: replays ? [] : nil, scope: scope, needsFull: scope != nil,
-                tokens: 0, refilledAt: now)
+                tokens: 0, refilledAt: now, address: address, credential: credential)
             guard scope != nil else { return (c.nextClient, false) }
             c.summaryClients += 1
             // A resumed stream gets its first snapshot when its replay is done.
@@ -151,7 +170,12 @@ final class EventHub: Sendable {
         }
         stream.onClose { [weak self] reason in
             self?.clients.withLock { c in
-                if c.streams.removeValue(forKey: client)?.scope != nil {
+                let removed = c.streams.removeValue(forKey: client)
+                if let removed {
+                    let left = c.perAddress[removed.address, default: 1] - 1
+                    c.perAddress[removed.address] = left > 0 ? left : nil
+                }
+                if removed?.scope != nil {
                     c.summaryClients -= 1
                     if c.summaryClients == 0 {
                         c.dirty.removeAll()
@@ -360,11 +384,25 @@ final class EventHub: Sendable {
         }
     #endif
 
+    /// Ends every stream opened with a token other than `token` (the token
+    /// was rotated out on SIGHUP: such a stream may not outlive it). Returns
+    /// how many ended.
+    @discardableResult
+    func endStreams(notPresenting token: String) -> Int {
+        let ended = clients.withLock { c in
+            c.streams.values.filter { $0.credential != token }.map(\.stream)
+        }
+        // Closed after the lock: a close runs the stream's handlers, which take it.
+        for stream in ended { stream.close() }
+        return ended.count
+    }
+
     /// Closes every stream (shutdown).
     func closeAll() {
         let all = clients.withLock { c in
             defer {
                 c.streams.removeAll()
+                c.perAddress.removeAll()
                 c.summaryClients = 0
                 c.dirty.removeAll()
                 c.bookStale = true

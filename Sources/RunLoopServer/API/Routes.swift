@@ -15,6 +15,8 @@ public struct APILimits: Sendable, Hashable {
     public var endWaitSeconds: Double = 15
     /// Event-stream clients at once.
     public var maxEventClients = 32
+    /// Event-stream clients at once from one address (0: no limit).
+    public var maxEventClientsPerAddress = 8
     /// Shortest interval of a repeating timer, in seconds. CF halts the
     /// process when a repeating timer's interval rounds to 0 ns, and a
     /// shorter one would only spin the loop.

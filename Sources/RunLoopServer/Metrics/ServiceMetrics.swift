@@ -1,4 +1,5 @@
 import Foundation
+import MicroHTTP
 import Primitives
 import RunLoopCore
 
@@ -23,8 +24,8 @@ final class ServiceMetrics: Sendable {
     /// the limits' 429 codes, then the 503s. Others are added when first seen.
     static let refusalReasons = [
         "too_many_threads", "too_many_timers", "too_many_sources", "too_many_observers", "too_many_clients",
-        "queue_full", "thread_create_failed", "no_descriptors", "overloaded", "not_ready", "shutting_down",
-        "store_unavailable", "nesting_limit", "livelock",
+        "too_many_clients_per_ip", "queue_full", "thread_create_failed", "no_descriptors", "overloaded", "not_ready",
+        "shutting_down", "store_unavailable", "nesting_limit", "livelock",
     ]
     static let threadStates: [WorkerState] = [.running, .waiting, .idle, .exited]
 
@@ -127,6 +128,8 @@ final class ServiceMetrics: Sendable {
         var warningsActive: [String: Int] = [:]
         var queued = 0
         var eventClients = 0
+        /// The HTTP layer's connections and what its budgets closed (nil before it starts).
+        var connections: HTTPConnectionCounts?
         /// The build: `version` and the store kind.
         var version = ""
         var storeKind = "none"
@@ -192,10 +195,35 @@ final class ServiceMetrics: Sendable {
             "runloopd_commands_queued", [], Double(s.queued + s.threads.reduce(0) { $0 + $1.pendingPerforms.count }))
         out.family("runloopd_event_clients", .gauge, "Connected event-stream (/api/events) clients.")
         out.sample("runloopd_event_clients", [], Double(s.eventClients))
+        Self.writeConnections(&out, s.connections ?? HTTPConnectionCounts())
         out.family(
             "runloopd_wakeup_latency_seconds", .histogram,
             "From a control-loop command's signal to its perform routine running.")
         out.histogram("runloopd_wakeup_latency_seconds", [], wakeupLatency.snapshot)
+    }
+
+    /// The HTTP layer's budgets: connections open and pending, and those it closed.
+    private static func writeConnections(_ out: inout Exposition, _ c: HTTPConnectionCounts) {
+        out.family("runloopd_http_connections", .gauge, "HTTP connections open now.")
+        out.sample("runloopd_http_connections", [], Double(c.open))
+        out.family(
+            "runloopd_http_connections_pending", .gauge,
+            "HTTP connections reading a request or idle between requests (under --request-deadline).")
+        out.sample("runloopd_http_connections_pending", [], Double(c.pending))
+        out.family(
+            "runloopd_http_connections_closed_total", .counter,
+            "HTTP connections closed by a budget: deadline (--request-deadline), pending_cap "
+                + "(--max-pending-requests), headroom (--connection-headroom), bad_framing (400, RFC 9112).")
+        for (reason, count) in [
+            ("bad_framing", c.badFraming), ("deadline", c.expired), ("headroom", c.crowded),
+            ("pending_cap", c.evicted),
+        ] {
+            out.sample("runloopd_http_connections_closed_total", [("reason", reason)], Double(count))
+        }
+        out.family(
+            "runloopd_event_clients_hung_up_total", .counter,
+            "Event streams ended at once because their client closed its connection.")
+        out.sample("runloopd_event_clients_hung_up_total", [], Double(c.streamsHungUp))
     }
 
     /// The worker threads and their loops' runs and turns.

@@ -18,6 +18,13 @@ struct AuthenticationStage {
     /// or `?access_token=` on the event stream (for older clients; the
     /// dashboard sends the header). Compared in constant time.
     static func authorized(_ request: HTTPRequest, token: String) -> Bool {
+        guard let presented = presentedToken(request) else { return false }
+        return constantTimeEqual(Array(presented.utf8), Array(token.utf8))
+    }
+
+    /// The token a request presents (`Authorization: Bearer`, or
+    /// `?access_token=` on the event stream), or nil.
+    static func presentedToken(_ request: HTTPRequest) -> String? {
         var presented: String?
         if let header = request.headers["authorization"] {
             let parts = header.split(separator: " ", maxSplits: 1)
@@ -26,8 +33,7 @@ struct AuthenticationStage {
             }
         }
         if presented == nil, request.path == "/api/events" { presented = request.query["access_token"] }
-        guard let presented else { return false }
-        return constantTimeEqual(Array(presented.utf8), Array(token.utf8))
+        return presented
     }
 
     /// Compares without an early exit, so timing does not reveal a prefix.

@@ -10,8 +10,11 @@ struct GuardStage {
             return exchange.answer(Self.unavailable(code: "shutting_down", "runloopd is not accepting requests"))
         }
         let origin = request.headers["origin"]
+        // An event stream holds a place in the stream budget: a foreign page may not take one.
         let verdict = requestGuard.check(
-            method: request.method, host: request.headers["host"], origin: origin, referer: request.headers["referer"])
+            method: request.method, host: request.headers["host"], origin: origin, referer: request.headers["referer"],
+            scheme: RequestGuard.scheme(forwardedProto: request.headers["x-forwarded-proto"]),
+            guardsRead: request.path == "/api/events")
         if case .refuse(let status, let code, let message, let field) = verdict {
             return exchange.answer(
                 APIResponses.refusal(

@@ -73,7 +73,8 @@ extension RunLoopService {
             threads: workers.map(\.snapshot),
             utilizations: workers.filter { !$0.hasExited }.compactMap { $0.load().utilization },
             warningsActive: registry.diagnostics.warnings.activeCounts(), queued: queued,
-            eventClients: hub.clientCount, version: Self.version, storeKind: history?.store.kind ?? "none",
+            eventClients: hub.clientCount, connections: running.withLock { $0.server }?.connectionCounts,
+            version: Self.version, storeKind: history?.store.kind ?? "none",
             store: history?.status, fleet: history == nil ? nil : metrics.fleet.counts,
             nestedRunsRefused: registry.diagnostics.nestedRunsRefused,
             livelocks: registry.diagnostics.livelocksDetected, maxNesting: registry.limits.maxNesting)

@@ -41,13 +41,20 @@ struct HTTPOptions: ParsableArguments {
 
     @Option(
         help:
-            "Time a client has to send a whole request (headers and body), from its connection or request line; then it is closed (0.1 s...1d)."
+            "Time a client has to send a whole request (headers and body), from its connection or the end of the previous answer; then it is closed (0.1 s...1d)."
     )
     var requestDeadline = Setting(Seconds(HTTPServerConfiguration.defaultRequestDeadline), env: "REQUEST_DEADLINE")
 
-    @Option(help: "Connections still sending their request; past it the oldest (pending over 1 s) is closed.")
+    @Option(help: "Connections sending a request or idle between requests; past it the oldest (over 1 s) is closed.")
     var maxPendingRequests = Setting(
         Count(HTTPServerConfiguration.defaultMaxPendingRequests), env: "MAX_PENDING_REQUESTS")
+
+    @Option(
+        help:
+            "Connections kept free of those only reading or idle: past --max-connections minus this, each accept closes the busiest address's oldest one (at most half the limit)."
+    )
+    var connectionHeadroom = Setting(
+        Count(HTTPServerConfiguration.defaultConnectionHeadroom), env: "CONNECTION_HEADROOM")
 
     @Option(help: "Query parameters a request may carry (more: 414).")
     var maxQueryParams = Setting(Count(HTTPServerConfiguration.defaultMaxQueryParameters), env: "MAX_QUERY_PARAMS")
@@ -57,6 +64,10 @@ struct HTTPOptions: ParsableArguments {
 
     @Option(help: "Event-stream (SSE) clients at once.")
     var maxEventClients = Setting(Count(APILimits().maxEventClients), env: "MAX_EVENT_CLIENTS")
+
+    @Option(help: "Event-stream (SSE) clients at once from one IP address (0: no limit).")
+    var maxEventClientsPerIp = Setting(
+        Count(APILimits().maxEventClientsPerAddress), env: "MAX_EVENT_CLIENTS_PER_IP")
 
     @Option(help: "Requests queued for the control loop before 503.")
     var maxQueuedRequests = Setting(Count(ServiceConfiguration().maxQueuedRequests), env: "MAX_QUEUED_REQUESTS")
@@ -68,8 +79,8 @@ struct HTTPOptions: ParsableArguments {
         try resolve(
             \.host, \.port, \.httpThreads, \.maxBody, \.connectionMemory, \.eventStreamBuffer, \.eventStreamHeartbeat,
             \.maxConnections, \.maxConnectionsPerIp, \.connectionTimeout,
-            \.requestDeadline, \.maxPendingRequests, \.maxQueryParams, \.maxHeaders, \.maxEventClients,
-            \.maxQueuedRequests, \.publicDir)
+            \.requestDeadline, \.maxPendingRequests, \.connectionHeadroom, \.maxQueryParams, \.maxHeaders,
+            \.maxEventClients, \.maxEventClientsPerIp, \.maxQueuedRequests, \.publicDir)
         try httpThreads.check("--http-threads", 1...64, "1...64")
         try maxBody.check("--max-body", ByteSize(0)...ByteSize(Int64(Int32.max)), "0...2147483647 bytes")
         try connectionMemory.check("--connection-memory", ByteSize(4096)...ByteSize(64_000_000), "4096...64MB")
@@ -98,9 +109,11 @@ struct HTTPOptions: ParsableArguments {
         config.http.connectionTimeout = connectionTimeout.seconds
         config.http.requestDeadline = requestDeadline.seconds
         config.http.maxPendingRequests = maxPendingRequests.count
+        config.http.connectionHeadroom = connectionHeadroom.count
         config.http.maxQueryParameters = maxQueryParams.count
         config.http.maxHeaders = maxHeaders.count
         config.api.maxEventClients = maxEventClients.count
+        config.api.maxEventClientsPerAddress = maxEventClientsPerIp.count
         config.maxQueuedRequests = maxQueuedRequests.count
         config.publicDirectory = publicDir.value
     }
