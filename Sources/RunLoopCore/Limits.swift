@@ -46,9 +46,9 @@ public struct Limits: Sendable, Hashable {
     /// loop sleeps or its outermost run returns.
     public var maxNestCPUSeconds: Double = 2
 
-    /// Stack reserved per nesting level: about 5x what one level was measured
-    /// to use in a debug build (11.5-12.1 KB), 9x in a release build (about
-    /// 7 KB); docs/budgets.md.
+    /// Stack reserved per nesting level: 9x what one level was measured to
+    /// use in a release build (7.0-7.3 KB), 5x in a debug build (11.5-12.1
+    /// KB); docs/budgets.md.
     public static let stackBytesPerLevel = 64 * 1024
     /// Stack for the thread's outermost run and what its callouts call.
     public static let stackBaseBytes = 2 * 1024 * 1024
