@@ -130,7 +130,7 @@ public final class RunLoopService: Sendable {
         hub.registry = registry
         self.hub = hub
         self.staticFiles = StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
-        self.journal = Journal(capacity: configuration.journalSize)
+        self.journal = Journal(capacity: configuration.journalSize, maxExportBytes: configuration.maxExportBytes)
         self.finishing = ResponseFinisher.Tools(
             metrics: metrics, journal: journal, history: history, sequence: sequence, accessLog: accessLog,
             logger: logger)
