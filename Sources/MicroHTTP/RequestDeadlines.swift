@@ -108,6 +108,24 @@ final class RequestDeadlines: @unchecked Sendable {
         var expired = 0
         var evicted = 0
         var crowded = 0
+        /// Pending connections in the order they became pending (the oldest
+        /// first): an entry whose connection left `pending` since, or became
+        /// pending again later, is stale and skipped. The oldest is found in
+        /// O(1) amortized, so the cap costs nothing per accept under a flood.
+        var order: [(key: UInt, since: UInt64)] = []
+        var orderHead = 0
+
+        /// The oldest pending connection, dropping stale entries on the way.
+        mutating func oldest() -> (key: UInt, since: UInt64)? {
+            while orderHead < order.count {
+                let entry = order[orderHead]
+                if pending[entry.key]?.since == entry.since { return entry }
+                orderHead += 1
+            }
+            order.removeAll(keepingCapacity: true)
+            orderHead = 0
+            return nil
+        }
 
         mutating func removePending(_ key: UInt) -> Pending? {
             guard let entry = pending.removeValue(forKey: key) else { return nil }
@@ -119,6 +137,11 @@ final class RequestDeadlines: @unchecked Sendable {
         mutating func insertPending(_ key: UInt, _ entry: Pending) {
             pending[key] = entry
             pendingByAddress[entry.address, default: 0] += 1
+            if orderHead > 1024 && orderHead * 2 > order.count {
+                order.removeFirst(orderHead)
+                orderHead = 0
+            }
+            order.append((key, entry.since))
         }
 
         /// Shuts down a pending connection's socket and forgets it.
@@ -242,8 +265,8 @@ final class RequestDeadlines: @unchecked Sendable {
                 // go, else as soon as it may (a full connection table accepts
                 // nobody, so the timer must do it, not the next accept).
                 evict(&s, now: now)
-                if s.pending.count > cap, let oldest = s.pending.values.map(\.since).min() {
-                    due = min(due, oldest &+ Self.evictableAfter)
+                if s.pending.count > cap, let oldest = s.oldest() {
+                    due = min(due, oldest.since &+ Self.evictableAfter)
                 }
             }
             guard due < s.armedAt else { return false }
@@ -257,11 +280,8 @@ final class RequestDeadlines: @unchecked Sendable {
 
     /// Shuts down the oldest connections pending for over a second until at most `cap` are pending.
     private func evict(_ s: inout State, now: UInt64) {
-        let excess = s.pending.count - cap
-        guard excess > 0 else { return }
-        let oldest = s.pending.sorted { $0.value.since < $1.value.since }.prefix(excess)
-        for (key, entry) in oldest where now &- entry.since >= Self.evictableAfter {
-            s.shut(key)
+        while s.pending.count > cap, let oldest = s.oldest(), now &- oldest.since >= Self.evictableAfter {
+            s.shut(oldest.key)
             s.evicted += 1
         }
     }
@@ -278,12 +298,12 @@ final class RequestDeadlines: @unchecked Sendable {
     private func fire() {
         let now = DispatchTime.now().uptimeNanoseconds
         let next: UInt64 = state.withLock { s in
-            for (key, entry) in s.pending where now &- entry.since >= deadline {
-                s.shut(key)
+            while let oldest = s.oldest(), now &- oldest.since >= deadline {
+                s.shut(oldest.key)
                 s.expired += 1
             }
             evict(&s, now: now)
-            guard let oldest = s.pending.values.map(\.since).min() else {
+            guard let oldest = s.oldest()?.since else {
                 s.armedAt = UInt64.max
                 return UInt64.max
             }

@@ -27,6 +27,8 @@ public struct ServiceConfiguration: Sendable {
 
     /// State-changing requests the journal keeps (`GET /api/journal`); 0 turns it off.
     public var journalSize = 1000
+    /// Most bytes (request bodies and answers) one `GET /api/journal` page reads.
+    public var maxExportBytes = Journal.defaultMaxExportBytes
     /// The folder of experiment files `GET /api/experiments` serves ("": the
     /// experiments compiled into the binary).
     public var experimentsDirectory = ""

@@ -32,9 +32,17 @@ final class Journal: Sendable {
     }
 
     private let capacity: Int
+    /// Most bytes (request bodies and answers) one export reads (`--max-export-bytes`).
+    let maxExportBytes: Int
     private let state = Locked(State())
 
-    init(capacity: Int) { self.capacity = capacity }
+    /// Default bytes of one export: a page parsed on the control loop in tens of milliseconds.
+    static let defaultMaxExportBytes = 4_000_000
+
+    init(capacity: Int, maxExportBytes: Int = Journal.defaultMaxExportBytes) {
+        self.capacity = capacity
+        self.maxExportBytes = max(1, maxExportBytes)
+    }
 
     /// Records one request that arrived at `arrivedAt` and was answered at
     /// `answeredAt` (no-op with capacity 0).
@@ -57,10 +65,24 @@ final class Journal: Sendable {
         }
     }
 
-    /// Entries with `seq > since`, oldest first, at most `limit`.
+    /// Entries with `seq > since`, oldest first, at most `limit` and at most
+    /// `maxExportBytes` of bodies and answers (always at least one): an
+    /// export is parsed on the control loop, so its size bounds the time it
+    /// holds that loop. The rest follows with `since=` the page's `lastSeq`.
     func entries(since: Int, limit: Int) -> [Entry] {
-        state.withLock { s in
-            Array((s.entries[s.head...] + s.entries[..<s.head]).filter { $0.seq > since }.prefix(limit))
+        let budget = maxExportBytes
+        return state.withLock { s in
+            var taken: [Entry] = []
+            var bytes = 0
+            for index in 0..<s.entries.count {
+                let entry = s.entries[(s.head + index) % s.entries.count]
+                guard entry.seq > since else { continue }
+                let size = entry.body.count + entry.answer.count
+                if taken.count == limit || (!taken.isEmpty && bytes + size > budget) { break }
+                taken.append(entry)
+                bytes += size
+            }
+            return taken
         }
     }
 

@@ -128,6 +128,8 @@ final class ServiceMetrics: Sendable {
         var warningsActive: [String: Int] = [:]
         var queued = 0
         var eventClients = 0
+        /// Event-stream clients dropped for reading too slowly (`--event-stream-buffer`), since start.
+        var eventClientsDropped = 0
         /// The HTTP layer's connections and what its budgets closed (nil before it starts).
         var connections: HTTPConnectionCounts?
         /// The build: `version` and the store kind.
@@ -195,6 +197,10 @@ final class ServiceMetrics: Sendable {
             "runloopd_commands_queued", [], Double(s.queued + s.threads.reduce(0) { $0 + $1.pendingPerforms.count }))
         out.family("runloopd_event_clients", .gauge, "Connected event-stream (/api/events) clients.")
         out.sample("runloopd_event_clients", [], Double(s.eventClients))
+        out.family(
+            "runloopd_event_clients_dropped_total", .counter,
+            "Event-stream clients dropped for reading too slowly (--event-stream-buffer).")
+        out.sample("runloopd_event_clients_dropped_total", [], Double(s.eventClientsDropped))
         Self.writeConnections(&out, s.connections ?? HTTPConnectionCounts())
         out.family(
             "runloopd_wakeup_latency_seconds", .histogram,

@@ -69,11 +69,13 @@ extension RunLoopService {
     /// The Prometheus exposition of this moment.
     func metricsExposition(queued: Int) -> HTTPResponse {
         let workers = registry.allWorkers
+        let server = running.withLock { $0.server }
         let sample = ServiceMetrics.Sample(
             threads: workers.map(\.snapshot),
             utilizations: workers.filter { !$0.hasExited }.compactMap { $0.load().utilization },
             warningsActive: registry.diagnostics.warnings.activeCounts(), queued: queued,
-            eventClients: hub.clientCount, connections: running.withLock { $0.server }?.connectionCounts,
+            eventClients: hub.clientCount, eventClientsDropped: hub.droppedClients,
+            connections: server?.connectionCounts,
             version: Self.version, storeKind: history?.store.kind ?? "none",
             store: history?.status, fleet: history == nil ? nil : metrics.fleet.counts,
             nestedRunsRefused: registry.diagnostics.nestedRunsRefused,

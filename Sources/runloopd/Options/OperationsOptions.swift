@@ -26,18 +26,23 @@ struct OperationsOptions: ParsableArguments {
     @Option(help: "State-changing requests the journal keeps for GET /api/journal (0: no journal; at most 1000000).")
     var journalSize = Setting(Count(ServiceConfiguration().journalSize), env: "JOURNAL_SIZE")
 
+    @Option(help: "Bytes of request bodies and answers one GET /api/journal page reads (the rest: since=lastSeq).")
+    var maxExportBytes = Setting(ByteSize(Int64(ServiceConfiguration().maxExportBytes)), env: "MAX_EXPORT_BYTES")
+
     @Option(help: "A folder of experiment files served by GET /api/experiments instead of those compiled in.")
     var experimentsDir = Setting(ServiceConfiguration().experimentsDirectory, env: "EXPERIMENTS_DIR")
 
     mutating func validate() throws {
-        try resolve(\.setup, \.portFile, \.drainDelay, \.journalSize, \.experimentsDir)
+        try resolve(\.setup, \.portFile, \.drainDelay, \.journalSize, \.maxExportBytes, \.experimentsDir)
         try drainDelay.check("--drain-delay", Seconds(0)...Seconds(3600), "0...3600 seconds")
         try journalSize.check("--journal-size", 0...1_000_000, "0...1000000")
+        try maxExportBytes.check("--max-export-bytes", ByteSize(65536)...ByteSize(1_000_000_000), "64KB...1GB")
     }
 
     /// The journal's and the experiments' part of the configuration.
     func apply(to config: inout ServiceConfiguration) {
         config.journalSize = journalSize.count
+        config.maxExportBytes = Int(maxExportBytes.bytes)
         config.experimentsDirectory = experimentsDir.value
     }
 }

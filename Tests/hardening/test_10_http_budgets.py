@@ -1,0 +1,447 @@
+"""The HTTP layer's budgets (issue 37, findings 2, 3, 4 and 7), each attacked
+from many loopback addresses (127.0.0.2-.30) against the real binary while
+the liveness prober (probes.Liveness, from 127.0.0.99, outside the attack)
+checks that /healthz and /api/version answer within 2 s:
+
+- a keep-alive trickle (one whole request, then one byte of the next every
+  5 s) from 1,340 connections on 21 addresses, as the issue ran it, and
+  again with every closed connection reopened at once: each is closed at
+  --request-deadline counted from its answer, and --connection-headroom
+  keeps the table from filling with them;
+- event streams: a foreign page gets 403, one address at most
+  --max-event-clients-per-ip streams, all of them at most
+  --max-event-clients, and a closed client frees its place at once;
+  a token rotated out (SIGHUP) ends the streams opened with it;
+- request framing (RFC 9112): CL with TE, differing CLs, Host with a NUL or
+  a control byte, HTTP/1.1 without Host, an https Origin: 400 (403) and the
+  connection closed, the smuggled request never run;
+- a journal export of 60 MB: one page is at most --max-export-bytes.
+
+Figures (the prober's largest gap, RSS, connections held) go to the
+summary. Every loop is bounded in count and time.
+"""
+
+import errno
+import multiprocessing as mp
+import os
+import re
+import resource
+import selectors
+import signal
+import socket
+import time
+
+from conftest import figure, wait_until
+from probes import Liveness, raw_exchange, status_of
+
+PROBER = "127.0.0.99"
+TRICKLE_SECONDS = float(os.environ.get("HARDENING_TRICKLE_SECONDS", "20"))
+DEADLINE = 10.0  # --request-deadline's default
+
+
+def _raise_nofile(need):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(need, soft)), hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# --- the keep-alive trickle (finding 2) ---------------------------------------
+
+def _trickle(port, addresses, per_address, seconds, byte_every, reconnect, out):
+    """The attacker, in its own process (no GIL shared with the prober): each
+    connection sends one whole `GET /healthz`, reads the answer, then one byte
+    of the next request line every `byte_every` s. Reports how many were
+    opened and answered, how many the server closed, and the longest any
+    stayed open after its answer."""
+    sel = selectors.DefaultSelector()
+    request = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    trickle = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+    conns = {}
+    counts = {"opened": 0, "connect_failed": 0, "answered": 0, "closed_by_server": 0, "bytes_trickled": 0}
+    held = []  # seconds from an answer to the server's close
+    started = time.monotonic()
+
+    def open_one(address):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.bind((address, 0))
+            code = sock.connect_ex(("127.0.0.1", port))
+        except OSError:
+            code = -1
+        if code not in (0, errno.EINPROGRESS):
+            counts["connect_failed"] += 1
+            sock.close()
+            return
+        counts["opened"] += 1
+        conns[sock] = {"address": address, "state": "connecting", "got": b"", "answered": None, "next": 0.0,
+                       "sent": 0}
+        sel.register(sock, selectors.EVENT_WRITE)
+
+    def gone(sock, now):
+        st = conns.pop(sock)
+        try:
+            sel.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+        sock.close()
+        if st["answered"] is not None:
+            counts["closed_by_server"] += 1
+            held.append(now - st["answered"])
+        if reconnect and now - started < seconds:
+            open_one(st["address"])
+
+    for address in addresses:
+        for _ in range(per_address):
+            open_one(address)
+    # Bounded: at most 2,000,000 rounds and `seconds`.
+    for _ in range(2_000_000):
+        now = time.monotonic()
+        if now - started > seconds:
+            break
+        for key, _ in sel.select(timeout=0.05):
+            sock = key.fileobj
+            st = conns.get(sock)
+            if st is None:
+                continue
+            try:
+                if st["state"] == "connecting":
+                    if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                        raise ConnectionRefusedError()
+                    sock.send(request)
+                    st["state"] = "reading"
+                    sel.modify(sock, selectors.EVENT_READ)
+                    continue
+                data = sock.recv(65536)
+                if not data:
+                    raise ConnectionResetError()
+                st["got"] += data
+                if st["state"] == "reading" and st["got"].endswith(b"}\n"):
+                    st["state"] = "trickling"
+                    st["answered"] = time.monotonic()
+                    st["next"] = st["answered"]
+                    counts["answered"] += 1
+            except BlockingIOError:
+                continue
+            except OSError:
+                gone(sock, time.monotonic())
+        now = time.monotonic()
+        for sock, st in list(conns.items()):
+            if st["state"] == "trickling" and now >= st["next"] and st["sent"] < len(trickle):
+                try:
+                    sock.send(trickle[st["sent"]:st["sent"] + 1])
+                    st["sent"] += 1
+                    counts["bytes_trickled"] += 1
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    gone(sock, now)
+                    continue
+                st["next"] = now + byte_every
+    now = time.monotonic()
+    still = [now - st["answered"] for st in conns.values() if st["answered"] is not None]
+    for sock in list(conns):
+        sock.close()
+    counts["still_open_at_end"] = len(conns)
+    counts["longest_open_after_answer_s"] = round(max(held + still, default=0.0), 2)
+    counts["longest_closed_after_answer_s"] = round(max(held, default=0.0), 2)
+    out.put(counts)
+
+
+def _run_trickle(s, reconnect):
+    addresses = [f"127.0.0.{i}" for i in range(2, 23)]  # 21 addresses
+    per_address = 64  # --max-connections-per-ip's default: 1,344 >= 1,340
+    total = 1340
+    limit = _raise_nofile(total + 1024)
+    assert limit >= total + 256, f"RLIMIT_NOFILE {limit} is too low (run.sh raises it)"
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    # 1,340 over 21 addresses: 64 on the first 20, 60 on the last.
+    plan = addresses[:20]
+    proc = ctx.Process(target=_trickle, args=(s.port, plan, per_address, TRICKLE_SECONDS, 5.0, reconnect, out))
+    last = ctx.Process(target=_trickle, args=(s.port, addresses[20:], total - 20 * per_address, TRICKLE_SECONDS,
+                                             5.0, reconnect, out))
+    rss = []
+    sockets = []
+    pending = []
+    started = time.monotonic()
+    proc.start()
+    last.start()
+    # Bounded: the attack's length plus 30 s.
+    while (proc.is_alive() or last.is_alive()) and time.monotonic() - started < TRICKLE_SECONDS + 30:
+        rss.append(s.rss_kb())
+        sockets.append((round(time.monotonic() - started, 1), s.sockets()))
+        time.sleep(0.25)
+    a, b = out.get(timeout=30), out.get(timeout=30)
+    proc.join(timeout=10)
+    last.join(timeout=10)
+    counts = {k: a[k] + b[k] if not k.startswith("longest") else max(a[k], b[k]) for k in a}
+    return counts, rss, sockets
+
+
+def _closed_counts(s):
+    text = _metrics(s)
+    return {m.group(1): int(float(m.group(2)))
+            for m in re.finditer(r'runloopd_http_connections_closed_total\{reason="(\w+)"\} (\S+)', text)}
+
+
+def _metrics(s):
+    got, _ = raw_exchange(s.port, b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                          read_timeout=5, source=PROBER)
+    return got.decode("utf-8", "replace")
+
+
+def _metric(s, name):
+    m = re.search(r"\n" + re.escape(name) + r" (\S+)", _metrics(s))
+    return float(m.group(1)) if m else None
+
+
+def _trickle_test(server_factory, reconnect, tag):
+    s = server_factory(liveness_source=PROBER)
+    counts, rss, sockets = _run_trickle(s, reconnect)
+    closed = _closed_counts(s)
+    gaps = s.liveness.gaps()
+    held_after_2s = [n for t, n in sockets if t >= 2.0]
+    figure(f"keepalive_trickle_{tag}", {
+        **counts, "server_closed_by_reason": closed, "prober_largest_gap_s": gaps,
+        "rss_mb_max": round(max(rss) / 1024, 1), "server_sockets_peak": max(n for _, n in sockets),
+        "server_sockets_after_2s_median": sorted(held_after_2s)[len(held_after_2s) // 2] if held_after_2s else None,
+    })
+    problems = []
+    if counts["answered"] < 900:
+        problems.append(f"the attack barely got in ({counts}): it did not test the budget")
+    # Each trickling connection is closed at the deadline counted from its
+    # answer (the timer's leeway and a loaded machine: 3 s of slack).
+    if counts["longest_open_after_answer_s"] > DEADLINE + 3:
+        problems.append(f"a trickling keep-alive connection stayed open {counts['longest_open_after_answer_s']} s "
+                        f"after its answer (--request-deadline {DEADLINE})")
+    if closed.get("pending_cap", 0) + closed.get("headroom", 0) + closed.get("deadline", 0) == 0:
+        problems.append(f"no connection was closed by a budget: {closed}")
+    if max(rss) > 400 * 1024:
+        problems.append(f"RSS reached {max(rss) // 1024} MB")
+    assert not problems, "\n".join(problems)
+    assert s.healthy()
+
+
+def test_keepalive_trickle_as_the_issue_ran_it(server_factory):
+    """1,340 connections from 127.0.0.2-.22, none reopened."""
+    _trickle_test(server_factory, reconnect=False, tag="once")
+
+
+def test_keepalive_trickle_reopening_every_closed_connection(server_factory):
+    """The same, but every connection the server closes is reopened at once
+    from its address: the table keeps its headroom and the prober gets in."""
+    _trickle_test(server_factory, reconnect=True, tag="reopened")
+
+
+# --- event streams (findings 3 and 4) -----------------------------------------
+
+def _open_stream(port, source, headers=(), timeout=3.0):
+    """Opens `GET /api/events` from `source`: (status, socket or None)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((source, 0))
+    sock.settimeout(timeout)
+    try:
+        sock.connect(("127.0.0.1", port))
+        lines = ["GET /api/events HTTP/1.1", f"Host: 127.0.0.1:{port}", *headers, "", ""]
+        sock.sendall("\r\n".join(lines).encode())
+        got = b""
+        for _ in range(64):
+            if b"\r\n\r\n" in got:
+                break
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except OSError:
+        sock.close()
+        return None, None
+    status = status_of(got)
+    if status != 200:
+        sock.close()
+        return status, None
+    return status, sock
+
+
+def test_event_streams_are_budgeted_per_address_and_in_all(server_factory):
+    s = server_factory(liveness_source=PROBER)
+    addresses = [f"127.0.0.{i}" for i in range(2, 31)]  # 29 addresses
+    # 1. A page of another origin (what EventSource sends) gets 403 from each address.
+    foreign = [_open_stream(s.port, a, (f"Origin: http://{a}:{s.port}",))[0] for a in addresses]
+    https = _open_stream(s.port, "127.0.0.2", (f"Origin: https://127.0.0.1:{s.port}",))[0]
+    # 2. Ten streams from each address: at most 8 per address, 32 in all.
+    held = {}
+    statuses = {}
+    for a in addresses:
+        for _ in range(10):
+            status, sock = _open_stream(s.port, a)
+            statuses[status] = statuses.get(status, 0) + 1
+            if sock is not None:
+                held.setdefault(a, []).append(sock)
+    per_address = max(len(v) for v in held.values())
+    total = sum(len(v) for v in held.values())
+    gauge = _metric(s, "runloopd_event_clients")
+    # 3. The clients close: every place is free at once (no write needed to notice).
+    closed_at = time.monotonic()
+    for socks in held.values():
+        for sock in socks:
+            sock.close()
+    wait_until(lambda: _metric(s, "runloopd_event_clients") == 0, 2.0,
+               "the closed streams' places were not freed within 2 s")
+    freed_s = round(time.monotonic() - closed_at, 3)
+    hung_up = _metric(s, "runloopd_event_clients_hung_up_total")
+    # 4. The dashboard (its own address) gets its stream.
+    status, sock = _open_stream(s.port, "127.0.0.1")
+    if sock:
+        sock.close()
+    figure("event_streams_attack", {
+        "foreign_origin_statuses": sorted(set(foreign)), "https_origin_status": https, "statuses": statuses,
+        "held_total": total, "held_per_address_max": per_address, "gauge_while_held": gauge,
+        "freed_after_close_s": freed_s, "hung_up_total": hung_up, "rss_mb": round(s.rss_kb() / 1024, 1)})
+    assert set(foreign) == {403}, foreign
+    assert https == 403
+    assert per_address == 8, held
+    assert total == 32 and gauge == 32
+    assert statuses.get(429, 0) == len(addresses) * 10 - 32
+    assert hung_up >= 32
+    assert status == 200
+
+
+def test_a_stream_ends_when_its_token_is_rotated_out(server_factory, tmp_path):
+    old, new = "old-token-" + "a" * 24, "new-token-" + "b" * 24
+    token_file = tmp_path / "token"
+    token_file.write_text(old + "\n")
+    s = server_factory("--token-file", str(token_file), auth_token=old, liveness_source=PROBER)
+    status, sock = _open_stream(s.port, "127.0.0.2", (f"Authorization: Bearer {old}",))
+    assert status == 200
+    # The prober presents the old token: it is paused while the token changes, then follows.
+    with s.liveness.paused():
+        s.liveness.stop()
+        token_file.write_text(new + "\n")
+        rotated = time.monotonic()
+        os.kill(s.pid, signal.SIGHUP)
+        sock.settimeout(0.2)
+        ended = None
+        got = b"\r\n"  # the chunk before was read with the head
+        # Bounded: 5 s of reads; the stream's end is its last chunk (or the connection's end).
+        while time.monotonic() - rotated < 5 and ended is None:
+            try:
+                chunk = sock.recv(65536)
+                got += chunk
+                if chunk == b"" or got.endswith(b"\r\n0\r\n\r\n"):
+                    ended = time.monotonic() - rotated
+            except socket.timeout:
+                continue
+            except OSError:
+                ended = time.monotonic() - rotated
+        sock.close()
+    s.token = new
+    s.liveness = Liveness(s, source=PROBER).start()
+    refused = _open_stream(s.port, "127.0.0.2", (f"Authorization: Bearer {old}",))[0]
+    accepted, again = _open_stream(s.port, "127.0.0.2", (f"Authorization: Bearer {new}",))
+    if again:
+        again.close()
+    figure("event_stream_token_rotation", {"ended_after_s": None if ended is None else round(ended, 3),
+                                          "old_token_status": refused, "new_token_status": accepted})
+    assert ended is not None and ended < 3, "the stream outlived its token"
+    assert refused == 401 and accepted == 200
+    s.liveness.stop()
+    s.liveness.assert_alive()
+
+
+# --- request framing (finding 7) -----------------------------------------------
+
+def test_framing_attacks_are_refused_and_closed(server_factory):
+    s = server_factory(liveness_source=PROBER)
+    own = f"127.0.0.1:{s.port}"
+    smuggled = (f"POST /api/threads HTTP/1.1\r\nHost: {own}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: 2\r\n\r\n{{}}").encode()
+    cases = {
+        "cl_and_te": (f"POST /api/threads HTTP/1.1\r\nHost: {own}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n").encode()
+        + smuggled,
+        "two_lengths": (f"POST /api/threads HTTP/1.1\r\nHost: {own}\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: 2\r\nContent-Length: {len(smuggled) + 2}\r\n\r\n{{}}").encode() + smuggled,
+        "host_nul": b"POST /api/threads HTTP/1.1\r\nHost: 127.0.0.1\x00.evil\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 2\r\n\r\n{}",
+        "host_control": b"GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\x1b[2J\r\n\r\n",
+        "no_host": b"POST /api/threads HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        "https_origin": (f"POST /api/threads HTTP/1.1\r\nHost: {own}\r\nOrigin: https://{own}\r\n"
+                         f"Connection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}").encode(),
+    }
+    expected = {"https_origin": 403}
+    results = {}
+    problems = []
+    rss = []
+    for i in range(2, 31):
+        source = f"127.0.0.{i}"
+        for name, payload in cases.items():
+            got, ended = raw_exchange(s.port, payload, read_timeout=5, source=source)
+            status = status_of(got)
+            results.setdefault(name, set()).add((status, ended))
+            if status != expected.get(name, 400):
+                problems.append(f"{name} from {source}: {got[:200]!r}")
+            elif ended != "closed":
+                problems.append(f"{name} from {source}: the connection was left open ({ended})")
+            elif got.count(b"\r\nDate: ") > 1:
+                problems.append(f"{name} from {source}: a second answer (the smuggled request ran): {got!r}")
+        rss.append(s.rss_kb())
+    threads = s.get("/api/threads").json()
+    count = len(threads.get("threads", threads if isinstance(threads, list) else []))
+    bad = _closed_counts(s).get("bad_framing")
+    figure("framing_attacks", {name: sorted(map(str, v)) for name, v in results.items()}
+           | {"threads_created": count, "bad_framing_total": bad, "rss_mb_max": round(max(rss) / 1024, 1)})
+    assert not problems, "\n".join(problems[:20])
+    assert count == 0, "a refused request created a thread"
+    assert bad == 29 * 5
+
+
+# --- a journal export (finding 7) ----------------------------------------------
+
+def test_a_60mb_journal_exports_in_bounded_pages(server_factory):
+    cap = 4_000_000  # --max-export-bytes' default
+    s = server_factory("--journal-size", "1000", liveness_source=PROBER)
+    pad = "x" * 60_000
+    body = ('{"selector":"echo","pad":"' + pad + '"}').encode()
+    head = (f"POST /api/threads/none/perform HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    f = sock.makefile("rb")
+    # Bounded: 1,000 requests on one kept-alive connection.
+    for _ in range(1000):
+        sock.sendall(head + body)
+        line = f.readline()
+        length = 0
+        while True:
+            h = f.readline()
+            if h in (b"\r\n", b""):
+                break
+            if h.lower().startswith(b"content-length:"):
+                length = int(h.split(b":")[1])
+        f.read(length)
+        assert line.split(b" ")[1] in (b"400", b"404"), line
+    sock.close()
+    rss_full = s.rss_kb()
+    pages = []
+    since = 0
+    # Bounded: at most 1,000 pages.
+    for _ in range(1000):
+        t0 = time.monotonic()
+        r = s.get(f"/api/journal?since={since}", timeout=30)
+        took = time.monotonic() - t0
+        assert r.status_code == 200, r.text[:300]
+        doc = r.json()
+        pages.append((len(doc["steps"]), len(r.content), round(took, 3)))
+        if doc["lastSeq"] >= doc["journalSeq"] or not doc["steps"]:
+            break
+        since = doc["lastSeq"]
+    steps = sum(p[0] for p in pages)
+    figure("journal_export_60mb", {
+        "pages": len(pages), "steps": steps, "largest_page_bytes": max(p[1] for p in pages),
+        "slowest_page_s": max(p[2] for p in pages), "rss_mb_after_fill": round(rss_full / 1024, 1),
+        "prober_largest_gap_s": s.liveness.gaps()})
+    assert steps == 1000, pages
+    assert len(pages) >= 15, f"a 60 MB journal came in {len(pages)} pages: not bounded by {cap} bytes"
+    # A page carries at most the cap of bodies and answers (plus the steps' own JSON).
+    assert max(p[1] for p in pages) <= cap * 1.5, pages
