@@ -56,7 +56,7 @@ extension HistoryRecorder {
             // never wait behind a copy. The queue's storage is recycled: the
             // next queue is the batch before last's buffer, emptied (see
             // `State.spare`). A larger queue gives its oldest chunk.
-            var (taken, stopping, queuedBytes) = state.withLock { s -> (Deque<Queued>, Bool, Int) in
+            var (taken, stopping, queuedBytes, takenBytes) = state.withLock { s -> (Deque<Queued>, Bool, Int, Int) in
                 s.flushWanted = false
                 let queued = s.queueBytes
                 if s.queueBytes <= batchBytes {
@@ -76,10 +76,9 @@ extension HistoryRecorder {
                     s.inFlightBytes = bytes
                     s.queueBytes -= bytes
                 }
-                return (s.inFlight, s.stopping, queued)
+                return (s.inFlight, s.stopping, queued, s.inFlightBytes)
             }
             backlog = queuedBytes > batchBytes
-            let takenBytes = state.withLock { $0.inFlightBytes }
             writtenBytes += takenBytes
             let count = taken.count
             var ok = state.withLock { $0.status.registered } || register()
