@@ -62,11 +62,11 @@ struct HistoryBudgetOptionsTests {
             #expect(refused.exitCode == ExitCode.validationFailure.rawValue)
             #expect(refused.message.contains(says), "\(refused.message)")
         }
-        // A transaction's bytes: a thirty-second of the size bound, 256 KiB at least, the queue's bound at most.
+        // A transaction's bytes: a thirty-second of the size bound, 64 KiB at least, the queue's bound at most.
         #expect(defaults.batchBytes == 8_000_000)
         var small = defaults
         small.retention.maxBytes = 1_000_000
-        #expect(small.batchBytes == 256 << 10)
+        #expect(small.batchBytes == 64 << 10)
         small.retention.maxBytes = nil
         #expect(small.batchBytes == 16_000_000)
     }

@@ -22,6 +22,12 @@ extension HistoryRecorder {
         var backlog = false
         // Bytes written since the memory was last given back.
         var writtenBytes = 0
+        // Bytes written since the size bound was last checked (a store with
+        // no cheap check after each commit: PostgreSQL). A tenth of the
+        // bound written checks it again, so a flood cannot outrun it for
+        // the 60 s between periodic prunes.
+        var unchecked = 0
+        let checkEvery = options.retention.maxBytes.map { Int(clamping: max(1, $0 / 10)) } ?? Int.max
         let batchBytes = options.batchBytes
         // Heartbeats matter to a fleet (PostgreSQL: others judge this instance by
         // them). An idle SQLite runloopd wakes for nothing: its heartbeat and its
@@ -56,7 +62,7 @@ extension HistoryRecorder {
             // never wait behind a copy. The queue's storage is recycled: the
             // next queue is the batch before last's buffer, emptied (see
             // `State.spare`). A larger queue gives its oldest chunk.
-            var (taken, stopping, queuedBytes) = state.withLock { s -> (Deque<Queued>, Bool, Int) in
+            var (taken, stopping, queuedBytes, takenBytes) = state.withLock { s -> (Deque<Queued>, Bool, Int, Int) in
                 s.flushWanted = false
                 let queued = s.queueBytes
                 if s.queueBytes <= batchBytes {
@@ -76,11 +82,11 @@ extension HistoryRecorder {
                     s.inFlightBytes = bytes
                     s.queueBytes -= bytes
                 }
-                return (s.inFlight, s.stopping, queued)
+                return (s.inFlight, s.stopping, queued, s.inFlightBytes)
             }
             backlog = queuedBytes > batchBytes
-            let takenBytes = state.withLock { $0.inFlightBytes }
             writtenBytes += takenBytes
+            unchecked += takenBytes
             let count = taken.count
             var ok = state.withLock { $0.status.registered } || register()
             if ok && (count > 0 || (beats && Monotonic.now() - lastBeat >= options.heartbeatInterval)) {
@@ -126,8 +132,10 @@ extension HistoryRecorder {
             // its WAL pass the size bound's trigger: a stat after each commit,
             // and then the size only (the age's delete runs by the clock).
             let pruneDue = Monotonic.now() - lastPrune >= options.retentionInterval
-            if pruneDue || (count > 0 && store.overLimit(options.retention)) {
+            let measure = store.kind != "sqlite" && unchecked >= checkEvery
+            if pruneDue || measure || (count > 0 && store.overLimit(options.retention)) {
                 if pruneDue { lastPrune = Monotonic.now() }
+                unchecked = 0
                 prune(byAge: pruneDue)
             }
             if stopping && state.withLock({ $0.queue.isEmpty }) { break }
