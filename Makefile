@@ -15,9 +15,23 @@ FORMAT_PATHS := Sources Tests Plugins Package.swift benchmarks/Sources benchmark
 deps:
 	@bash scripts/install-deps.sh
 
-## Build the release binary (the same command the Dockerfile runs).
+# The version (RunLoopService.version) and the commit `runloopd --version` prints with it:
+# git's HEAD (12 digits, -dirty with uncommitted changes); the Dockerfile passes COMMIT=.
+VERSION := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/RunLoopServer/RunLoopService.swift)
+COMMIT ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; })
+DIST := .build/dist
+RELEASE_NAME := runloopd-$(VERSION)-linux-$(shell uname -m)
+
+## The release: the binary built with its commit (the same build the Dockerfile runs),
+## stripped into $(DIST)/$(RELEASE_NAME), with its SHA-256 checksum beside it
+## ($(RELEASE_NAME).sha256: `sha256sum -c` checks it). CHANGELOG.md says what changed.
 release: deps
-	$(SWIFT) build $(RELEASE_FLAGS)
+	RUNLOOPD_COMMIT=$(COMMIT) $(SWIFT) build $(RELEASE_FLAGS)
+	@mkdir -p $(DIST)
+	strip -o $(DIST)/$(RELEASE_NAME) $(BIN_RELEASE)
+	cd $(DIST) && sha256sum $(RELEASE_NAME) > $(RELEASE_NAME).sha256
+	@cat $(DIST)/$(RELEASE_NAME).sha256
+	@$(DIST)/$(RELEASE_NAME) --version
 
 build: deps
 	$(SWIFT) build

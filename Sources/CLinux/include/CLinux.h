@@ -22,4 +22,7 @@ int clinux_pipe_cloexec(int fds[2]);
 /// `posix_spawn_file_actions_addclosefrom_np`), so a spawned child, and any
 /// daemon it leaves behind, holds none of the parent's pipes.
 int clinux_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
+
+/// The commit this binary was built from (RUNLOOPD_COMMIT at build time, Package.swift), or "unknown".
+const char *clinux_build_commit(void);
 #endif
