@@ -47,6 +47,8 @@ final class HistoryRecorder: Sendable {
     struct Status: Sendable {
         var up = false
         var lastError: String?
+        /// The last failure when the store refused this configuration (`StoreError.configuration`): `/readyz` is 503 meanwhile.
+        var refusal: String?
         var queued = 0
         var dropped = 0
         var written = 0
@@ -235,10 +237,12 @@ final class HistoryRecorder: Sendable {
                 "the \(store.kind) history store fails (\(message)); events are queued (up to \(options.queueCapacity)) and written when it answers again",
             details: ["store": .string(store.kind), "location": .string(store.location), "error": .string(message)],
             counts: first)
+        let refusal = (error as? StoreError)?.configuration == true ? message : nil
         state.withLock { s in
             if s.status.up || s.status.lastError == nil { s.status.outage = (Date().timeIntervalSince1970, nil) }
             s.status.up = false
             s.status.lastError = message
+            s.status.refusal = refusal
         }
     }
 
@@ -254,8 +258,12 @@ final class HistoryRecorder: Sendable {
             }
             s.status.up = true
             s.status.lastError = nil
+            s.status.refusal = nil
         }
     }
+
+    /// Why the store refuses this instance's configuration, while it does (`/readyz` says it).
+    var refusal: String? { state.withLock { $0.status.refusal } }
 
     /// Events queued or being written with `seq > after` (for a resumed
     /// stream: they are not in the store yet), oldest first.
