@@ -10,7 +10,7 @@ PREDICT_TESTS := PredictDifferentialTests|E2EPredictTests
 # What swift format lints and formats (make test, make lint, make format).
 FORMAT_PATHS := Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
 
-.PHONY: run deps build release test test-swift test-predict test-tsan test-browser test-prometheus test-container lint format clean bench
+.PHONY: run deps build release test test-upgrade test-swift test-predict test-tsan test-browser test-prometheus test-container lint format clean bench
 
 deps:
 	@bash scripts/install-deps.sh
@@ -83,6 +83,13 @@ test-browser: build
 test-prometheus: build
 	@bash scripts/install-deps.sh test
 	bash Tests/prometheus/run.sh $(BIN_DEBUG)
+
+## A mixed-version fleet on one PostgreSQL (Tests/upgrade, issue 40): the previous
+## release's runloopd (RUNLOOPD_PREVIOUS, default 1a429af), built from git into
+## .build/previous/, and this one, upgraded and rolled back instance by instance; every
+## answered perform is kept. A few minutes the first time (the build), ~30 s after.
+test-upgrade: build
+	bash Tests/upgrade/run.sh $(BIN_DEBUG)
 
 ## Prove the Dockerfile's runtime stage without Docker: release build, a
 ## debootstrap'd bookworm root with only the runtime packages, the binary run
