@@ -1,6 +1,7 @@
 # runloopd container image.
-#   docker build -t runloopd:0.1.0 .     (tag it with what `runloopd --version` prints;
-#                                         deploy/*.yaml pin that tag)
+#   docker build --build-arg COMMIT="$(git rev-parse --short=12 HEAD)" -t runloopd:0.1.0 .
+#     (tag it with the version `runloopd --version` prints before the commit;
+#      deploy/*.yaml pin that tag)
 #   docker run --rm -p 8080:8080 -e RUNLOOPD_TOKEN="$(openssl rand -hex 32)" runloopd:0.1.0
 # or, with the token in a file (a Docker/Compose secret mounts at /run/secrets/<name>):
 #   docker run --rm -p 8080:8080 -v "$PWD/token:/run/secrets/runloopd_token:ro" \
@@ -29,7 +30,9 @@ COPY Public ./Public
 COPY experiments ./experiments
 # The Makefile's release target: `swift build -c release --static-swift-stdlib`;
 # stripped (its symbols are most of its size; crash reports still name frames by address).
-RUN make release && strip -o /runloopd .build/release/runloopd
+# The commit `runloopd --version` names (the context has no .git).
+ARG COMMIT=unknown
+RUN make release COMMIT="${COMMIT}" && strip -o /runloopd .build/release/runloopd
 
 # ---- runtime: bookworm-slim with only what the binary needs ----
 FROM debian:bookworm-slim AS runtime

@@ -10,14 +10,28 @@ PREDICT_TESTS := PredictDifferentialTests|E2EPredictTests
 # What swift format lints and formats (make test, make lint, make format).
 FORMAT_PATHS := Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
 
-.PHONY: run deps build release test test-swift test-predict test-tsan test-browser test-prometheus test-container lint format clean bench test-lab-pace
+.PHONY: run deps build release test test-upgrade test-swift test-predict test-tsan test-browser test-prometheus test-container lint format clean bench test-lab-pace
 
 deps:
 	@bash scripts/install-deps.sh
 
-## Build the release binary (the same command the Dockerfile runs).
+# The version (RunLoopService.version) and the commit `runloopd --version` prints with it:
+# git's HEAD (12 digits, -dirty with uncommitted changes); the Dockerfile passes COMMIT=.
+VERSION := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/RunLoopServer/RunLoopService.swift)
+COMMIT ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; })
+DIST := .build/dist
+RELEASE_NAME := runloopd-$(VERSION)-linux-$(shell uname -m)
+
+## The release: the binary built with its commit (the same build the Dockerfile runs),
+## stripped into $(DIST)/$(RELEASE_NAME), with its SHA-256 checksum beside it
+## ($(RELEASE_NAME).sha256: `sha256sum -c` checks it). CHANGELOG.md says what changed.
 release: deps
-	$(SWIFT) build $(RELEASE_FLAGS)
+	RUNLOOPD_COMMIT=$(COMMIT) $(SWIFT) build $(RELEASE_FLAGS)
+	@mkdir -p $(DIST)
+	strip -o $(DIST)/$(RELEASE_NAME) $(BIN_RELEASE)
+	cd $(DIST) && sha256sum $(RELEASE_NAME) > $(RELEASE_NAME).sha256
+	@cat $(DIST)/$(RELEASE_NAME).sha256
+	@$(DIST)/$(RELEASE_NAME) --version
 
 build: deps
 	$(SWIFT) build
@@ -69,6 +83,13 @@ test-browser: build
 test-prometheus: build
 	@bash scripts/install-deps.sh test
 	bash Tests/prometheus/run.sh $(BIN_DEBUG)
+
+## A mixed-version fleet on one PostgreSQL (Tests/upgrade, issue 40): the previous
+## release's runloopd (RUNLOOPD_PREVIOUS, default 1a429af), built from git into
+## .build/previous/, and this one, upgraded and rolled back instance by instance; every
+## answered perform is kept. A few minutes the first time (the build), ~30 s after.
+test-upgrade: build
+	bash Tests/upgrade/run.sh $(BIN_DEBUG)
 
 ## Prove the Dockerfile's runtime stage without Docker: release build, a
 ## debootstrap'd bookworm root with only the runtime packages, the binary run

@@ -18,7 +18,9 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
-        .target(name: "CLinux"),
+        // The commit `runloopd --version` names: RUNLOOPD_COMMIT in the build's
+        // environment (`make release` sets it from git), else "unknown".
+        .target(name: "CLinux", cSettings: [.define("RUNLOOPD_COMMIT", to: "\"\(buildCommit)\"")]),
         .target(name: "Primitives", dependencies: [.product(name: "HeapModule", package: "swift-collections")]),
         .target(
             name: "RunLoopCore",
@@ -107,3 +109,11 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+/// RUNLOOPD_COMMIT of the build's environment, as `runloopd --version` prints it (hex digits and
+/// `-dirty` only), or "unknown".
+var buildCommit: String {
+    let given = Context.environment["RUNLOOPD_COMMIT"] ?? ""
+    let allowed = given.allSatisfy { $0.isHexDigit || "-dirty".contains($0) }
+    return !given.isEmpty && allowed ? given : "unknown"
+}

@@ -6,6 +6,12 @@
 #include <sys/syscall.h>
 #include "CLinux.h"
 
+#ifndef RUNLOOPD_COMMIT
+#define RUNLOOPD_COMMIT "unknown"
+#endif
+
+const char *clinux_build_commit(void) { return RUNLOOPD_COMMIT; }
+
 int clinux_gettid(void) { return (int)syscall(SYS_gettid); }
 
 int clinux_set_thread_name(const char *name) { return pthread_setname_np(pthread_self(), name); }

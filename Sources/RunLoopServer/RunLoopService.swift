@@ -1,4 +1,5 @@
 import MicroHTTP
+import CLinux
 import CMicroHTTPD
 import CoreFoundation
 import Foundation
@@ -21,6 +22,10 @@ import Synchronization
 public final class RunLoopService: Sendable {
     /// The version this build reports.
     public static let version = "0.1.0"
+    /// The commit it was built from (`make release` names it), or "unknown".
+    public static let commit = String(cString: clinux_build_commit())
+    /// What `runloopd --version` prints: `0.1.0 (commit 1a429af0c1b2)`.
+    public static var versionLine: String { "\(version) (commit \(commit))" }
 
     /// The configuration.
     public let configuration: ServiceConfiguration

@@ -143,7 +143,8 @@ public final class PostgresStore: HistoryStore {
             } catch let error as StoreError {
                 throw error
             } catch {
-                throw StoreError("cannot connect to \(location): \(error)")
+                throw StoreError(
+                    "cannot connect to \(location): \(error)", configuration: Self.refusesConfiguration("\(error)"))
             }
             logger.debug("history store connected", metadata: ["store": "\(location)"])
         }
@@ -201,6 +202,18 @@ public final class PostgresStore: HistoryStore {
                 "history store migrated",
                 metadata: ["store": "\(location)", "from": "\(from)", "to": "v2", "seconds": "\(seconds)"])
         }
+    }
+
+    /// Whether libpq's reason for a failed connection is the server (or the
+    /// TLS setup) refusing this configuration, rather than a server that
+    /// does not answer: a certificate, TLS, the password, pg_hba, a missing
+    /// role or database.
+    static func refusesConfiguration(_ reason: String) -> Bool {
+        let signs = [
+            "certificate", "does not support SSL", "password authentication failed", "no password supplied",
+            "pg_hba.conf", "does not exist", "sslmode",
+        ]
+        return signs.contains { reason.contains($0) }
     }
 
     /// The schema a database has: `none`, `v1` (no request columns) or `v2`.

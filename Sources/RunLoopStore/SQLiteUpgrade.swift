@@ -3,7 +3,7 @@ import GRDB
 import Logging
 
 /// The SQLite file's schema versions and the upgrade of an older file
-/// (docs/setup.md, "Upgrades and rollbacks"). GRDB records each version a
+/// (docs/upgrades.md). GRDB records each version a
 /// file has had in its `grdb_migrations` table; at open, before anything
 /// changes an existing file that needs a migration (or the one-time VACUUM
 /// into incremental auto-vacuum), a copy of it is made next to it with
@@ -67,7 +67,8 @@ enum SQLiteUpgrade {
             throw StoreError(
                 "\(path) has schema \(found.unknown.joined(separator: ", ")) from a newer runloopd; this one knows "
                     + "\(migrator.migrations.joined(separator: ", ")). Run the newer runloopd, or restore the copy "
-                    + "it made before its upgrade (\(path).\(newest)-*.bak); docs/setup.md, \"Upgrades and rollbacks\"")
+                    + "it made before its upgrade (\(path).\(newest)-*.bak); docs/upgrades.md",
+                configuration: true)
         }
         let pending = migrator.migrations.filter { !found.applied.contains($0) }
         let vacuum = found.autoVacuum != 2

@@ -313,7 +313,15 @@ public struct Retention: Sendable, Equatable {
 /// A store failure, with a sentence for the warning and the logs.
 public struct StoreError: Error, CustomStringConvertible, Sendable {
     public var description: String
-    public init(_ description: String) { self.description = description }
+    /// The store answered and refused this instance's configuration (TLS,
+    /// the password, a missing database, a file from a newer runloopd):
+    /// retrying as it is cannot help, so the instance reports not ready
+    /// until the store answers (a rotated password or certificate).
+    public var configuration: Bool
+    public init(_ description: String, configuration: Bool = false) {
+        self.description = description
+        self.configuration = configuration
+    }
 }
 
 /// The interface the server writes to and reads from. Writes come from one

@@ -12,7 +12,7 @@ struct RunLoopdCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "runloopd",
         abstract: "An HTTP service that exposes real CoreFoundation run loops.",
-        version: RunLoopService.version,
+        version: RunLoopService.versionLine,
         subcommands: [Serve.self, Play.self, Healthcheck.self],
         defaultSubcommand: Serve.self
     )

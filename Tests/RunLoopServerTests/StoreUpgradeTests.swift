@@ -5,8 +5,7 @@ import Primitives
 @testable import RunLoopStore
 import Testing
 
-/// Upgrades of the SQLite file (issue 40, docs/setup.md "Upgrades and
-/// rollbacks"): a file the previous schema version made, written by the
+/// Upgrades of the SQLite file (issue 40, docs/upgrades.md): a file the previous schema version made, written by the
 /// migrations that version ran, is copied next to itself, migrated, logged,
 /// and reads as before; a file a newer runloopd migrated is refused unchanged.
 @Suite("Store upgrades")
@@ -191,11 +190,32 @@ struct StoreUpgradeTests {
         store.close()
         let message = "\(error.map { $0 as Any } ?? "none")"
         #expect(message.contains("schema v5 from a newer runloopd"))
-        #expect(message.contains("Upgrades and rollbacks"))
+        #expect(message.contains("docs/upgrades.md"))
+        #expect(error?.configuration == true)
         #expect(try Self.backups(dir).isEmpty)
         #expect(log.lines.isEmpty)
         #expect(try Self.migrations(path) == ["v1", "v2", "v3", "v4", "v5"])
         #expect(try Self.contents(path) == before)
+    }
+
+    @Test("docs/upgrades.md's SQLite schema is a new file's, statement for statement")
+    func documentedSchema() throws {
+        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/upgrades.md")
+        let text = try String(contentsOf: docs, encoding: .utf8)
+        let block = try #require(text.components(separatedBy: "```sql\n").dropFirst().first)
+        let documented = block.components(separatedBy: "\n```").first ?? ""
+        let (dir, path) = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = SQLiteStore(path: path)
+        try store.open()
+        store.close()
+        let queue = try DatabaseQueue(path: path)
+        defer { try? queue.close() }
+        let made = try queue.read {
+            try String.fetchAll($0, sql: "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid")
+        }
+        #expect(documented == made.map { $0 + ";" }.joined(separator: "\n"))
     }
 
     @Test("the copy's name: the version it holds and the UTC time of the upgrade")

@@ -54,8 +54,10 @@ def test_manifest(path):
     [container] = spec["containers"]
 
     # A pinned image: the version the binary reports, never :latest.
-    version = run("--version").stdout.strip()
-    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", version), version
+    # `runloopd --version`: the version, then the commit it was built from.
+    printed = run("--version").stdout.strip()
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S* \(commit ([0-9a-f]{7,40}(-dirty)?|unknown)\)", printed), printed
+    version = printed.split()[0]
     assert container["image"] == f"runloopd:{version}"
 
     # Every flag and RUNLOOPD_* variable is one `runloopd serve` knows (--drain-delay: see below).
@@ -119,7 +121,15 @@ def test_fleet_is_wired_to_postgres_by_pod_name_and_ip():
     assert store.startswith("postgres://") and ":" not in store.split("@")[0].removeprefix("postgres://"), \
         "no password in the URL"
     assert "sslmode=verify-full" in store
-    assert env["PGPASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "password"
+    # The password from a file runloopd reads at each connection (rotation without a restart), not PGPASSWORD.
+    assert "PGPASSWORD" not in env
+    password_file = env["RUNLOOPD_STORE_PASSWORD_FILE"]["value"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["template"]["spec"]["volumes"]}
+    [volume] = [name for name, path in mounts.items() if password_file.startswith(path + "/")]
+    items = {i["path"]: i["key"] for i in volumes[volume]["secret"]["items"]}
+    assert items[password_file.rsplit("/", 1)[1]] == "password"
+    assert volumes[volume]["secret"]["defaultMode"] & 0o007 == 0, "the password is not world-readable"
     egress_ports = {p["port"] for rule in next(d for (k, _), d in docs.items() if k == "NetworkPolicy")["spec"]
                     ["egress"] for p in rule["ports"]}
     assert egress_ports == {53, 5432}

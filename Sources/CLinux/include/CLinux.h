@@ -34,4 +34,7 @@ unsigned long clinux_stack_here(void);
 /// Gives the heap's free memory back to the system (glibc's `malloc_trim(0)`):
 /// the history writer calls it once its queue drains after a flood.
 static inline int clinux_malloc_trim(void) { return malloc_trim(0); }
+
+/// The commit this binary was built from (RUNLOOPD_COMMIT at build time, Package.swift), or "unknown".
+const char *clinux_build_commit(void);
 #endif

@@ -52,6 +52,8 @@ final class HistoryRecorder: Sendable {
     struct Status: Sendable {
         var up = false
         var lastError: String?
+        /// The last failure when the store refused this configuration (`StoreError.configuration`): `/readyz` is 503 meanwhile.
+        var refusal: String?
         var queued = 0
         var dropped = 0
         /// Bytes of the queued events (`Queued.bytes`), in flight included.
@@ -260,10 +262,12 @@ final class HistoryRecorder: Sendable {
                 "the \(store.kind) history store fails (\(message)); events are queued (up to \(options.queueCapacity)) and written when it answers again",
             details: ["store": .string(store.kind), "location": .string(store.location), "error": .string(message)],
             counts: first)
+        let refusal = (error as? StoreError)?.configuration == true ? message : nil
         state.withLock { s in
             if s.status.up || s.status.lastError == nil { s.status.outage = (Date().timeIntervalSince1970, nil) }
             s.status.up = false
             s.status.lastError = message
+            s.status.refusal = refusal
         }
     }
 
@@ -279,8 +283,12 @@ final class HistoryRecorder: Sendable {
             }
             s.status.up = true
             s.status.lastError = nil
+            s.status.refusal = nil
         }
     }
+
+    /// Why the store refuses this instance's configuration, while it does (`/readyz` says it).
+    var refusal: String? { state.withLock { $0.status.refusal } }
 
     /// Events queued or being written with `seq > after` (for a resumed
     /// stream: they are not in the store yet), oldest first.

@@ -41,7 +41,9 @@ struct LocalStage {
     }
 
     /// `/readyz`: 200 once started and `--setup` applied; 503 while draining,
-    /// starting or stopping.
+    /// starting or stopping, and while the history store refuses this
+    /// instance's configuration (TLS, password, a newer file: retrying as it
+    /// is cannot help, so the pod must not take traffic unseen).
     private func readiness(_ state: ServiceSnapshot) -> HTTPResponse {
         if state.draining {
             // SIGTERM's drain: out of the load balancer, still serving.
@@ -49,6 +51,10 @@ struct LocalStage {
         }
         guard let control = state.control, control.isRunning else {
             return GuardStage.unavailable(code: "not_ready", "runloopd is starting or stopping")
+        }
+        if let refusal = service.history?.refusal {
+            return GuardStage.unavailable(
+                code: "not_ready", "the history store refuses this configuration: \(refusal)")
         }
         let threads = Double(service.registry.workerCount)
         return APIResponses.json(200, ["status": "ready", "threads": .number(threads)])
