@@ -150,7 +150,11 @@ public final class HTTPServer: Sendable {
         }
         let messages = core.endStartup()
         guard let daemon else {
-            let detail = messages.isEmpty ? "" : ": " + messages.joined(separator: "; ")
+            var detail = messages.isEmpty ? "" : ": " + messages.joined(separator: "; ")
+            if messages.contains(where: { $0.contains("Address already in use") }) {
+                detail +=
+                    " (another process listens on port \(configuration.port): stop it, or pick another --port; 0 picks a free one)"
+            }
             throw HTTPServerError(
                 kind: .startFailed,
                 message: "cannot listen on \(configuration.host) port \(configuration.port)\(detail)")

@@ -391,7 +391,17 @@ final class HTTPServerCore: Sendable {
         core.log(String(cString: message).trimmingSpaces())
     }
 
-    private func log(_ message: String) {
+    /// libmicrohttpd's message with the port it could not bind named: runloopd
+    /// passes the whole address (`MHD_OPTION_SOCK_ADDR`) and 0 as libmicrohttpd's
+    /// own port argument, so its "Failed to bind to port 0" means `port`.
+    static func naming(port: UInt16, in message: String) -> String {
+        guard port != 0 else { return message }
+        return message.replacing("to port 0:", with: "to port \(port):").replacing(
+            "to port 0.", with: "to port \(port).")
+    }
+
+    private func log(_ raw: String) {
+        let message = Self.naming(port: configuration.port, in: raw)
         let collecting = startupMessages.withLock { messages in
             if messages == nil { return false }
             messages?.append(message)

@@ -345,9 +345,10 @@ extension Worker {
     public func performStatus(_ performId: String) throws(RunLoopError) -> PerformStatus {
         let status: PerformStatus? = book.withLock { b in
             if let request = b.performs.queued.first(where: { $0.id == performId }) {
+                let delayed = b.performs.isDelayed(performId)
                 return PerformStatus(
-                    id: performId, selector: request.call.selector,
-                    state: b.performs.isDelayed(performId) ? .delayed : .pending)
+                    id: performId, selector: request.call.selector, state: delayed ? .delayed : .pending,
+                    fireAt: delayed ? request.fireAt : nil)
             }
             if let running = b.runningPerform, running.id == performId {
                 return PerformStatus(id: performId, selector: running.selector, state: .running)

@@ -258,6 +258,8 @@ public struct PerformStatus: Sendable {
     public var ranMs: Double?
     /// When it was answered.
     public var finishedAt: Date?
+    /// A delayed perform's fire date (nil otherwise): past it, still delayed, it is overdue.
+    public var fireAt: Date? = nil
 }
 
 /// A consistent view of a worker, readable from any thread.

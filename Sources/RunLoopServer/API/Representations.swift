@@ -52,8 +52,22 @@ enum Rep {
             "queuedAt": Timestamp.value(perform.queuedAt),
             "afterDelay": perform.delayed ? .number(perform.afterDelay) : .null,
             "fireAt": Timestamp.value(perform.fireAt), "state": .string(perform.delayed ? "delayed" : "pending"),
+            "overdueMs": overdueMs(perform.delayed ? perform.fireAt : nil),
         ]
     }
+
+    /// How long past its fire date a delayed perform still waits (null when it
+    /// is not due yet or not delayed): its afterDelay timer fires only while
+    /// the loop runs in one of its modes.
+    static func overdueMs(_ fireAt: Date?) -> Value {
+        guard let fireAt else { return .null }
+        let late = Date().timeIntervalSince(fireAt)
+        return late > 0 ? round3(late * 1000) : .null
+    }
+
+    /// What an overdue delayed perform's answer says.
+    static let overdueNote =
+        "overdue: its afterDelay timer is due but has not fired, because the thread's loop is not running in the perform's modes (a manual thread runs only when asked)"
 
     /// Where a perform is followed: `GET /api/threads/{id}/performs/{pid}`.
     static func performPath(thread: String, _ performId: String) -> String {
@@ -77,7 +91,9 @@ enum Rep {
             "performId": .string(p.id), "thread": .string(thread), "selector": .string(p.selector),
             "state": .string(p.state.rawValue), "result": .null, "error": .null,
             "queuedMs": round3(p.queuedMs), "ranMs": round3(p.ranMs), "finishedAt": Timestamp.value(p.finishedAt),
+            "overdueMs": overdueMs(p.state == .delayed ? p.fireAt : nil),
         ]
+        if object["overdueMs"] != .null { object["note"] = .string(overdueNote) }
         switch p.outcome {
         case .success(let value)?: object["result"] = value
         case .failure(let e)?: object["error"] = error(e)

@@ -6,22 +6,40 @@ import RunLoopCore
 extension API {
     func addTimers(_ r: inout Router) {
         r.add("POST", "/api/threads/{id}/timers") { ctx throws(RunLoopError) in
-            let body = try ctx.body(["interval", "repeats", "delay", "tolerance", "mode", "action", "maxFires"])
+            let body = try ctx.body([
+                "interval", "repeats", "delay", "tolerance", "mode", "modes", "action", "maxFires",
+            ])
             let target = try worker(ctx)
-            guard let interval = try body.number("interval") else {
-                throw .badValue("interval", "interval is required (seconds between fires)")
+            let delay = try body.number("delay")
+            // A one-shot timer needs only its delay (CF ignores a one-shot timer's interval).
+            guard let interval = try body.number("interval") ?? delay.map({ max($0, limits.minTimerInterval) }) else {
+                throw .badValue(
+                    "interval", "interval is required (seconds between fires), or delay for a one-shot timer")
             }
-            let repeats = try body.bool("repeats") ?? true
+            let repeats = try body.bool("repeats") ?? body.has("interval")
+            guard body.has("interval") || !repeats else {
+                throw .badValue("interval", "a repeating timer needs interval (seconds between fires)")
+            }
             guard !repeats || interval >= limits.minTimerInterval else {
                 throw .badValue(
                     "interval", "a repeating timer's interval must be >= \(limits.minTimerInterval) seconds")
             }
+            // Created with the modes it is answered with: `modes` (a list), or one `mode`.
+            guard !(body.has("mode") && body.has("modes")) else {
+                throw .badValue("modes", "give mode or modes, not both")
+            }
+            let one = try body.mode("mode") ?? .default
+            let modes = try API.performModes(body) ?? [one]
             let spec = TimerSpec(
-                interval: interval, repeats: repeats, delay: try body.number("delay"),
-                tolerance: try body.number("tolerance") ?? 0, mode: try body.mode("mode") ?? .default,
+                interval: interval, repeats: repeats, delay: delay,
+                tolerance: try body.number("tolerance") ?? 0, mode: modes[0],
                 action: try body.selectorCall("action"),
                 maxFires: try body.integer("maxFires", min: 1, max: 1_000_000_000))
-            let timer = try target.addTimer(spec)
+            var timer = try target.addTimer(spec)
+            var added: Set<String> = [spec.mode.name]
+            for mode in modes.dropFirst() where added.insert(mode.name).inserted {
+                timer = try target.addTimerMode(timer.id, mode: mode)
+            }
             return .json(
                 201, API.hinting(Rep.timer(timer), spec.mode),
                 headers: [("Location", "/api/threads/\(target.id)/timers/\(timer.id)")])
