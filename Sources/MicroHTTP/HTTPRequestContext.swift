@@ -13,10 +13,41 @@ struct MHDConnection: @unchecked Sendable {
 /// Per-request state kept in libmicrohttpd's `*con_cls` (one retain, released
 /// by the request-completed callback): one state machine behind one lock,
 /// moved only by `transition(_:)`, which answers what the caller does next.
+/// The context's one object is its lock (a `LockedBuffer`: the state in its
+/// header, the mutex in its tail), so a request makes no lock of its own.
 ///
 /// The reading events come from the connection's libmicrohttpd thread; a
 /// `deliver` from whoever answers (the control loop, a worker, a timer).
-final class HTTPRequestContext: Sendable {
+// @unchecked: the state is reached only under the storage's lock; the
+// connection and peer are set at the start and never changed.
+struct HTTPRequestContext: @unchecked Sendable {
+    /// The one object: the state and its lock.
+    final class Storage: LockedBuffer<HTTPRequestState> {}
+
+    let storage: Storage
+
+    init(connection: MHDConnection, peer: PeerAddress?) {
+        storage = Storage.make(HTTPRequestState(connection: connection, peer: peer))
+    }
+
+    private init(storage: Storage) { self.storage = storage }
+
+    /// The context as `*con_cls`: retained once, until `released(_:)`.
+    func retained() -> UnsafeMutableRawPointer { Unmanaged.passRetained(storage).toOpaque() }
+
+    /// The context `*con_cls` holds, still retained there.
+    init(unretained raw: UnsafeMutableRawPointer) {
+        storage = Unmanaged<Storage>.fromOpaque(raw).takeUnretainedValue()
+    }
+
+    /// The context `*con_cls` held, its retain given back.
+    static func released(_ raw: UnsafeMutableRawPointer) -> HTTPRequestContext {
+        HTTPRequestContext(storage: Unmanaged<Storage>.fromOpaque(raw).takeRetainedValue())
+    }
+
+    /// The request's identity (the registry of outstanding requests' key).
+    var id: ObjectIdentifier { ObjectIdentifier(storage) }
+
     /// Where the request is in its life.
     enum Phase {
         /// Headers and body are still arriving.
@@ -76,27 +107,14 @@ final class HTTPRequestContext: Sendable {
         case ignored
     }
 
-    fileprivate struct State {
-        var phase: Phase = .reading
-        var pending: HTTPResponse?
-        var responded = false
-        var body: [UInt8] = []
-        var tooLarge = false
-        var discarded = 0
-    }
-
-    let connection: MHDConnection
-    let peer: PeerAddress?
-    private let state = Locked(State())
-
-    init(connection: MHDConnection, peer: PeerAddress?) {
-        self.connection = connection
-        self.peer = peer
-    }
+    /// Set at the start, never changed: read without the lock.
+    var connection: MHDConnection { storage.withUnsafeMutablePointerToHeader { $0.pointee.connection } }
+    var peer: PeerAddress? { storage.withUnsafeMutablePointerToHeader { $0.pointee.peer } }
 
     /// The one way the request moves on: one lock acquisition per event.
     func transition(_ event: Event) -> Action {
-        state.withLock { s in
+        let connection = connection
+        return storage.withLock { s in
             switch event {
             case .chunk(let chunk, let limit): return s.append(chunk, limit: limit)
             case .refusedTooLarge:
@@ -116,8 +134,25 @@ final class HTTPRequestContext: Sendable {
     }
 }
 
-extension HTTPRequestContext.State {
+/// An `HTTPRequestContext`'s header: its connection and peer (set once) and
+/// the state machine's state (under the context's lock).
+struct HTTPRequestState {
     typealias Action = HTTPRequestContext.Action
+    typealias Phase = HTTPRequestContext.Phase
+
+    let connection: MHDConnection
+    let peer: PeerAddress?
+    var phase: Phase = .reading
+    var pending: HTTPResponse?
+    var responded = false
+    var body: [UInt8] = []
+    var tooLarge = false
+    var discarded = 0
+
+    init(connection: MHDConnection, peer: PeerAddress?) {
+        self.connection = connection
+        self.peer = peer
+    }
 
     mutating func append(_ chunk: UnsafeRawBufferPointer, limit: Int) -> Action {
         if !tooLarge && body.count + chunk.count > limit {

@@ -151,7 +151,7 @@ final class HTTPServerCore: Sendable {
         guard let raw = contextSlot.pointee else {
             return firstCall(connection: connection, version: version, contextSlot: contextSlot)
         }
-        let context = Unmanaged<HTTPRequestContext>.fromOpaque(raw).takeUnretainedValue()
+        let context = HTTPRequestContext(unretained: raw)
         if uploadDataSize.pointee > 0 {
             return collect(uploadData, uploadDataSize, into: context)
         }
@@ -216,7 +216,7 @@ final class HTTPServerCore: Sendable {
     ) -> MHD_Result {
         let peer = runloopd_mhd_client_address(connection).flatMap(SocketAddress.peer)
         let context = HTTPRequestContext(connection: MHDConnection(pointer: connection), peer: peer)
-        contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
+        contextSlot.pointee = context.retained()
         liveContexts.add(1, ordering: .relaxed)
 
         // RFC 9112's framing rules, before a byte of the body is read.
@@ -266,7 +266,7 @@ final class HTTPServerCore: Sendable {
         request.peer = context.peer
         let accepted = registry.withLock { r in
             if r.stopping { return false }
-            r.outstanding[ObjectIdentifier(context)] = context
+            r.outstanding[context.id] = context
             return true
         }
         guard accepted else {
@@ -306,7 +306,7 @@ final class HTTPServerCore: Sendable {
             logger.debug("HTTP request ended early", metadata: ["reason": "\(code.rawValue)"])
         }
         let signal = registry.withLock { r in
-            r.outstanding.removeValue(forKey: ObjectIdentifier(context))
+            r.outstanding.removeValue(forKey: context.id)
             return r.stopping
         }
         if signal { drained.signal() }
@@ -340,7 +340,7 @@ final class HTTPServerCore: Sendable {
         if let connection, code == .REQUEST_TERMINATED_COMPLETED_OK { core.deadlines.answered(connection) }
         guard let raw = contextSlot.pointee else { return }
         contextSlot.pointee = nil
-        let context = Unmanaged<HTTPRequestContext>.fromOpaque(raw).takeRetainedValue()
+        let context = HTTPRequestContext.released(raw)
         core.completed(context, code: code)
     }
 

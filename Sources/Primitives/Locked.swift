@@ -32,58 +32,21 @@
 /// Sendable only when `Value` is (swift-nio's `NIOLockedValueBox` rule): a
 /// lock makes access exclusive, it cannot make a non-Sendable value safe to
 /// hand to another thread.
-public final class Locked<Value> {
-    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
-    @usableFromInline var value: Value
-    #if DEBUG
-        /// Where this lock was made (its name in re-entry messages).
-        @usableFromInline let createdAt: LockSite
-        /// Where the holder took it; read only by the holder.
-        @usableFromInline var heldAt: LockSite?
-    #endif
+///
+/// One allocation (swift-nio's `NIOLockedValueBox` shape): `Locked` is a
+/// handle on a `LockedBuffer`, a `ManagedBuffer` whose header is the value
+/// and whose tail is the mutex and the condition. A type that is a lock and
+/// its state at once (one per request) subclasses `LockedBuffer` instead and
+/// costs no allocation of its own for the lock (`HTTPRequestContext`).
+/// Every pthread call is checked, in release builds too (swift-nio's
+/// `NIOLock` rule): a failing lock or unlock stops the process rather than
+/// run a body unguarded.
+public struct Locked<Value> {
+    @usableFromInline let buffer: LockedBuffer<Value>
 
     /// Wraps `value`; `file` and `line` name the lock in debug builds' messages.
     public init(_ value: Value, file: StaticString = #fileID, line: UInt = #line) {
-        self.value = value
-        #if DEBUG
-            createdAt = LockSite(file: file, line: line)
-        #endif
-        // One allocation for both: the mutex, then the condition (a lock is made
-        // per perform on the hot path, so every malloc counts).
-        let mutexBytes = MemoryLayout<pthread_mutex_t>.stride
-        let alignment = max(MemoryLayout<pthread_mutex_t>.alignment, MemoryLayout<pthread_cond_t>.alignment)
-        let conditionOffset = (mutexBytes + alignment - 1) / alignment * alignment
-        let raw = UnsafeMutableRawPointer.allocate(
-            byteCount: conditionOffset + MemoryLayout<pthread_cond_t>.stride, alignment: alignment)
-        mutex = raw.bindMemory(to: pthread_mutex_t.self, capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        var attributes = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attributes)
-        #if DEBUG
-            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
-        #elseif canImport(Glibc)
-            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
-        #endif
-        pthread_mutex_init(mutex, &attributes)
-        pthread_mutexattr_destroy(&attributes)
-        condition = (raw + conditionOffset).bindMemory(to: pthread_cond_t.self, capacity: 1)
-        condition.initialize(to: pthread_cond_t())
-        // The condition measures timed waits on the monotonic clock (a wall
-        // clock step never stretches or cuts a deadline).
-        var conditionAttributes = pthread_condattr_t()
-        pthread_condattr_init(&conditionAttributes)
-        pthread_condattr_setclock(&conditionAttributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &conditionAttributes)
-        pthread_condattr_destroy(&conditionAttributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        condition.deinitialize(count: 1)
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        UnsafeMutableRawPointer(mutex).deallocate()
+        buffer = LockedBuffer.make(value, file: file, line: line)
     }
 
     /// Runs `body` with the lock held (inlined, so it specialises in callers).
@@ -91,55 +54,7 @@ public final class Locked<Value> {
     public func withLock<Result, Failure: Error>(
         file: StaticString = #fileID, line: UInt = #line, _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        lock(file: file, line: line)
-        defer { unlock() }
-        return try body(&value)
-    }
-
-    /// Takes the mutex (debug builds: and checks the thread does not hold it already).
-    @inlinable
-    func lock(file: StaticString, line: UInt) {
-        #if DEBUG
-            let result = pthread_mutex_lock(mutex)
-            if result == EDEADLK {
-                LockCheck.reentered(created: createdAt, heldAt: heldAt, again: LockSite(file: file, line: line))
-            }
-            precondition(result == 0, "pthread_mutex_lock failed: \(result)")
-            heldAt = LockSite(file: file, line: line)
-            LockCheck.held(1)
-        #else
-            pthread_mutex_lock(mutex)
-        #endif
-    }
-
-    /// Releases the mutex.
-    @inlinable
-    func unlock() {
-        #if DEBUG
-            heldAt = nil
-            LockCheck.held(-1)
-        #endif
-        pthread_mutex_unlock(mutex)
-    }
-
-    /// Blocks in the condition (the mutex released meanwhile); true when it timed out.
-    @discardableResult
-    private func wait(until deadline: UnsafePointer<timespec>?) -> Bool {
-        #if DEBUG
-            let site = heldAt
-            heldAt = nil
-        #endif
-        let timedOut: Bool
-        if let deadline {
-            timedOut = pthread_cond_timedwait(condition, mutex, deadline) == ETIMEDOUT
-        } else {
-            pthread_cond_wait(condition, mutex)
-            timedOut = false
-        }
-        #if DEBUG
-            heldAt = site
-        #endif
-        return timedOut
+        try buffer.withLock(file: file, line: line, body)
     }
 
     /// Waits (lock released while asleep) until `ready` holds, then runs `body`
@@ -148,10 +63,7 @@ public final class Locked<Value> {
         file: StaticString = #fileID, line: UInt = #line, when ready: (Value) -> Bool,
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        lock(file: file, line: line)
-        defer { unlock() }
-        while !ready(value) { wait(until: nil) }
-        return try body(&value)
+        try buffer.withLock(file: file, line: line, when: ready, body)
     }
 
     /// Like `withLock(when:_:)`, but waits at most `seconds`: `body` then runs
@@ -160,26 +72,184 @@ public final class Locked<Value> {
         file: StaticString = #fileID, line: UInt = #line, when ready: (Value) -> Bool, timeout seconds: Double,
         _ body: (inout Value, _ isReady: Bool) throws(Failure) -> Result
     ) throws(Failure) -> Result {
+        try buffer.withLock(file: file, line: line, when: ready, timeout: seconds, body)
+    }
+
+    /// Wakes every `withLock(when:)` waiter so it re-checks its condition. Call
+    /// it after the change was made under the lock.
+    public func notifyAll() { buffer.notifyAll() }
+}
+
+/// A mutex and its condition: the tail of a `LockedBuffer`, never moved.
+public struct LockPrimitives {
+    @usableFromInline var mutex = pthread_mutex_t()
+    @usableFromInline var condition = pthread_cond_t()
+    #if DEBUG
+        /// Where this lock was made (its name in re-entry messages).
+        @usableFromInline var createdAt: LockSite
+        /// Where the holder took it; read only by the holder.
+        @usableFromInline var heldAt: LockSite?
+    #endif
+
+    init(file: StaticString, line: UInt) {
+        #if DEBUG
+            createdAt = LockSite(file: file, line: line)
+        #endif
+    }
+}
+
+/// A value (the header) and its lock (the tail: `LockPrimitives`) in one
+/// object. `Locked` is the handle most code holds; a type that is itself a
+/// lock and its state subclasses this one (final) and is made with `make`.
+///
+/// Thread-safety: as `Locked`'s; the header is reached only under the lock,
+/// through `withLock`, except parts a subclass never changes after `make`.
+open class LockedBuffer<Header>: ManagedBuffer<Header, LockPrimitives> {
+    /// A buffer of the caller's class holding `header`, its lock initialised.
+    public final class func make(_ header: Header, file: StaticString = #fileID, line: UInt = #line) -> Self {
+        let buffer = unsafeDowncast(create(minimumCapacity: 1) { _ in header }, to: self)
+        buffer.withUnsafeMutablePointerToElements { lock in
+            lock.initialize(to: LockPrimitives(file: file, line: line))
+            var attributes = pthread_mutexattr_t()
+            checked(pthread_mutexattr_init(&attributes), "pthread_mutexattr_init")
+            #if DEBUG
+                let kind = Int32(PTHREAD_MUTEX_ERRORCHECK)
+            #elseif canImport(Glibc)
+                let kind = Int32(PTHREAD_MUTEX_ADAPTIVE_NP)
+            #else
+                let kind = Int32(PTHREAD_MUTEX_DEFAULT)
+            #endif
+            checked(pthread_mutexattr_settype(&attributes, kind), "pthread_mutexattr_settype")
+            checked(pthread_mutex_init(&lock.pointee.mutex, &attributes), "pthread_mutex_init")
+            checked(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")
+            // The condition measures timed waits on the monotonic clock (a wall
+            // clock step never stretches or cuts a deadline).
+            var conditionAttributes = pthread_condattr_t()
+            checked(pthread_condattr_init(&conditionAttributes), "pthread_condattr_init")
+            checked(pthread_condattr_setclock(&conditionAttributes, CLOCK_MONOTONIC), "pthread_condattr_setclock")
+            checked(pthread_cond_init(&lock.pointee.condition, &conditionAttributes), "pthread_cond_init")
+            checked(pthread_condattr_destroy(&conditionAttributes), "pthread_condattr_destroy")
+        }
+        return buffer
+    }
+
+    deinit {
+        withUnsafeMutablePointerToElements { lock in
+            Self.checked(pthread_cond_destroy(&lock.pointee.condition), "pthread_cond_destroy")
+            Self.checked(pthread_mutex_destroy(&lock.pointee.mutex), "pthread_mutex_destroy")
+            _ = lock.deinitialize(count: 1)
+        }
+    }
+
+    /// Stops the process when a pthread call failed (every build).
+    @inlinable
+    static func checked(_ result: Int32, _ call: StaticString) {
+        precondition(result == 0, "\(call) failed: \(result)")
+    }
+
+    /// Runs `body` with the lock held on the header (inlined, so it specialises in callers).
+    @inlinable
+    public final func withLock<Result, Failure: Error>(
+        file: StaticString = #fileID, line: UInt = #line, _ body: (inout Header) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try withUnsafeMutablePointers { (header, lock) throws(Failure) -> Result in
+            Self.lock(lock, file: file, line: line)
+            defer { Self.unlock(lock) }
+            return try body(&header.pointee)
+        }
+    }
+
+    /// Takes the mutex (debug builds: and checks the thread does not hold it already).
+    @inlinable
+    static func lock(_ lock: UnsafeMutablePointer<LockPrimitives>, file: StaticString, line: UInt) {
+        let result = pthread_mutex_lock(&lock.pointee.mutex)
+        #if DEBUG
+            if result == EDEADLK {
+                LockCheck.reentered(
+                    created: lock.pointee.createdAt, heldAt: lock.pointee.heldAt,
+                    again: LockSite(file: file, line: line))
+            }
+        #endif
+        checked(result, "pthread_mutex_lock")
+        #if DEBUG
+            lock.pointee.heldAt = LockSite(file: file, line: line)
+            LockCheck.held(1)
+        #endif
+    }
+
+    /// Releases the mutex.
+    @inlinable
+    static func unlock(_ lock: UnsafeMutablePointer<LockPrimitives>) {
+        #if DEBUG
+            lock.pointee.heldAt = nil
+            LockCheck.held(-1)
+        #endif
+        checked(pthread_mutex_unlock(&lock.pointee.mutex), "pthread_mutex_unlock")
+    }
+
+    /// Blocks in the condition (the mutex released meanwhile); true when it timed out.
+    @discardableResult
+    private static func wait(_ lock: UnsafeMutablePointer<LockPrimitives>, until deadline: UnsafePointer<timespec>?)
+        -> Bool
+    {
+        #if DEBUG
+            let site = lock.pointee.heldAt
+            lock.pointee.heldAt = nil
+            defer { lock.pointee.heldAt = site }
+        #endif
+        guard let deadline else {
+            checked(pthread_cond_wait(&lock.pointee.condition, &lock.pointee.mutex), "pthread_cond_wait")
+            return false
+        }
+        let result = pthread_cond_timedwait(&lock.pointee.condition, &lock.pointee.mutex, deadline)
+        if result == ETIMEDOUT { return true }
+        checked(result, "pthread_cond_timedwait")
+        return false
+    }
+
+    /// Waits (lock released while asleep) until `ready` holds, then runs `body`
+    /// with the lock held. Wakes on `notifyAll()`.
+    public final func withLock<Result, Failure: Error>(
+        file: StaticString = #fileID, line: UInt = #line, when ready: (Header) -> Bool,
+        _ body: (inout Header) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try withUnsafeMutablePointers { (header, lock) throws(Failure) -> Result in
+            Self.lock(lock, file: file, line: line)
+            defer { Self.unlock(lock) }
+            while !ready(header.pointee) { Self.wait(lock, until: nil) }
+            return try body(&header.pointee)
+        }
+    }
+
+    /// Like `withLock(when:_:)`, but waits at most `seconds`: `body` then runs
+    /// with the lock held either way and is told whether `ready` held.
+    public final func withLock<Result, Failure: Error>(
+        file: StaticString = #fileID, line: UInt = #line, when ready: (Header) -> Bool, timeout seconds: Double,
+        _ body: (inout Header, _ isReady: Bool) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
         var deadline = timespec()
         clock_gettime(CLOCK_MONOTONIC, &deadline)
         let nanoseconds = Int(deadline.tv_nsec) + Int((min(max(seconds, 0), 1e8) * 1e9).rounded())
         deadline.tv_sec += nanoseconds / 1_000_000_000
         deadline.tv_nsec = nanoseconds % 1_000_000_000
-        lock(file: file, line: line)
-        defer { unlock() }
-        var isReady = ready(value)
-        while !isReady {
-            let timedOut = wait(until: &deadline)
-            isReady = ready(value)
-            if timedOut { break }
+        return try withUnsafeMutablePointers { (header, lock) throws(Failure) -> Result in
+            Self.lock(lock, file: file, line: line)
+            defer { Self.unlock(lock) }
+            var isReady = ready(header.pointee)
+            while !isReady {
+                let timedOut = Self.wait(lock, until: &deadline)
+                isReady = ready(header.pointee)
+                if timedOut { break }
+            }
+            return try body(&header.pointee, isReady)
         }
-        return try body(&value, isReady)
     }
 
-    /// Wakes every `withLock(when:)` waiter so it re-checks its condition. Call
-    /// it after the change was made under the lock.
-    public func notifyAll() {
-        pthread_cond_broadcast(condition)
+    /// Wakes every `withLock(when:)` waiter so it re-checks its condition.
+    public final func notifyAll() {
+        withUnsafeMutablePointerToElements { lock in
+            Self.checked(pthread_cond_broadcast(&lock.pointee.condition), "pthread_cond_broadcast")
+        }
     }
 }
 
