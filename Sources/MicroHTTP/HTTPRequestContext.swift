@@ -83,6 +83,8 @@ struct HTTPRequestContext: @unchecked Sendable {
         case suspended
         /// An answer (any thread).
         case deliver(HTTPResponse)
+        /// Its answer was queued holding this many bytes of the held-answer budget.
+        case charged(Int)
         /// libmicrohttpd is done with the request.
         case finished
     }
@@ -105,6 +107,8 @@ struct HTTPRequestContext: @unchecked Sendable {
         case resume(MHDConnection)
         /// A second answer, or one after the request ended: dropped.
         case ignored
+        /// The request ended: give these bytes back to the held-answer budget.
+        case uncharge(Int)
     }
 
     /// Set at the start, never changed: read without the lock.
@@ -125,10 +129,14 @@ struct HTTPRequestContext: @unchecked Sendable {
             case .handlerReturned: return s.handlerReturned()
             case .suspended: return s.suspended(connection)
             case .deliver(let response): return s.deliver(response, connection)
+            case .charged(let bytes):
+                s.heldBytes = bytes
+                return .none
             case .finished:
                 s.phase = .finished
                 s.pending = nil
-                return .none
+                defer { s.heldBytes = 0 }
+                return s.heldBytes > 0 ? .uncharge(s.heldBytes) : .none
             }
         }
     }
@@ -148,6 +156,8 @@ struct HTTPRequestState {
     var body: [UInt8] = []
     var tooLarge = false
     var discarded = 0
+    /// Bytes of the held-answer budget its queued answer holds.
+    var heldBytes = 0
 
     init(connection: MHDConnection, peer: PeerAddress?) {
         self.connection = connection

@@ -82,6 +82,8 @@ public final class HTTPServer: Sendable {
         var counts = core.deadlines.counts
         counts.badFraming = core.framingRefusals.load(ordering: .relaxed)
         counts.streamsHungUp = core.hangups.noticed.load(ordering: .relaxed)
+        counts.heldAnswerBytes = core.heldAnswerBytes.load(ordering: .relaxed)
+        counts.answersOverBudget = core.answersOverBudget.load(ordering: .relaxed)
         return counts
     }
 

@@ -31,6 +31,11 @@ public struct HTTPServerConfiguration: Sendable {
     public static let defaultMaxPendingRequests = 256
     /// Default connections of the table kept free of connections that only read or idle.
     public static let defaultConnectionHeadroom = 32
+    /// Bytes of answers queued and not yet taken by their clients, in all: 64 MiB.
+    public static let defaultMaxHeldAnswerBytes = 64 << 20
+    /// An answer up to this size is never refused by the held-answer budget
+    /// (every refusal, probe and page of the API fits): 64 KiB.
+    public static let alwaysAdmittedAnswerBytes = 64 << 10
     /// Default most query parameters read from a request line (more: 414).
     public static let defaultMaxQueryParameters = 100
     /// Default most header fields read from a request (more: 431).
@@ -73,6 +78,10 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxQueryParameters: Int
     /// Most header fields a request may carry (more: 431 `too_many_headers`).
     public var maxHeaders: Int
+    /// Bytes of answers (over `alwaysAdmittedAnswerBytes` each) queued on
+    /// connections whose clients have not taken them yet, in all; an answer
+    /// that would pass it is replaced by 503 `answers_over_budget`.
+    public var maxHeldAnswerBytes: Int
 
     /// Creates a configuration; every argument defaults to its named default.
     public init(
@@ -91,7 +100,8 @@ public struct HTTPServerConfiguration: Sendable {
         maxPendingRequests: Int = defaultMaxPendingRequests,
         connectionHeadroom: Int = defaultConnectionHeadroom,
         maxQueryParameters: Int = defaultMaxQueryParameters,
-        maxHeaders: Int = defaultMaxHeaders
+        maxHeaders: Int = defaultMaxHeaders,
+        maxHeldAnswerBytes: Int = defaultMaxHeldAnswerBytes
     ) {
         self.host = host
         self.port = port
@@ -109,5 +119,6 @@ public struct HTTPServerConfiguration: Sendable {
         self.connectionHeadroom = connectionHeadroom
         self.maxQueryParameters = maxQueryParameters
         self.maxHeaders = maxHeaders
+        self.maxHeldAnswerBytes = maxHeldAnswerBytes
     }
 }

@@ -9,7 +9,13 @@ import Synchronization
 extension HTTPServerCore {
     // MARK: - Responses
 
-    func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+    /// Queues `response` on `connection`. An answer over
+    /// `alwaysAdmittedAnswerBytes` is charged to the held-answer budget for
+    /// `context` (given back when the request ends: its client took it, or
+    /// the connection closed); one that would pass the budget is replaced by
+    /// 503 `answers_over_budget`, so clients that do not read can hold at most
+    /// `maxHeldAnswerBytes` of answers, whatever their number.
+    func queue(_ response: HTTPResponse, on connection: OpaquePointer, for context: HTTPRequestContext?) -> MHD_Result {
         let made: OpaquePointer?
         var headers = response.headers
         if let stream = response.stream {
@@ -19,10 +25,18 @@ extension HTTPServerCore {
                     handler.response(
                         for: HTTPRefusal(
                             status: 500, code: "internal", message: "event stream is already attached to a response")),
-                    on: connection)
+                    on: connection, for: nil)
             }
             Self.addStreamDefaults(&headers)
         } else {
+            let size = response.body.count
+            if let context, size > HTTPServerConfiguration.alwaysAdmittedAnswerBytes {
+                guard chargeAnswer(size) else {
+                    answersOverBudget.add(1, ordering: .relaxed)
+                    return queue(answerOverBudget(size), on: connection, for: nil)
+                }
+                _ = context.transition(.charged(size))
+            }
             made = response.body.withUnsafeBytes { bytes in
                 MHD_create_response_from_buffer(
                     bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
@@ -36,6 +50,28 @@ extension HTTPServerCore {
         add(headers, to: mhdResponse)
         let status = (100...999).contains(response.status) ? UInt32(response.status) : 500
         return MHD_queue_response(connection, status, mhdResponse)
+    }
+
+    /// Takes `bytes` of the held-answer budget; false when they do not fit.
+    private func chargeAnswer(_ bytes: Int) -> Bool {
+        var current = heldAnswerBytes.load(ordering: .relaxed)
+        while current + bytes <= configuration.maxHeldAnswerBytes {
+            let (exchanged, original) = heldAnswerBytes.compareExchange(
+                expected: current, desired: current + bytes, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    private func answerOverBudget(_ bytes: Int) -> HTTPResponse {
+        handler.response(
+            for: HTTPRefusal(
+                status: 503, code: "answers_over_budget",
+                message:
+                    "an answer of \(bytes) bytes would pass the \(configuration.maxHeldAnswerBytes) bytes of answers "
+                    + "that clients have not taken yet (--max-held-answer-bytes); retry later",
+                headers: [("Retry-After", "1")]))
     }
 
     /// An event stream's Content-Type and Cache-Control unless the handler set them.

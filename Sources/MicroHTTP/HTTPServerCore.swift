@@ -36,6 +36,10 @@ final class HTTPServerCore: Sendable {
     private let liveContexts = Atomic<Int>(0)
     /// Requests refused for their framing (`RequestFraming`) since start.
     let framingRefusals = Atomic<Int>(0)
+    /// Bytes of queued answers their clients have not taken yet (`maxHeldAnswerBytes`).
+    let heldAnswerBytes = Atomic<Int>(0)
+    /// Answers replaced by 503 `answers_over_budget` since start.
+    let answersOverBudget = Atomic<Int>(0)
     let registry = Locked(Registry())
     private let drained = DispatchSemaphore(value: 0)
     private let startupMessages = Locked<[String]?>(nil)
@@ -160,14 +164,14 @@ final class HTTPServerCore: Sendable {
             let cutQuery = deadlines.received(connection)
             if let refusal = layerRefusal(connection, cutQuery: Int(cutQuery)) {
                 _ = context.transition(.refused)
-                return queue(refusal, on: connection)
+                return queue(refusal, on: connection, for: context)
             }
             return dispatch(context: context, connection: connection, url: url, method: method, body: body)
         case .refuseTooLarge:
             deadlines.received(connection)
-            return queue(payloadTooLarge(), on: connection)
+            return queue(payloadTooLarge(), on: connection, for: context)
         case .queue(let response):
-            return queue(response, on: connection)
+            return queue(response, on: connection, for: context)
         default:
             return .YES
         }
@@ -224,7 +228,7 @@ final class HTTPServerCore: Sendable {
             _ = context.transition(.refused)
             deadlines.received(connection)
             framingRefusals.add(1, ordering: .relaxed)
-            return queue(refusal(400, bad.code, bad.message), on: connection)
+            return queue(refusal(400, bad.code, bad.message), on: connection, for: context)
         }
 
         if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") {
@@ -234,7 +238,7 @@ final class HTTPServerCore: Sendable {
             if length > configuration.maxBodyBytes {
                 _ = context.transition(.refusedTooLarge)
                 deadlines.received(connection)
-                return queue(payloadTooLarge(), on: connection)
+                return queue(payloadTooLarge(), on: connection, for: context)
             }
         }
         return .YES
@@ -271,7 +275,7 @@ final class HTTPServerCore: Sendable {
         }
         guard accepted else {
             _ = context.transition(.refused)
-            return queue(shuttingDown(), on: connection)
+            return queue(shuttingDown(), on: connection, for: context)
         }
         // Weak: a handler that keeps `respond` around must not keep the server alive.
         handler.handle(request) { [weak self] response in
@@ -279,7 +283,7 @@ final class HTTPServerCore: Sendable {
         }
         switch context.transition(.handlerReturned) {
         case .queue(let response):
-            return queue(response, on: connection)
+            return queue(response, on: connection, for: context)
         default:
             MHD_suspend_connection(connection)
             if case .resume = context.transition(.suspended) {
@@ -300,7 +304,9 @@ final class HTTPServerCore: Sendable {
     // MARK: - Request completed
 
     fileprivate func completed(_ context: HTTPRequestContext, code: MHD_RequestTerminationCode) {
-        _ = context.transition(.finished)
+        if case .uncharge(let bytes) = context.transition(.finished) {
+            heldAnswerBytes.subtract(bytes, ordering: .relaxed)
+        }
         liveContexts.subtract(1, ordering: .relaxed)
         if code != .REQUEST_TERMINATED_COMPLETED_OK {
             logger.debug("HTTP request ended early", metadata: ["reason": "\(code.rawValue)"])

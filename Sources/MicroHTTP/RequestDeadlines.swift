@@ -335,6 +335,10 @@ public struct HTTPConnectionCounts: Equatable, Sendable {
     public var badFraming = 0
     /// Event streams ended at once because their client hung up, since start.
     public var streamsHungUp = 0
+    /// Bytes of queued answers their clients have not taken yet (`--max-held-answer-bytes`).
+    public var heldAnswerBytes = 0
+    /// Answers replaced by 503 `answers_over_budget` since start.
+    public var answersOverBudget = 0
 
     /// Every count given (tests, and zeros before the server starts).
     public init(

@@ -21,6 +21,7 @@ struct RequestContextTests {
         case .suspend: "suspend"
         case .resume: "resume"
         case .ignored: "ignored"
+        case .uncharge(let bytes): "uncharge \(bytes)"
         }
     }
 
@@ -35,6 +36,16 @@ struct RequestContextTests {
             Self.context(),
             [.access, .deliver(HTTPResponse(status: 200)), .handlerReturned, .deliver(HTTPResponse(status: 500))])
         #expect(steps == ["handle 0", "none", "queue 200", "ignored"])
+    }
+
+    @Test("an answer's held bytes are given back once, when the request ends, and not for an uncharged one")
+    func heldAnswerBytesGivenBack() {
+        let charged = Self.run(
+            Self.context(),
+            [.access, .deliver(HTTPResponse(status: 200)), .handlerReturned, .charged(70_000), .finished, .finished])
+        #expect(charged == ["handle 0", "none", "queue 200", "none", "uncharge 70000", "none"])
+        let small = Self.run(Self.context(), [.access, .deliver(HTTPResponse(status: 200)), .handlerReturned, .finished])
+        #expect(small == ["handle 0", "none", "queue 200", "none"])
     }
 
     @Test("a later answer resumes the suspended connection, and the next access call queues it")

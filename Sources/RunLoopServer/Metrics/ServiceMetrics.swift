@@ -230,6 +230,14 @@ final class ServiceMetrics: Sendable {
             "runloopd_event_clients_hung_up_total", .counter,
             "Event streams ended at once because their client closed its connection.")
         out.sample("runloopd_event_clients_hung_up_total", [], Double(c.streamsHungUp))
+        out.family(
+            "runloopd_http_answer_bytes_held", .gauge,
+            "Bytes of queued answers (over 64 KiB each) their clients have not taken yet (--max-held-answer-bytes).")
+        out.sample("runloopd_http_answer_bytes_held", [], Double(c.heldAnswerBytes))
+        out.family(
+            "runloopd_http_answers_over_budget_total", .counter,
+            "Answers replaced by 503 answers_over_budget: they would have passed --max-held-answer-bytes.")
+        out.sample("runloopd_http_answers_over_budget_total", [], Double(c.answersOverBudget))
     }
 
     /// The worker threads and their loops' runs and turns.

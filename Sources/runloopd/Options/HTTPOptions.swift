@@ -56,6 +56,13 @@ struct HTTPOptions: ParsableArguments {
     var connectionHeadroom = Setting(
         Count(HTTPServerConfiguration.defaultConnectionHeadroom), env: "CONNECTION_HEADROOM")
 
+    @Option(
+        help:
+            "Bytes of answers (over 64 KiB each) queued for clients that have not taken them yet, in all; past it such an answer is 503 answers_over_budget (1MB...4GB)."
+    )
+    var maxHeldAnswerBytes = Setting(
+        ByteSize(Int64(HTTPServerConfiguration.defaultMaxHeldAnswerBytes)), env: "MAX_HELD_ANSWER_BYTES")
+
     @Option(help: "Query parameters a request may carry (more: 414).")
     var maxQueryParams = Setting(Count(HTTPServerConfiguration.defaultMaxQueryParameters), env: "MAX_QUERY_PARAMS")
 
@@ -80,7 +87,7 @@ struct HTTPOptions: ParsableArguments {
             \.host, \.port, \.httpThreads, \.maxBody, \.connectionMemory, \.eventStreamBuffer, \.eventStreamHeartbeat,
             \.maxConnections, \.maxConnectionsPerIp, \.connectionTimeout,
             \.requestDeadline, \.maxPendingRequests, \.connectionHeadroom, \.maxQueryParams, \.maxHeaders,
-            \.maxEventClients, \.maxEventClientsPerIp, \.maxQueuedRequests, \.publicDir)
+            \.maxHeldAnswerBytes, \.maxEventClients, \.maxEventClientsPerIp, \.maxQueuedRequests, \.publicDir)
         try httpThreads.check("--http-threads", 1...64, "1...64")
         try maxBody.check("--max-body", ByteSize(0)...ByteSize(Int64(Int32.max)), "0...2147483647 bytes")
         try connectionMemory.check("--connection-memory", ByteSize(4096)...ByteSize(64_000_000), "4096...64MB")
@@ -90,6 +97,8 @@ struct HTTPOptions: ParsableArguments {
         try connectionTimeout.check("--connection-timeout", Seconds(0.001)...Seconds(86_400), "0.001 s...1d")
         try requestDeadline.check("--request-deadline", Seconds(0.1)...Seconds(86_400), "0.1 s...1d")
         try maxPendingRequests.check("--max-pending-requests", 1..., "at least 1")
+        try maxHeldAnswerBytes.check(
+            "--max-held-answer-bytes", ByteSize(1_000_000)...ByteSize(4_000_000_000), "1MB...4GB")
         try maxQueryParams.check("--max-query-params", 1..., "at least 1")
         try maxHeaders.check("--max-headers", 1..., "at least 1")
         try maxQueuedRequests.check("--max-queued-requests", 1..., "at least 1")
@@ -110,6 +119,7 @@ struct HTTPOptions: ParsableArguments {
         config.http.requestDeadline = requestDeadline.seconds
         config.http.maxPendingRequests = maxPendingRequests.count
         config.http.connectionHeadroom = connectionHeadroom.count
+        config.http.maxHeldAnswerBytes = Int(maxHeldAnswerBytes.bytes)
         config.http.maxQueryParameters = maxQueryParams.count
         config.http.maxHeaders = maxHeaders.count
         config.api.maxEventClients = maxEventClients.count
