@@ -44,7 +44,8 @@ struct RequestContextTests {
             Self.context(),
             [.access, .deliver(HTTPResponse(status: 200)), .handlerReturned, .charged(70_000), .finished, .finished])
         #expect(charged == ["handle 0", "none", "queue 200", "none", "uncharge 70000", "none"])
-        let small = Self.run(Self.context(), [.access, .deliver(HTTPResponse(status: 200)), .handlerReturned, .finished])
+        let small = Self.run(
+            Self.context(), [.access, .deliver(HTTPResponse(status: 200)), .handlerReturned, .finished])
         #expect(small == ["handle 0", "none", "queue 200", "none"])
     }
 
