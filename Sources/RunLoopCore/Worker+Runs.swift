@@ -119,6 +119,7 @@ extension Worker {
 
         let (waiting, stopOuter) = book.withLock { b in
             let frame = b.runStack.removeLast()
+            if b.runStack.isEmpty { b.idleSinceMono = Monotonic.now() }
             exit.cause = b.cause(
                 of: reason, frame: frame, summary: summary, cancelled: b.cancelled, since: started)
             b.runs += 1
