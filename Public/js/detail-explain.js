@@ -75,7 +75,8 @@ export function renderExplain(d, s) {
 /** GET /why's prediction for a mode (a run there with no deadline, or the thread's own run): one line, or nothing. */
 function predicted(p) {
   if (!p) return null;
-  return h('span', { class: 'why-predict', 'data-exit': p.exitReason || '' }, ' — predicted: ', outcomeText(p));
+  // labelled with the run it is about: the Run form's prediction is about the run that form would start
+  return h('span', { class: 'why-predict', 'data-exit': p.exitReason || '' }, ' — predicted for a run in this mode with no deadline (a thread that runs itself: its own run): ', outcomeText(p));
 }
 
 /** The open turn's box and its run's trace. */

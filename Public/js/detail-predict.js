@@ -193,7 +193,7 @@ function renderPrediction(el, answer) {
   el.dataset.cause = causeCode(p.cause);
   el.dataset.certain = p.certain ? 'true' : 'false';
   const parts = [
-    h('p', { class: 'predict-line' }, h('strong', null, 'Prediction'), ' (if run now): ', outcomeText(p), p.certain ? ' · certain' : ' · not certain'),
+    h('p', { class: 'predict-line' }, h('strong', null, 'Prediction'), ' for the run this form would start (its mode, seconds and returnAfterSourceHandled, if run now): ', outcomeText(p), p.certain ? ' · certain' : ' · not certain'),
   ];
   if (p.cause && p.cause.message) parts.push(h('p', { class: 'predict-message small-text' }, user(p.cause.message)));
   if (Array.isArray(p.reasons) && p.reasons.length) {

@@ -123,6 +123,7 @@ extension Worker {
 
         let (waiting, stopOuter, remaining, wasLivelocked) = book.withLock { b in
             let frame = b.runStack.removeLast()
+            if b.runStack.isEmpty { b.idleSinceMono = Monotonic.now() }
             exit.cause = b.cause(
                 of: reason, frame: frame, summary: summary, cancelled: b.cancelled, since: started)
             b.runs += 1

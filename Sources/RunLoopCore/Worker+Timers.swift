@@ -64,10 +64,18 @@ extension Worker {
                 }
             }
         }
-        book.withLock { $0.timerFires += 1 }
+        let (runStarted, idleSince) = book.withLock { b -> (Double?, Double) in
+            b.timerFires += 1
+            return (b.runStack.first?.startedMono, b.idleSinceMono)
+        }
         emit(.timer(thread: id, timer: record.id, fires: fires, latenessMs: behind * 1000, valid: record.isValid))
         let interval = record.spec.interval
-        if record.spec.repeats && behind > interval {
+        // On a manual thread, a fire date that passed while no run was under way
+        // (after the last run returned, before this one began) is the time nobody
+        // ran the loop, not a loop falling behind (issue 39); /why says it runs only when asked.
+        let due = Monotonic.now() - behind
+        let dueWhileIdle = policy.style == .manual && due >= idleSince && due < (runStarted ?? .infinity)
+        if record.spec.repeats && behind > interval && !dueWhileIdle {
             let skipped = Int((behind / interval).rounded(.down))
             warn(
                 "timer_behind", severity: "warning", subjects: [record.id],

@@ -29,6 +29,10 @@ struct WorkerBook {
 
     var runSeq = 0
     var runStack: [RunFrame] = []
+    /// When the thread last stopped running any run (its outermost run
+    /// returned; 0: it never ran): a manual thread's timer due after it was due
+    /// while nobody ran the loop (`timer_behind` stays quiet, issue 39).
+    var idleSinceMono: Double = 0
     var runs = 0
     var exits: [ExitReason: Int] = [:]
     var lastExit: RunExit?

@@ -181,9 +181,12 @@ struct E2ECFRulesTests {
         try await ServerProcess.with(Self.fast) { server in
             let c = server.client
             let t = try await c.manualThread()
-            let idle = try #require(try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])["id"].string)
-            let busy = try #require(try await c.post("/api/threads/\(t)/sources", ["kind": "custom"])["id"].string)
+            let other: Value = ["kind": "custom", "mode": "other"]
+            let idle = try #require(try await c.post("/api/threads/\(t)/sources", other)["id"].string)
+            let busy = try #require(try await c.post("/api/threads/\(t)/sources", other)["id"].string)
             #expect(try await c.post("/api/threads/\(t)/sources/\(busy)/signal", ["wakeup": false]).status == 200)
+            // The thread runs, in default, past the threshold (an idle manual thread raises nothing).
+            #expect(try await c.run(t, ["seconds": 0.8])["exitReason"] == "timedOut")
             // The signalled source's check comes after the idle one's would have.
             let raised = try await c.warning(t, "mode_never_runs") { $0["subjects"] == [.string(busy)] }
             #expect(raised["active"] == true)

@@ -37,10 +37,20 @@ struct E2EWarningTests {
     func modeNeverRuns() async throws {
         try await ServerProcess.with(Self.fast) { server in
             let c = server.client
+            // A manual thread nobody runs raises nothing (issue 39: /why says it runs only when asked).
+            let quiet = try await c.manualThread()
+            _ = try await c.post("/api/threads/\(quiet)/timers", ["interval": 0.05, "mode": "tracking"])
             let t = try await c.manualThread()
             let tm = try #require(
                 try await c.post("/api/threads/\(t)/timers", ["interval": 0.05, "mode": "tracking"])["id"].string)
+            // Running in default past the threshold: the timer's mode never runs.
+            #expect(try await c.run(t, ["seconds": 0.8])["exitReason"] == "timedOut")
             let raised = try await c.warning(t, "mode_never_runs") { $0["active"] == true }
+            // The quiet thread's check was due before t's (one queue, in deadline order): it raised nothing.
+            let none = try await c.get("/api/warnings?thread=\(quiet)&code=mode_never_runs")
+            #expect(none["warnings"].items.isEmpty, "\(none.json)")
+            let why = try await c.get("/api/threads/\(quiet)/why")
+            #expect(why["verdict"].string?.contains("manual and not running") == true)
             #expect(raised["subjects"] == [.string(tm)])
             #expect(raised["details", "mode"] == "tracking")
             let run = try await c.run(t, ["seconds": 0.2, "mode": "tracking"])

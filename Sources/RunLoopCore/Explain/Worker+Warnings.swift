@@ -81,12 +81,14 @@ extension Worker {
         let waited = max(0, dueIn) + after
         later(waited) { worker in
             guard stillWaiting(worker) else { return }
-            let (expanded, ran) = worker.book.withLock { b -> ([String], Bool) in
+            let (expanded, ran, idle) = worker.book.withLock { b -> ([String], Bool, Bool) in
                 let expanded = b.expand(modes)
                 let ran = expanded.contains { (b.modeEntered[$0] ?? -1) >= added || b.runStack.last?.mode == $0 }
-                return (expanded, ran)
+                return (expanded, ran, b.runStack.isEmpty)
             }
-            guard !ran, let mode = expanded.first else { return }
+            // A manual thread nobody asked to run is not a loop stuck in another
+            // mode: /why says it runs only when asked (issue 39).
+            guard !ran, !(idle && worker.policy.style == .manual), let mode = expanded.first else { return }
             worker.warn(
                 "mode_never_runs", severity: "warning", subjects: [item],
                 message:
