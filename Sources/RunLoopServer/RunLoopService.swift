@@ -170,14 +170,17 @@ public final class RunLoopService: Sendable {
                 ])
         case .warning(let warning) where warning.code != "stall":
             // A stall's own warning is the stall line above.
-            let metadata: Logger.Metadata = [
-                "code": .string(warning.code), "severity": .string(warning.severity), "thread": .string(warning.thread),
+            // A service-wide warning (store_unavailable) has no thread: none is named.
+            var metadata: Logger.Metadata = [
+                "code": .string(warning.code), "severity": .string(warning.severity),
                 "count": .stringConvertible(warning.count),
             ]
+            if !warning.thread.isEmpty { metadata["thread"] = .string(warning.thread) }
+            let subject = warning.thread.isEmpty ? "service-wide" : "on \(warning.thread)"
             if warning.active {
                 logger.warning("warning raised: \(warning.message)", metadata: metadata)
             } else {
-                logger.info("warning cleared: \(warning.code) on \(warning.thread)", metadata: metadata)
+                logger.info("warning cleared: \(warning.code) \(subject)", metadata: metadata)
             }
         default:
             break

@@ -117,11 +117,13 @@ extension Serve {
     }
 
     /// SIGHUP: rereads `--token-file` (a rotated secret) and `--log-level-file`
-    /// and says in one line what changed (never the token itself); never stops
-    /// the process. A file that cannot be read, a token too short or a level
+    /// and says in one line what changed (never the token itself):
+    /// `SIGHUP: reloaded` when the token or the level changed, else
+    /// `SIGHUP: nothing changed`; never stops the process. A file that cannot be read, a token too short or a level
     /// file naming no level keeps what was there, with a warning.
     func reload(_ service: RunLoopService, logger: Logger) {
         var metadata: Logger.Metadata = [:]
+        var changed = false
         let tokenFile = access.tokenFile.value
         if tokenFile.isEmpty {
             metadata["token"] = "not from --token-file"
@@ -129,7 +131,9 @@ extension Serve {
             do {
                 guard let token = try access.resolvedToken() else { return }
                 warnIfReadableByOthers(tokenFile, logger: logger)
-                metadata["tokenRotated"] = .stringConvertible(service.replaceToken(token))
+                let rotated = service.replaceToken(token)
+                changed = changed || rotated
+                metadata["tokenRotated"] = .stringConvertible(rotated)
             } catch {
                 logger.warning("SIGHUP: kept the old token: \(error.message)", metadata: ["path": "\(tokenFile)"])
                 metadata["tokenRotated"] = .stringConvertible(false)
@@ -146,6 +150,7 @@ extension Serve {
                 metadata["logLevel"] = "\(level)"
                 metadata["logLevelBefore"] = "\(current)"
                 metadata["logLevelChanged"] = .stringConvertible(current != level)
+                changed = changed || current != level
             } catch {
                 logger.warning(
                     "SIGHUP: kept the log level: \(error.message)",
@@ -157,7 +162,7 @@ extension Serve {
         // At notice, under whichever of the two levels shows more: a level
         // raised above notice is set after the line, a lower one before it.
         if let newLevel, newLevel <= .notice { LogLevelSwitch.shared.set(newLevel) }
-        logger.notice("SIGHUP: reloaded", metadata: metadata)
+        logger.notice(changed ? "SIGHUP: reloaded" : "SIGHUP: nothing changed", metadata: metadata)
         if let newLevel, newLevel > .notice { LogLevelSwitch.shared.set(newLevel) }
     }
 }

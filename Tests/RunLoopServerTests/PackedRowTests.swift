@@ -194,10 +194,9 @@ struct PackedRowTests {
                     ask.limit = q.limit + 1
                     let read = try store.events(ask)
                     var end = 0
-                    while end < read.count {
+                    while end < read.count, end < q.limit {
                         var next = end + 1
                         while next < read.count, read[next].id == read[end].id { next += 1 }
-                        if next > q.limit, end > 0 { break }
                         end = next
                     }
                     walked += read[..<end].map(\.seq)

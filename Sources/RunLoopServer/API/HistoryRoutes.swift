@@ -220,16 +220,17 @@ extension API {
         return query
     }
 
-    /// A page of at most `limit` events from those of the `limit` + 1 rows
-    /// read, and whether more follow. Whole rows only: a perform and the
-    /// request kept in its row share a cursor, so a page never ends between
-    /// them (a first row of two is given whole, even past a limit of 1).
+    /// A page of `limit` events from those of the `limit` + 1 rows read
+    /// (fewer only at the end), and whether more follow. Whole rows only: a
+    /// perform and the request kept in its row share a cursor, so a page
+    /// never ends between them; a row that starts within the limit is given
+    /// whole, so a page holds `limit` events, or one more when its last is
+    /// such a pair (docs/history.md).
     static func page(_ events: [StoredEvent], limit: Int) -> ([StoredEvent], Bool) {
         var end = 0
-        while end < events.count {
+        while end < events.count, end < limit {
             var next = end + 1
             while next < events.count, events[next].id == events[end].id { next += 1 }
-            if next > limit, end > 0 { break }
             end = next
         }
         return (Array(events[..<end]), end < events.count)

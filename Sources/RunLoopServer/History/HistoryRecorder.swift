@@ -226,7 +226,8 @@ final class HistoryRecorder: Sendable {
                 metadata: [
                     "store": "\(store.kind)", "location": "\(store.location)",
                     "boot": .stringConvertible(registration.boot),
-                    "lostThreads": .stringConvertible(lost.count),
+                    // The same type in every line: the threads, as the warning below names them.
+                    "lostThreads": .array(lost.map { .string($0) }),
                 ])
             if !lost.isEmpty {
                 logger.warning(
