@@ -86,8 +86,13 @@ let package = Package(
             ]
         ),
         .target(name: "RunLoopTestSupport", dependencies: ["Primitives"]),
+        // The plain-CF oracle of the predict differential (issue 38): Foundation
+        // and CoreFoundation only, none of runloopd's code; `cf-oracle` asks it
+        // from the command line (JSON lines in, JSON lines out).
+        .target(name: "CFOracle"),
+        .executableTarget(name: "cf-oracle", dependencies: ["CFOracle"]),
         .testTarget(
-            name: "RunLoopCoreTests", dependencies: ["RunLoopCore", "Primitives", "RunLoopTestSupport"],
+            name: "RunLoopCoreTests", dependencies: ["RunLoopCore", "Primitives", "RunLoopTestSupport", "CFOracle"],
             // Seeds of the predict differential test that ever failed, replayed every run.
             exclude: ["predict-failed-seeds.txt"]),
         // runloopd's own options: parsed in process, no server started.

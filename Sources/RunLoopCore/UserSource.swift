@@ -102,6 +102,9 @@ public struct SourceSnapshot: Sendable {
     public var action: SelectorCall?
     /// The port's descriptor (port sources), for people reading `/proc`.
     public var fd: Int32?
+    /// When the oldest queued message was sent (port): since then its
+    /// descriptor is readable, and epoll hands back the one ready longest.
+    public var queuedSince: Date? = nil
 }
 
 /// A user-added CF source on a worker.
@@ -244,7 +247,8 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
                 valid: valid, fired: s.fired, scheduled: s.scheduled, cancelled: s.cancelled,
                 scheduledIn: s.scheduledIn, cancelledIn: s.cancelledIn, lastAction: s.lastAction,
                 signalled: valid && s.signalled, received: s.received, queued: s.queue.count,
-                recentMessages: s.recent.items, action: spec.action, fd: fd >= 0 ? fd : nil)
+                recentMessages: s.recent.items, action: spec.action, fd: fd >= 0 ? fd : nil,
+                queuedSince: s.queue.first?.sentAt)
         }
     }
 

@@ -13,6 +13,7 @@ extension Worker {
         let observerId = ids.next("ob")
         let record = ObserverRecord(id: observerId, spec: spec) { [weak self] record, activity in
             guard let self else { return }
+            if activity == .exit { self.tracer.exitBegan() }
             self.callout(CalloutRef(kind: .observer, id: record.id, selector: record.spec.action?.selector)) {
                 self.recordActivity(activity, observer: record.id)
                 if let action = record.spec.action { record.recordAction(self.runSelector(action).map(\.value)) }

@@ -67,9 +67,13 @@ extension PredictHarness {
     /// The setup of `seed` as a top-level run and as a nested one; with a
     /// callout's nested run, also without it (as seeds kept before the
     /// generator made those played).
+    /// Kept seeds are played from both generators: as kept before issue 38
+    /// widened it, and widened.
     static func bothWays(_ seed: UInt64) -> [PredictSetup] {
-        let made = PredictSetup.make(seed: seed)
-        return (made.calloutRun == nil ? [made] : [made, made.withoutCalloutRun]).flatMap { setup in
+        [false, true].flatMap { widened in
+            let made = PredictSetup.make(seed: seed, widened: widened)
+            return made.calloutRun == nil ? [made] : [made, made.withoutCalloutRun]
+        }.flatMap { setup in
             var top = setup
             top.nested = false
             var nested = setup
@@ -96,7 +100,8 @@ extension PredictHarness {
         // A kept seed is played both as a top-level run and nested.
         let all =
             repeats.map { Array(repeating: PredictSetup.make(seed: seed), count: $0) }
-            ?? kept.flatMap { Self.bothWays($0) } + Self.seeds(run: seed, count: count).map(PredictSetup.make)
+            ?? kept.flatMap { Self.bothWays($0) }
+            + Self.seeds(run: seed, count: count).map { PredictSetup.make(seed: $0) }
         let started = Monotonic.now()
         let (failures, replays, unplayed) = try Self.playAll(all)
         print(
@@ -132,7 +137,7 @@ extension PredictHarness {
     @Test func stimuliALateHarnessNeverMadeAreNotJudged() throws {
         var harness = PredictHarness()
         harness.beforeStimuli = { waitForRunEnd in waitForRunEnd() }
-        let setup = PredictSetup.make(seed: 16_862_391_073_014_902_233).withoutCalloutRun
+        let setup = PredictSetup.make(seed: 16_862_391_073_014_902_233, widened: false).withoutCalloutRun
         #expect(setup.stimuli.count == 1 && setup.deadlineSlot == 2)
         let problems = try harness.play(setup)
         #expect(problems == nil, "judged though its stop was never made: \(problems ?? [])")

@@ -35,6 +35,13 @@ struct PredictSetup: CustomStringConvertible {
         var repeats: Bool
         var mode: String
         var order: Int
+        /// Its action at every activity it watches: `stop`, or a `signal`
+        /// of a custom source (by index) with or without a wake-up.
+        var action: ObserverAction? = nil
+    }
+    enum ObserverAction: Equatable {
+        case stop
+        case signal(source: Int, wakeUp: Bool)
     }
     /// A callout inside the run that runs the loop again (`runNested`):
     /// the item that makes it (a timer, a signalled custom source or a
@@ -93,16 +100,27 @@ struct PredictSetup: CustomStringConvertible {
     var nested = false
     /// A callout of the run that runs the loop nested (`runNested`).
     var calloutRun: CalloutRunPlan?
+    /// The slot the run starts at (0: as soon as the loop is built). Before
+    /// it, timers fall due and messages are written to ports
+    /// (`preMessages`), so the run begins with them all ready.
+    var startSlot = 0
+    /// Messages written before the run: port source index and slot.
+    var preMessages: [(source: Int, slot: Int)] = []
 
     var description: String {
-        "seed \(seed): keepAlive \(keepAlive), run \(runMode)\(nested ? " nested" : "") for \(deadlineSlot) slots"
+        "seed \(seed): keepAlive \(keepAlive), run \(runMode)\(nested ? " nested" : "") from slot \(startSlot) to \(deadlineSlot)"
             + (calloutRun.map { " with a nested run from a callout \($0)" } ?? "")
             + " rash=\(returnAfterSourceHandled), tracking common=\(trackingIsCommon); timers \(timers);"
             + " sources \(sources); performs \(performs); observers \(observers); stimuli \(stimuli)"
+            + (preMessages.isEmpty ? "" : "; messages before the run \(preMessages)")
     }
 
-    /// A random setup from `seed`.
-    static func make(seed: UInt64) -> PredictSetup {
+    /// A random setup from `seed`. `widened` (issue 38's generator) adds,
+    /// from a generator of its own so the rest of the seed's loop stays as
+    /// it was: a run that starts later, with timers already due and port
+    /// messages written before it, and observers with actions (a stop, a
+    /// signal) on the activities they watch.
+    static func make(seed: UInt64, widened: Bool = true) -> PredictSetup {
         var builder = Builder(rng: SplitMix(seed))
         _ = builder.build(seed: seed)
         // Drawn from generators of their own, the item added last: a seed's
@@ -112,6 +130,10 @@ struct PredictSetup: CustomStringConvertible {
         builder.setup.nested = side.chance(0.25)
         builder.rng = SplitMix(seed ^ 0x6361_6C6C_6F75_7421)
         if builder.rng.chance(0.3) { builder.addCalloutRun() }
+        if widened {
+            builder.rng = SplitMix(seed ^ 0x7769_6465_6E65_6421)
+            builder.widen()
+        }
         return builder.setup
     }
 
@@ -127,7 +149,8 @@ struct PredictSetup: CustomStringConvertible {
         var setup = self
         setup.calloutRun = nil
         switch plan.from {
-        case .timer: setup.timers.removeLast()
+        // By index: the widened generator adds timers after it.
+        case .timer(let index): setup.timers.remove(at: index)
         case .source: setup.sources.removeLast()
         case .perform: setup.performs.removeLast()
         }
@@ -281,6 +304,57 @@ private struct Builder {
             setup.performs.append(.init(keys: performKeys, delaySlot: nil, cancelled: false, stop: false))
         }
         setup.calloutRun = plan
+    }
+
+    /// Issue 38's additions (see `PredictSetup.make`).
+    mutating func widen() {
+        if rng.chance(0.35) { startLater(by: Int.random(in: 1...3, using: &rng)) }
+        for index in setup.observers.indices where rng.chance(0.4) {
+            setup.observers[index].action = observerAction()
+        }
+        // An observer of one activity that acts, often the entry or the exit.
+        if rng.chance(0.35) {
+            let activity = rng.pick([Activity.entry, .exit, .entry, .exit] + Activity.allCases)
+            setup.observers.append(
+                .init(
+                    activities: [activity], repeats: rng.chance(0.7),
+                    mode: rng.pick(["common", "default", setup.runMode]), order: setup.observers.count + 1,
+                    action: observerAction()))
+        }
+    }
+
+    mutating func observerAction() -> PredictSetup.ObserverAction {
+        // Not the callout run's source: `withoutCalloutRun` takes it away.
+        let custom = setup.sources.indices.filter {
+            !setup.sources[$0].port && setup.calloutRun?.from != .source($0)
+        }
+        if let source = custom.randomElement(using: &rng), rng.chance(0.4) {
+            return .signal(source: source, wakeUp: rng.chance(0.5))
+        }
+        return .stop
+    }
+
+    /// The run starts `shift` slots later; the slots before it get timers
+    /// that are due by then and messages written to ports.
+    mutating func startLater(by shift: Int) {
+        for index in setup.timers.indices { setup.timers[index].firstSlot += shift }
+        for index in setup.performs.indices { setup.performs[index].delaySlot? += shift }
+        setup.stimuli = setup.stimuli.map { ($0.slot + shift, $0.what) }
+        if setup.deadlineSlot > 0 { setup.deadlineSlot += shift }
+        occupied = Set(occupied.map { $0 + shift })
+        setup.startSlot = shift
+        occupied.insert(shift)
+        let ports = setup.sources.indices.filter { setup.sources[$0].port }
+        for slot in 1..<shift + 1 where slot < shift && claim([slot]) {
+            if let port = ports.randomElement(using: &rng), rng.chance(0.6) {
+                setup.preMessages.append((port, slot))
+            } else {
+                setup.timers.append(
+                    .init(
+                        modes: rng.pick([[setup.runMode], ["common"], ["default"]]), firstSlot: slot,
+                        intervalSlots: nil, maxFires: nil, invalidated: false, stop: rng.chance(0.3)))
+            }
+        }
     }
 
     mutating func addObserver(order: Int) {

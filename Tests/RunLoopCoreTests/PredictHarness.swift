@@ -1,6 +1,7 @@
 import CoreFoundation
 import Foundation
 import Primitives
+import CFOracle
 import RunLoopTestSupport
 
 @testable import RunLoopCore
@@ -61,6 +62,7 @@ struct PredictHarness {
         var timers: [String] = []
         var sources: [String] = []
         var performs: [String] = []
+        var observers: [String] = []
         /// Stops the worker refused (why), as they happened.
         let refused = Locked<[(at: Date, notRunning: Bool, why: String)]>([])
         /// When each stop was asked for.
@@ -85,12 +87,25 @@ struct PredictHarness {
     /// Plays one setup; returns the disagreements (empty: it agrees), or
     /// nil when the machine could not play it on time (a stimulus, the
     /// run's start or a timer late by more than `lateMs`).
-    func play(_ setup: PredictSetup) throws -> [String]? {
+    func play(_ setup: PredictSetup, oracle: Bool = true) throws -> [String]? {
         var built = try build(setup)
         defer { built.worker.endAndWait(timeout: 10) }
         // Building must end well before the first slot, or its delays were cut.
         if (Monotonic.now() - built.anchor) * 1000 > PredictSetup.quantum * 1000 - Self.lateMs { return nil }
         let q = PredictSetup.quantum
+        // Before a run that starts later: messages at their slots, then its start.
+        let pause = Locked(false)
+        for (source, slot) in setup.preMessages.sorted(by: { $0.slot < $1.slot }) {
+            let due = built.anchor + Double(slot) * q
+            pause.withLock(when: { $0 }, timeout: max(0, due - Monotonic.now())) { _, _ in }
+            _ = try built.worker.sendMessage(toSource: built.sources[source], msgid: slot, data: "before")
+            if (Monotonic.now() - due) * 1000 > Self.lateMs { return nil }
+        }
+        if setup.startSlot > 0 {
+            let due = built.anchor + Double(setup.startSlot) * q
+            pause.withLock(when: { $0 }, timeout: max(0, due - Monotonic.now())) { _, _ in }
+            if (Monotonic.now() - due) * 1000 > Self.lateMs { return nil }
+        }
         let seconds = setup.deadlineSlot == 0 ? 0 : Double(setup.deadlineSlot) * q - (Monotonic.now() - built.anchor)
         let readDate = Date()
         let model = built.worker.loopModel()
@@ -198,7 +213,11 @@ struct PredictHarness {
         }
         let innerTurns = inner.map { built.worker.turns(matching: TurnFilter(run: $0.run)).turns }
         let startMs = (exit.endedAt.timeIntervalSince(readDate) - exit.duration) * 1000
-        let timerLateMs = built.timers.compactMap { try? built.worker.timerSnapshot($0).lateness.maxMs }.max() ?? 0
+        // (A timer due before a run that starts later fires late by design.)
+        let timerLateMs =
+            zip(setup.timers, built.timers).filter { $0.0.firstSlot > setup.startSlot }.compactMap {
+                try? built.worker.timerSnapshot($0.1).lateness.maxMs
+            }.max() ?? 0
         // What wakes the loop (CF's timeout, delivered by a dispatch timer on
         // a utility queue; a timerfd; a stimulus) needs the loop's thread to
         // run: on a loaded machine its last wake can come late. A run that
@@ -285,6 +304,18 @@ struct PredictHarness {
                 "nested run \(index + 1): \($0)"
             }
         }
+        guard oracle else { return problems }
+        // The third answer: the same setup on plain CF (no runloopd code).
+        let cf = CFOracle.play(setup.oracleSetup)
+        if cf.lateMs > Self.lateMs {
+            if ProcessInfo.processInfo.environment["PREDICT_DEBUG"] != nil {
+                let json = (try? JSONEncoder().encode(setup.oracleSetup)).map { String(decoding: $0, as: UTF8.self) }
+                print("debug \(setup.seed) oracle late \(cf.lateMs) ms: \(json ?? "")")
+            }
+            return nil
+        }
+        let label = Self.labels(built, placeholders: placeholders)
+        problems += Self.compareOracle(prediction, cf, label: { id in label[rename(id)] ?? label[id] ?? id })
         return problems
     }
 
@@ -362,10 +393,20 @@ struct PredictHarness {
             built.performs.append(id)
         }
         for plan in setup.observers {
-            _ = try worker.addObserver(
+            let action: SelectorCall? =
+                switch plan.action {
+                case .stop?: SelectorCall(selector: "stop")
+                case .signal(let source, let wakeUp)?:
+                    SelectorCall(
+                        selector: "signal", args: ["source": .string(built.sources[source]), "wakeup": .bool(wakeUp)])
+                case nil: nil
+                }
+            let id = try worker.addObserver(
                 ObserverSpec(
                     activities: plan.activities, repeats: plan.repeats, mode: try RunLoopMode(plan.mode),
-                    order: plan.order))
+                    order: plan.order, action: action)
+            ).id
+            built.observers.append(id)
         }
         return built
     }

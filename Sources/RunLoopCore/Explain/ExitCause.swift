@@ -75,7 +75,9 @@ extension ExitCause {
         cause.message =
             "the pass that ended the run handled \(total) sources and performs (\(names)): "
             + "the run was asked to return after a handled source, and CF returns only once the pass is over "
-            + "(it runs every signalled custom source in one pass; a mode's queued performs all go then)"
+            + "(with that flag CF's __CFRunLoopDoSources0 stops after the first custom source it handles, "
+            + "but one mode's perform source runs every perform queued for it, and a port ready at the poll "
+            + "that follows is handled in the same pass)"
         return cause
     }
 

@@ -85,6 +85,9 @@ public struct LoopModel: Sendable {
         public var signalled: Bool
         /// Port messages queued, not yet handled.
         public var queued: Int
+        /// Since when its descriptor is readable (seconds from the read; the
+        /// oldest queued message's sending), if known.
+        public var readySince: Double?
         public var selector: String?
         public var role: ItemRole
         /// The run its callout starts (a `runNested` action), if any.
@@ -93,8 +96,10 @@ public struct LoopModel: Sendable {
 
         public init(
             id: String, port: Bool, modeNames: [String], modes: Set<String>, order: Int = 0, signalled: Bool = false,
-            queued: Int = 0, selector: String? = nil, role: ItemRole = .user, nested: NestedRun? = nil
+            queued: Int = 0, selector: String? = nil, role: ItemRole = .user, nested: NestedRun? = nil,
+            readySince: Double? = nil
         ) {
+            self.readySince = readySince
             self.nested = nested
             self.id = id
             self.port = port
@@ -133,12 +138,16 @@ public struct LoopModel: Sendable {
         public var modes: Set<String>
         public var order: Int
         public var selector: String?
+        /// A `signal` action: the custom source it signals, and whether it
+        /// wakes the loop too.
+        public var signals: (source: String, wakeUp: Bool)?
         public var valid = true
 
         public init(
             id: String, activities: Set<Activity>, repeats: Bool, modes: Set<String>, order: Int,
-            selector: String? = nil
+            selector: String? = nil, signals: (source: String, wakeUp: Bool)? = nil
         ) {
+            self.signals = signals
             self.id = id
             self.activities = activities
             self.repeats = repeats

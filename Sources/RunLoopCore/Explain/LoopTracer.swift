@@ -119,6 +119,9 @@ final class LoopTracer: @unchecked Sendable {
         var passSourcesDropped = 0
         var stopBy: StopOrigin?
         var turn: OpenTurn?
+        /// CF has returned from `__CFRunLoopRun` and is notifying `exit`: a
+        /// stop now sets a flag CF drops with the run's per-run record.
+        var exiting = false
     }
 
     /// What a run left when it returned.
@@ -233,8 +236,15 @@ final class LoopTracer: @unchecked Sendable {
 
     /// The `stop` selector ran inside the innermost run's current callout.
     func stopSelectorRan() {
-        guard !runs.isEmpty else { return }
+        guard !runs.isEmpty, !runs[runs.count - 1].exiting else { return }
         runs[runs.count - 1].stopBy = .selector(callout: currentCallout)
+    }
+
+    /// The innermost run's `exit` observers are being called: its end is
+    /// decided, and no stop made now caused it.
+    func exitBegan() {
+        guard !runs.isEmpty else { return }
+        runs[runs.count - 1].exiting = true
     }
 
     private func openTurn(at now: Double, sleptMs: Double, afterWake: Bool) -> OpenTurn {

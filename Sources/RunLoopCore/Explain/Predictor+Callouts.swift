@@ -82,6 +82,7 @@ extension RunSimulator {
     /// may have fired or removed it).
     mutating func doTimers() {
         let limit = now + 1e-9
+        let armedBefore = armed
         armed = nil
         let due = model.timers.indices.filter {
             model.timers[$0].valid && model.timers[$0].modes.contains(mode) && model.timers[$0].next <= limit
@@ -89,8 +90,23 @@ extension RunSimulator {
         // The modes whose timerfd CF re-arms, armed once at the end (each
         // fire's own re-arm would cost a pass over every timer).
         var rearm: Set<String> = [mode]
+        // The date CF last armed the mode's timerfd at (`_timerHardDeadline`).
+        var remembered = armedBefore
         for index in due where model.timers[index].valid && !model.timers[index].firing {
             guard model.timers[index].next <= limit, stuck == nil else { continue }
+            // Before each fire CF arms the timerfd at the mode's next timer,
+            // the firing one left out, if that date changed: a timer due in
+            // this same batch makes it readable again at once, and once the
+            // batch leaves no timer CF never disarms it: the loop wakes for
+            // nothing at its next sleep.
+            let others = model.timers.indices.filter {
+                $0 != index && model.timers[$0].valid && !model.timers[$0].firing
+                    && model.timers[$0].modes.contains(mode)
+            }
+            if let next = others.map({ model.timers[$0].next }).min(), next != remembered {
+                remembered = next
+                armed = next
+            }
             rearm.formUnion(fire(index))
         }
         armNext(in: rearm)
@@ -192,6 +208,8 @@ extension RunSimulator {
             if !model.observers[index].repeats { model.observers[index].valid = false }
             let observer = model.observers[index]
             callout(CalloutRef(kind: .observer, id: observer.id, selector: observer.selector))
+            // The `signal` selector (a source of this loop): as from outside.
+            if let (source, wakeUp) = observer.signals { apply(.signal(source: source, wakeUp: wakeUp)) }
         }
     }
 
@@ -222,7 +240,7 @@ extension RunSimulator {
         if wakeSince == nil && !ignoringWakeUps { wakeSince = now }
     }
 
-    private mutating func apply(_ kind: Stimulus.Kind) {
+    mutating func apply(_ kind: Stimulus.Kind) {
         switch kind {
         case .stop(let origin):
             stopped = true

@@ -114,8 +114,11 @@ struct RunSimulator {
         }
         fds = model.staleTimerfd
         armNext(in: Set(model.timers.filter(\.valid).flatMap(\.modes)))
+        // A port with messages is readable since its oldest was sent: a timer
+        // due before that is handed back first (epoll's ready list is first
+        // in, first out), one due after it second.
         for (index, source) in model.sources.enumerated() where source.port && source.queued > 0 {
-            portSince[index] = -1
+            portSince[index] = source.readySince ?? -1
         }
     }
 
@@ -146,6 +149,13 @@ struct RunSimulator {
         }
         entered = true
         notify(.entry)
+        // `__CFRunLoopRun` checks the run's stop flag before its first pass:
+        // an `entry` observer's stop ends the run before any pass is made.
+        if stopped {
+            reasons.append(
+                "CFRunLoopStop was called by an entry observer: CF checks the stop flag before the first pass")
+            return finish(.stopped, cause: .stop(stopOrigin ?? stopBy))
+        }
         while true {
             if let end = pass() { return end }
             if let why = stuck { return unknown(why) }
@@ -184,6 +194,9 @@ struct RunSimulator {
                     race: nil, reasons: reasons, turns: turns)
             }
             openTurn()
+            // CF ignores wake-ups from here (before `afterWaiting`) until the
+            // next pass: one an afterWaiting observer makes is dropped.
+            ignoringWakeUps = true
             notify(.afterWaiting)
         }
         ignoringWakeUps = true
@@ -260,7 +273,13 @@ struct RunSimulator {
         }
         if let since = wakeSince { ready.append((since, "a wake-up", .wakeUp(timeout: false))) }
         ready.sort { $0.since < $1.since }
-        if ready.count > 1 && ready[1].since - ready[0].since < margin {
+        // Readiness that began before the loop was read (a message sent, a
+        // timer due) is a fact with its time, not a plan: its order is known.
+        // One before the read and one after it: the first was first.
+        let known = ready.count > 1 && ready[0].since < 0
+        if ready.count > 1 && !(known && ready[1].since >= 0)
+            && ready[1].since - ready[0].since < (known ? 0.0002 : margin)
+        {
             races.append(
                 "\(ready[0].what) and \(ready[1].what) are ready at once: epoll hands CF one of them per pass")
             if decide() { return ready[1].live }

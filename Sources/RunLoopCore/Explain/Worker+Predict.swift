@@ -104,6 +104,14 @@ extension Worker {
         return base
     }
 
+    /// What a `signal` action on this loop does: the source, and its wake-up.
+    /// (One aimed at another thread's loop changes nothing here.)
+    func signalAction(_ call: SelectorCall?) -> (source: String, wakeUp: Bool)? {
+        guard let call, call.selector == "signal", let source = call.args["source"]?.string else { return nil }
+        if let thread = call.args["thread"]?.string, thread != id { return nil }
+        return (source, call.args["wakeup"]?.bool ?? true)
+    }
+
     /// The loop's state as the predictor reads it: one read of the book,
     /// then the records' own reads (CF validity, fire dates, modes) after
     /// the lock, as `why()` does.
@@ -142,7 +150,8 @@ extension Worker {
                 LoopModel.Source(
                     id: source.id, port: snap.kind == .port, modeNames: snap.modes, modes: model.expand(snap.modes),
                     order: snap.order, signalled: snap.signalled, queued: snap.queued,
-                    selector: snap.action?.selector, role: snap.role, nested: LoopModel.NestedRun(snap.action)))
+                    selector: snap.action?.selector, role: snap.role, nested: LoopModel.NestedRun(snap.action),
+                    readySince: snap.queuedSince.map { $0.timeIntervalSinceReferenceDate - now }))
         }
         for request in pending {
             model.performs.append(
@@ -156,7 +165,8 @@ extension Worker {
             model.observers.append(
                 LoopModel.Observer(
                     id: snap.id, activities: Set(snap.activities), repeats: snap.repeats,
-                    modes: model.expand([snap.mode]), order: snap.order, selector: snap.action?.selector))
+                    modes: model.expand([snap.mode]), order: snap.order, selector: snap.action?.selector,
+                    signals: signalAction(snap.action)))
         }
         return model
     }
