@@ -15,7 +15,8 @@ import Testing
 @Suite("OpenAPI contract, derived from a real server")
 struct OpenAPIContractDerivedTests {
     static let token = "contract-token-0123456789"
-    static let document = OpenAPIDocument.embedded
+    /// openapi.json as the checkout has it (see `OpenAPIContractTests.document`).
+    static let document = OpenAPIContractTests.document
 
     /// What the server answered, per operation (`METHOD /template`).
     struct Seen {

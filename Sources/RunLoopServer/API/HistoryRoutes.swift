@@ -78,7 +78,7 @@ extension API {
         }
         r.add("DELETE", "/api/fleet/{id}") { ctx throws(RunLoopError) in
             let history = try requireStore()
-            let id = ctx.param("id")
+            let id = try ctx.param("id")
             let me = history.instance.id
             let beat = history.options.heartbeatInterval
             if id == me {

@@ -9,7 +9,7 @@ extension API {
             .json(200, ["experiments": .array(experiments.experiments.map(\.summary))])
         }
         r.add("GET", "/api/experiments/{eid}") { ctx throws(RunLoopError) in
-            let wanted = ctx.param("eid")
+            let wanted = try ctx.param("eid")
             guard let experiment = experiments.experiments.first(where: { $0.id == wanted }) else {
                 throw .notFound("experiment", wanted)
             }

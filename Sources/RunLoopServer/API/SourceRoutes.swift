@@ -67,8 +67,8 @@ extension API {
     /// the path: an id that belongs to another thread answers 404 naming that
     /// thread ("source s5 belongs to thread t2"), not a bare "no source s5".
     func owned(_ ctx: RouteContext, _ kind: String, _ param: String) throws(RunLoopError) -> String {
-        let itemId = ctx.param(param)
-        let thread = ctx.param("id")
+        let itemId = try ctx.param(param)
+        let thread = try ctx.param("id")
         if let target = try? registry.worker(thread), target.holds(kind, itemId) { return itemId }
         guard let owner = registry.owner(of: kind, itemId), owner != thread else { return itemId }
         throw RunLoopError(

@@ -37,7 +37,16 @@ struct RouteContext: Sendable {
     /// A closure only for the handlers that keep it (deferred answers).
     var respond: @Sendable (HTTPResponse) -> Void { { [answer, route] in answer($0, route: route) } }
 
-    func param(_ name: String) -> String { params[name] ?? "" }
+    /// The path's `{name}` capture. A name the route's template does not
+    /// capture is a handler's mistake: it throws (`no_capture`, 404) rather
+    /// than answer as if the path had held an empty id.
+    func param(_ name: String) throws(RunLoopError) -> String {
+        guard let value = params[name] else {
+            throw RunLoopError(
+                kind: .notFound, code: "no_capture", message: "the route \(route) captures no {\(name)}", field: name)
+        }
+        return value
+    }
 
     /// Parses the body, accepting only `allowed` fields.
     func body(_ allowed: Set<String>) throws(RunLoopError) -> Body {
