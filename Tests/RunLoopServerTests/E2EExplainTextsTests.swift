@@ -27,7 +27,7 @@ struct E2EExplainTextsTests {
             let text = mode["verdict"].string ?? ""
             #expect(!text.contains("sleeps until source"), "\(text)")
             #expect(text.contains("although work is waiting there (source \(s) (signalled))"), "\(text)")
-            #expect(text.contains("the run's deadline comes in"), "\(text)")
+            #expect(text.contains("its deadline passes in"), "\(text)")
             #expect(mode["prediction", "exitReason"] == "timedOut", "\(mode["prediction"])")
             #expect((mode["prediction", "atMs"].number ?? .infinity) < 6000, "\(mode["prediction"])")
             let reasons = mode["prediction", "reasons"].items.compactMap(\.string).joined(separator: " | ")

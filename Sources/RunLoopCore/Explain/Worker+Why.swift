@@ -201,7 +201,7 @@ extension Worker {
         if let run, run.seconds < 1e9 {
             wakes.append(
                 String(
-                    format: "the run's deadline comes in %.2f s (of its %@)", run.left, ExitCause.seconds(run.seconds)))
+                    format: "its deadline passes in %.2f s (of its %@)", run.left, ExitCause.seconds(run.seconds)))
         }
         let quiet = sources.filter { !$0.signalled }
         if !quiet.isEmpty {
