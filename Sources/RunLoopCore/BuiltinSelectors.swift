@@ -1,6 +1,8 @@
+import CLinux
 import CoreFoundation
 import Foundation
 import Primitives
+import Synchronization
 
 /// The selectors every runloopd has.
 enum BuiltinSelectors {
@@ -77,6 +79,20 @@ enum BuiltinSelectors {
                 let value = context.worker.increment(context.string("name"))
                 let until = context.integer("until")
                 return SelectorOutcome(["value": .number(Double(value))], finished: value >= until)
+            },
+            Selector(
+                name: "whereAmI",
+                summary:
+                    "Answers the OS thread it runs on: tid (gettid), name (the OS thread's name), thread (the runloopd thread whose loop ran it) and onLoopThread (true when that is the loop's own OS thread)."
+            ) { context throws(RunLoopError) in
+                let tid = clinux_gettid()
+                // The kernel's name for the calling thread (what ps -L shows).
+                let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+                let name = comm.trimmingCharacters(in: .newlines)
+                return SelectorOutcome([
+                    "tid": .number(Double(tid)), "name": .string(name), "thread": .string(context.worker.id),
+                    "onLoopThread": .bool(tid == context.worker.osThreadId.load(ordering: .relaxed)),
+                ])
             },
             Selector(
                 name: "stop", summary: "Calls CFRunLoopStop on the thread's own loop from inside a handler."

@@ -94,7 +94,10 @@ extension Worker {
             if b.stackHigh > here { b.stackUsedMax = max(b.stackUsedMax, Int(b.stackHigh - here)) }
             b.depthMax = max(b.depthMax, b.runStack.count + 1)
             b.runSeq += 1
-            b.runStack.append(RunFrame(seq: b.runSeq, mode: mode.name, seconds: seconds, startedMono: started))
+            b.runStack.append(
+                RunFrame(
+                    seq: b.runSeq, mode: mode.name, seconds: seconds, startedMono: started,
+                    returnAfterSourceHandled: returnAfterSourceHandled))
             b.modeEntered[mode.name] = started
             b.turnSince = started
             b.asleepSince = nil

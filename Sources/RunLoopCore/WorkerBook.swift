@@ -155,6 +155,9 @@ struct RunFrame {
     var stopOrigin: StopOrigin?
     var seconds: Double = 0
     var startedMono: Double = 0
+    /// The run was asked to return after a handled source (`/why` answers
+    /// for the run under way).
+    var returnAfterSourceHandled = false
 }
 
 /// A run a manual worker was asked for.

@@ -3,8 +3,9 @@ import Foundation
 
 /// What keeps an otherwise empty loop alive.
 public enum KeepAlive: String, Sendable, CaseIterable, Hashable {
-    /// A port source on an eventfd that is never written: the loop has
-    /// something to wait on and never wakes for it (the NSMachPort trick).
+    /// A port source on an eventfd runloopd never writes: the loop has
+    /// something to wait on and never wakes for it (the NSMachPort trick),
+    /// unless a message is sent to it through the API.
     case port
     /// A repeating dummy timer (one fire a day): polling in disguise.
     case timer

@@ -75,10 +75,30 @@ extension ExitCause {
         cause.message =
             "the pass that ended the run handled \(total) sources and performs (\(names)): "
             + "the run was asked to return after a handled source, and CF returns only once the pass is over "
-            + "(with that flag CF's __CFRunLoopDoSources0 stops after the first custom source it handles, "
-            + "but one mode's perform source runs every perform queued for it, and a port ready at the poll "
-            + "that follows is handled in the same pass)"
+            + "(\(passRule(pass)))"
         return cause
+    }
+
+    /// Why one `returnAfterSourceHandled` pass handled several callouts, from
+    /// what it handled: CF's `__CFRunLoopDoSources0` stops after the first
+    /// custom source when asked to return after one, so any other signalled
+    /// custom source waits for the next run; a mode's queued performs share
+    /// that mode's one custom source and all go in its callout; a port
+    /// message is read after the custom sources, in the same pass.
+    static func passRule(_ pass: [CalloutRef]) -> String {
+        let performs = pass.filter { $0.kind == .perform }.count
+        let ports = pass.filter { $0.kind == .port }.count
+        var parts = [
+            "CF handles one signalled custom source per pass when asked to return after one, "
+                + "and any other stays signalled for the next run"
+        ]
+        if performs > 1 {
+            parts.append("the \(performs) performs were queued in their mode's one perform source, which runs them all")
+        }
+        if ports > 0 {
+            parts.append("a port message is read after the custom source, in the same pass")
+        }
+        return parts.joined(separator: "; ")
     }
 
     static func sourceHandled(_ callout: CalloutRef?) -> ExitCause {

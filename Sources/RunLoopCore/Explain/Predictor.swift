@@ -183,11 +183,7 @@ struct RunSimulator {
             closeTurn(end: .sleep)
             live = sleep()
             if case .never = live {
-                reasons.append(
-                    timeoutSpent
-                        ? "its timeout's wake-up came while a nested run ran and woke that run instead (CF's timeout is a one-shot dispatch timer), and nothing left in \(mode) can wake it: it sleeps past its deadline until a stop, a wake-up or something added"
-                        : "nothing left in \(mode) can wake the loop and the run has no timeout: it sleeps until a stop, a wake-up or something added"
-                )
+                reasons.append(asleepText(timeoutSpent: timeoutSpent))
                 return Prediction(
                     mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
                     outcome: .init(exitReason: nil, cause: nil, atMs: nil), windowMs: nil, certain: races.isEmpty,

@@ -46,11 +46,10 @@ extension Worker {
             forget(resolved.map { Self.warningKey($0.code, $0.subjects) })
         }
         if cannotWake {
-            let seconds = book.withLock { $0.runStack.last?.seconds ?? 0 }
+            let (seconds, port) = book.withLock { ($0.runStack.last?.seconds ?? 0, $0.keepAliveItem) }
             warn(
                 "loop_cannot_wake", severity: "info", subjects: [mode],
-                message:
-                    "\(id) waits in \(mode) for \(ExitCause.seconds(seconds)) with nothing in the mode that can wake it: only a stop, a wake-up, or a perform, source or timer added later will",
+                message: Self.cannotWakeMessage(thread: id, mode: mode, seconds: seconds, keepAlivePort: port),
                 details: ["mode": .string(mode), "seconds": .number(seconds)])
         }
     }
@@ -158,5 +157,21 @@ extension Worker {
         let own = book.withLock { $0.thread }
         guard let own, pthread_equal(pthread_self(), own) != 0 else { return }
         tracer.stopSelectorRan()
+    }
+}
+
+extension Worker {
+    /// `loop_cannot_wake` for a long run that only the keep-alive port holds
+    /// open: nothing in the mode is due or will be, but the API can still
+    /// reach the loop, the keep-alive port's messages included.
+    static func cannotWakeMessage(thread id: String, mode: String, seconds: Double, keepAlivePort: String?) -> String {
+        let port =
+            keepAlivePort.map {
+                "a message to its keep-alive port \($0) (POST /api/threads/\(id)/sources/\($0)/messages), "
+            } ?? ""
+        return
+            "\(id) waits in \(mode) for \(ExitCause.seconds(seconds)) with nothing in the mode due or on its way: "
+            + "only its keep-alive port holds the mode open, so only \(port)a stop, a wake-up, "
+            + "or a perform, source or timer added later will wake it"
     }
 }

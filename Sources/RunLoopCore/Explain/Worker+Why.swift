@@ -52,13 +52,20 @@ extension Worker {
         let snap = snapshot
         let loopModes = modes()
         let keepAliveMode = policy.keepAliveMode.name
-        let (timers, sources, observers, performs, common, everFilled, stale) = book.withLock { b in
+        let (timers, sources, observers, performs, common, everFilled, stale, frame) = book.withLock { b in
             (
                 b.timers.all, b.sources.all, b.observers.all, b.performs.queued, b.commonModes, b.everFilled,
-                b.timerfdStale
+                b.timerfdStale, b.runStack.last
             )
         }
         let now = Date()
+        // The run under way (the innermost), from now: its mode, what is left
+        // of its deadline, whether it returns after a handled source.
+        let under = frame.map { f in
+            RunUnderWay(
+                mode: f.mode, seconds: f.seconds, left: max(0, f.seconds - (Monotonic.now() - f.startedMono)),
+                returnAfterSourceHandled: f.returnAfterSourceHandled)
+        }
         var names = loopModes.all
         for extra in [keepAliveMode, snap.currentMode].compactMap({ $0 }) where !names.contains(extra) {
             names.append(extra)
@@ -97,7 +104,8 @@ extension Worker {
             let staleIn = stale[name].map { max(0, $0 - now.timeIntervalSinceReferenceDate) }
             var verdict = Self.verdict(
                 mode: name, timers: modeTimers, sources: modeSources, ports: modePorts, performs: modePerforms,
-                everFilled: filled, staleWakeIn: staleIn)
+                everFilled: filled, staleWakeIn: staleIn, run: running ? under : nil,
+                asleep: running && snap.state == .waiting)
             let empty = modeTimers.isEmpty && modeSources.isEmpty && modePorts.isEmpty && modePerforms.isEmpty
             if running && snap.state == .waiting && empty {
                 verdict = Self.emptyAsleepVerdict(thread: id, mode: name, staleWakeIn: staleIn)
@@ -114,6 +122,12 @@ extension Worker {
         let budget = PredictBudget()  // one for every mode: this runs on the control loop
         for index in result.indices where result[index].mode != "common" && snap.state != .exited {
             let name = result[index].mode
+            if result[index].running, let under, under.mode == name {
+                result[index].prediction = Self.predict(
+                    model, mode: name, seconds: under.left, returnAfterSourceHandled: under.returnAfterSourceHandled,
+                    budget: budget)
+                continue
+            }
             let mine = policy.style != .manual && name == own.mode.name
             result[index].prediction = Self.predict(
                 model, mode: name, seconds: mine ? own.seconds : RunPolicy.distantFuture,
@@ -126,7 +140,7 @@ extension Worker {
         case .exited:
             verdict = "\(id) has ended: its loop is gone"
         case .running, .waiting:
-            verdict = "\(id) is in a run in \(focus) (\(snap.state.rawValue)): \(focusVerdict)"
+            verdict = "\(id) is in \(under?.phrase ?? "a run") in \(focus) (\(snap.state.rawValue)): \(focusVerdict)"
         case .idle where snap.parked:
             verdict =
                 "\(id) is parked: its mode \(focus) is empty (CF answers finished at once), so it waits until something is added"
@@ -159,32 +173,43 @@ extension Worker {
     static func verdict(
         mode: String, timers: [WhySnapshot.Mode.Timer], sources: [WhySnapshot.Mode.Source],
         ports: [WhySnapshot.Mode.Source], performs: [WhySnapshot.Mode.Perform], everFilled: Bool,
-        staleWakeIn: Double? = nil
+        staleWakeIn: Double? = nil, run: RunUnderWay? = nil, asleep: Bool = false
     ) -> String {
         if timers.isEmpty && sources.isEmpty && ports.isEmpty && performs.isEmpty {
             return everFilled
                 ? "a run in \(mode) finishes at once: the mode is empty"
                 : "a run in \(mode) finishes at once: nothing was ever added to the mode"
         }
+        // What waits to run on the next turn, and what will or can bring one.
+        var waiting: [String] = []
         var wakes: [String] = []
         if let due = performs.first(where: { !$0.delayed }) {
-            wakes.append("perform \(due.id) (\(due.selector)) runs on its next turn")
+            waiting.append("perform \(due.id) (\(due.selector))")
         }
         let userTimers = timers.filter { !$0.keepAlive }
         if let next = userTimers.compactMap({ t in t.inSeconds.map { (t.id, $0) } }).min(by: { $0.1 < $1.1 }) {
+            if next.1 < 0.001 {
+                waiting.append("timer \(next.0) (due)")
+            } else {
+                wakes.append(String(format: "timer %@ fires in %.2f s", next.0, next.1))
+            }
+        }
+        let signalled = sources.filter(\.signalled)
+        if !signalled.isEmpty {
+            waiting.append("source \(signalled.map(\.id).joined(separator: ", ")) (signalled)")
+        }
+        if let run, run.seconds < 1e9 {
             wakes.append(
-                next.1 < 0.001
-                    ? "timer \(next.0) is due: it fires as soon as the loop runs in \(mode)"
-                    : String(format: "timer %@ fires in %.2f s", next.0, next.1))
+                String(
+                    format: "its deadline passes in %.2f s (of its %@)", run.left, ExitCause.seconds(run.seconds)))
         }
-        if let signalled = sources.first(where: \.signalled) {
-            wakes.append("source \(signalled.id) is signalled and runs on the next turn that happens")
-        } else if !sources.isEmpty {
-            wakes.append("a signal plus a wake-up of \(sources.map(\.id).joined(separator: ", ")) wakes it")
+        let quiet = sources.filter { !$0.signalled }
+        if !quiet.isEmpty {
+            wakes.append("a signal plus a wake-up of \(quiet.map(\.id).joined(separator: ", ")) wakes it")
         }
-        let userPorts = ports.filter { !$0.keepAlive }
-        if !userPorts.isEmpty {
-            wakes.append("a message to \(userPorts.map(\.id).joined(separator: ", ")) wakes it")
+        if !ports.isEmpty {
+            let names = ports.map { $0.keepAlive ? "\($0.id) (its keep-alive port)" : $0.id }
+            wakes.append("a message to \(names.joined(separator: ", ")) wakes it")
         }
         if let staleWakeIn, userTimers.isEmpty {
             wakes.append(
@@ -199,13 +224,46 @@ extension Worker {
                 "delayed perform\(delayed.count == 1 ? "" : "s") \(delayed.map(\.id).joined(separator: ", ")) fire on their timers"
             )
         }
-        if wakes.isEmpty {
-            let keeper =
-                ports.contains(where: \.keepAlive)
-                ? "its keep-alive port (never written)" : "its keep-alive timer (one fire a day)"
-            return
-                "a run in \(mode) sleeps until its timeout, a stop or a wake-up: only \(keeper) keeps it from finishing"
+        let onlyKeeper = waiting.isEmpty && wakes.count == ports.count && ports.allSatisfy(\.keepAlive)
+        wakes.append("a stop or a wake-up")
+        let subject = run == nil ? "a run in \(mode)" : "the run under way in \(mode)"
+        if !waiting.isEmpty {
+            let list = waiting.joined(separator: ", ")
+            if asleep {
+                return
+                    "the loop sleeps in \(mode) although work is waiting there (\(list)): "
+                    + "a sleeping loop looks at it only on its next turn (a signal without a wake-up does not wake it), "
+                    + "which comes when " + wakes.joined(separator: "; or ")
+            }
+            return "\(subject) handles \(list) on its next turn; after that it sleeps until "
+                + wakes.joined(separator: "; or ")
         }
-        return "a run in \(mode) sleeps until " + wakes.joined(separator: "; or ")
+        if onlyKeeper && run == nil {
+            guard let port = ports.first else {
+                return
+                    "a run in \(mode) sleeps until its timeout, a stop or a wake-up: only its keep-alive timer (one fire a day) keeps it from finishing"
+            }
+            return
+                "a run in \(mode) sleeps until its timeout, a stop, a wake-up or a message to its keep-alive port \(port.id): only that port keeps it from finishing"
+        }
+        return "\(subject) sleeps until " + wakes.joined(separator: "; or ")
+    }
+}
+
+/// The run under way, as `/why` tells it: its mode, its deadline (seconds
+/// asked, seconds left) and whether it returns after a handled source.
+struct RunUnderWay {
+    var mode: String
+    var seconds: Double
+    var left: Double
+    var returnAfterSourceHandled: Bool
+
+    /// "a 1.5 s run (1.20 s left, returnAfterSourceHandled)", "a run with no timeout".
+    var phrase: String {
+        let rash = returnAfterSourceHandled ? ", returnAfterSourceHandled" : ""
+        guard seconds < 1e9 else {
+            return "a run with no timeout" + (rash.isEmpty ? "" : " (returnAfterSourceHandled)")
+        }
+        return "a \(ExitCause.seconds(seconds)) run (" + String(format: "%.2f s left", left) + rash + ")"
     }
 }
