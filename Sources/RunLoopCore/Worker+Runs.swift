@@ -90,7 +90,10 @@ extension Worker {
         // own loop style is woken by every request, so it is not warned about.
         let mayWarn = policy.style != .loop && seconds >= diagnostics.options.cannotWakeSeconds && keepAlive == .port
         let here = UInt(clinux_stack_here())
-        let (seq, depth, observers, contents) = book.withLock { b in
+        let (seq, depth, observers, contents, parked) = book.withLock { b in
+            // A manual thread's outermost run takes the checks parked while it was idle.
+            let parked = b.runStack.isEmpty ? b.parkedModeChecks : []
+            if b.runStack.isEmpty { b.parkedModeChecks = [] }
             if b.stackHigh > here { b.stackUsedMax = max(b.stackUsedMax, Int(b.stackHigh - here)) }
             b.depthMax = max(b.depthMax, b.runStack.count + 1)
             b.runSeq += 1
@@ -103,8 +106,9 @@ extension Worker {
             b.asleepSince = nil
             let newMode = b.entryObserverModes.insert(mode.name).inserted
             let observers = newMode ? [b.entryObserver, b.sleepObserver].compactMap { $0 } : []
-            return (b.runSeq, b.runStack.count - 1, observers, mayWarn ? b.contents : nil)
+            return (b.runSeq, b.runStack.count - 1, observers, mayWarn ? b.contents : nil, parked)
         }
+        for check in parked { later(diagnostics.options.modeNeverRunsAfter, check) }
         // Asked of the records after the lock (CF validity, their modes' own lock).
         let cannotWake =
             contents.map { $0.holdsKeepAlivePort(in: mode.name) && !$0.hasWakeableItems(in: mode.name) } ?? false

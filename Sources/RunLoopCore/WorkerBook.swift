@@ -33,6 +33,10 @@ struct WorkerBook {
     /// returned; 0: it never ran): a manual thread's timer due after it was due
     /// while nobody ran the loop (`timer_behind` stays quiet, issue 39).
     var idleSinceMono: Double = 0
+    /// `mode_never_runs` checks that came due while this manual thread had no
+    /// run under way: nobody asked it to run, so they wait for its next
+    /// outermost run and count their time from there (issue 39).
+    var parkedModeChecks: [@Sendable (Worker) -> Void] = []
     var runs = 0
     var exits: [ExitReason: Int] = [:]
     var lastExit: RunExit?

@@ -79,21 +79,26 @@ extension Worker {
         }
         guard !running else { return }
         let waited = max(0, dueIn) + after
-        later(waited) { worker in
+        let manual = policy.style == .manual
+        @Sendable func check(_ worker: Worker) {
             guard stillWaiting(worker) else { return }
-            let (expanded, ran, idle) = worker.book.withLock { b -> ([String], Bool, Bool) in
+            let (expanded, ran, parked) = worker.book.withLock { b -> ([String], Bool, Bool) in
                 let expanded = b.expand(modes)
                 let ran = expanded.contains { (b.modeEntered[$0] ?? -1) >= added || b.runStack.last?.mode == $0 }
-                return (expanded, ran, b.runStack.isEmpty)
+                // A manual thread nobody asks to run is not a loop stuck in
+                // another mode (/why says it runs only when asked, issue 39):
+                // the check waits for its next run and counts from there.
+                let park = !ran && manual && b.runStack.isEmpty
+                if park { b.parkedModeChecks.append(check) }
+                return (expanded, ran, park)
             }
-            // A manual thread nobody asked to run is not a loop stuck in another
-            // mode: /why says it runs only when asked (issue 39).
-            guard !ran, !(idle && worker.policy.style == .manual), let mode = expanded.first else { return }
+            guard !ran, !parked, let mode = expanded.first else { return }
             worker.warn(
                 "mode_never_runs", severity: "warning", subjects: [item],
                 message:
                     "\(kind) \(item) waits in \(expanded.joined(separator: ", ")), which \(worker.id) has not run for \(ExitCause.seconds(waited)); it runs only when the loop runs in one of those modes",
                 details: ["mode": .string(mode), "modes": .array(expanded.map(Value.string))])
         }
+        later(waited, check)
     }
 }
