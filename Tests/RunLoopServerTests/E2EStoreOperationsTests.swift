@@ -216,6 +216,13 @@ extension E2EStoreOperationsTests {
 
         // Killed, it is lost after three intervals.
         b.send(signal: SIGKILL)
-        _ = try await a.client.poll("/api/fleet", timeout: 15) { health($0) == "lost" }
+        do {
+            _ = try await a.client.poll("/api/fleet", timeout: 15) { health($0) == "lost" }
+        } catch {
+            // What a's writer was doing: its log and its store status.
+            let store = try? await a.client.get("/api/store")
+            print("fleet test: a's log:\n\(a.log)\nfleet test: a's /api/store: \(store.map { "\($0)" } ?? "none")")
+            throw error
+        }
     }
 }
