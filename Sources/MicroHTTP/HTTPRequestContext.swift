@@ -126,8 +126,10 @@ struct HTTPRequestContext: @unchecked Sendable {
                 return s.answeredByLayer()
             case .access: return s.access()
             case .refused: return s.answeredByLayer()
+            // lock-ok: the state's own mutating step; it only returns what to do
             case .handlerReturned: return s.handlerReturned()
             case .suspended: return s.suspended(connection)
+            // lock-ok: stores the answer in the state; the caller resumes after the lock
             case .deliver(let response): return s.deliver(response, connection)
             case .charged(let bytes):
                 s.heldBytes = bytes

@@ -375,7 +375,7 @@ final class EventHub: Sendable {
             let thread = Thread { [clients] in
                 _ = clinux_set_thread_name("rl-fault")
                 clients.withLock { _ in
-                    taken.signal()
+                    taken.signal()  // lock-ok: the debug-only stuck-lock fault holds it on purpose
                     DispatchSemaphore(value: 0).wait()
                 }
             }
