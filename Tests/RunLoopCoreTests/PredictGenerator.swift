@@ -7,7 +7,7 @@ import RunLoopTestSupport
 /// delayed perform, a stimulus, the deadline) sits on its own slot of a
 /// `quantum`-wide grid, so no two fall within a quantum of each other and
 /// the truth does not depend on timing.
-struct PredictSetup: CustomStringConvertible {
+struct PredictSetup: CustomStringConvertible, Sendable {
     struct TimerPlan {
         var modes: [String]
         var firstSlot: Int

@@ -134,7 +134,7 @@ struct E2EMetricsTests {
         let a = try await ServerProcess.started(["--store", database.url, "--instance-id", "m-alpha"])
         let b = try await ServerProcess.started(["--store", database.url, "--instance-id", "m-beta"])
         defer { b.stop() }
-        func waitFor(_ predicate: (Scrape) -> Bool) async throws -> Scrape {
+        func waitFor(_ predicate: @escaping @Sendable (Scrape) -> Bool) async throws -> Scrape {
             Scrape(try await b.client.poll("/metrics", timeout: 20) { predicate(Scrape($0.text)) }.text)
         }
         var scrape = try await waitFor { $0.samples["runloopd_fleet_instances{state=\"up\"}"] == 2 }

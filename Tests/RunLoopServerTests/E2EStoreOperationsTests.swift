@@ -188,7 +188,7 @@ extension E2EStoreOperationsTests {
         defer { a.stop() }
         let b = try await ServerProcess.started(["--store", url, "--instance-id", "fb"] + beat)
         defer { b.stop() }
-        func health(_ r: TestHTTPResponse) -> String? {
+        @Sendable func health(_ r: TestHTTPResponse) -> String? {
             r["instances"].items.first { $0["id"] == "fb" }?["health"].string
         }
         _ = try await a.client.poll("/api/fleet") { health($0) == "up" }
@@ -203,13 +203,14 @@ extension E2EStoreOperationsTests {
         let restarted = Date().timeIntervalSince1970
 
         // Until b has beaten again, a's every answer shows b up (or fails: a's own store not back yet).
-        var seen: [String] = []
+        let healths = Monitor<[String]>([])
         _ = try await a.client.poll("/api/fleet", timeout: 30) { r in
             guard r.status == 200, let h = health(r) else { return false }
-            seen.append(h)
+            healths.update { $0.append(h) }
             let beatAt = r["instances"].items.first { $0["id"] == "fb" }?["heartbeatAt"].string ?? ""
             return (Self.seconds(beatAt) ?? 0) > restarted
         }
+        let seen = healths.value
         #expect(!seen.isEmpty)
         let lost = seen.filter { $0 == "lost" }.count
         #expect(lost == 0, "\(lost) of \(seen.count) answers say lost")

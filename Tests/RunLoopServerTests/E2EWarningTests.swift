@@ -232,7 +232,7 @@ struct E2EWarningTests {
 extension E2EClient {
     /// Waits until `thread` has a warning `code` matching `predicate`; returns it.
     func warning(
-        _ thread: String, _ code: String, timeout: Double = 20, _ predicate: @escaping (Value) -> Bool
+        _ thread: String, _ code: String, timeout: Double = 20, _ predicate: @escaping @Sendable (Value) -> Bool
     ) async throws -> Value {
         let page = try await poll("/api/warnings?thread=\(thread)&code=\(code)", timeout: timeout) {
             $0["warnings"].items.contains(where: predicate)

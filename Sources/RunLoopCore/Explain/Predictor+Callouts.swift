@@ -99,11 +99,17 @@ extension RunSimulator {
             // this same batch makes it readable again at once, and once the
             // batch leaves no timer CF never disarms it: the loop wakes for
             // nothing at its next sleep.
-            let others = model.timers.indices.filter {
-                $0 != index && model.timers[$0].valid && !model.timers[$0].firing
-                    && model.timers[$0].modes.contains(mode)
+            // One scan, no array: with n timers due together this runs n times
+            // a pass, and the scans are charged to the call's budget (a pass
+            // alone is charged once per item), so a loop of many due timers
+            // gives up as soon as its work is spent, not n times later.
+            var othersNext: Double?
+            for (other, timer) in model.timers.enumerated()
+            where other != index && timer.valid && !timer.firing && timer.modes.contains(mode) {
+                othersNext = min(othersNext ?? timer.next, timer.next)
             }
-            if let next = others.map({ model.timers[$0].next }).min(), next != remembered {
+            budget.left -= model.timers.count
+            if let next = othersNext, next != remembered {
                 remembered = next
                 armed = next
             }
