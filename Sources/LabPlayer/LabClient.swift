@@ -1,9 +1,10 @@
-import Foundation
 import RunLoopCore
+import RunLoopServer
+import RunloopdClient
 
-/// A small blocking HTTP/1.1 client for the player: one connection per
-/// request (`Connection: close`), JSON in and out. It speaks to a runloopd
-/// only, so it needs no TLS, redirects or cookies.
+/// The player's client: runloopd's one HTTP client (`HTTPClientConnection`,
+/// the tests' too), one connection per request (`Connection: close`), JSON in
+/// and out, the token sent when given.
 public struct LabClient: Sendable {
     /// One answer.
     public struct Response: Sendable {
@@ -60,86 +61,28 @@ public struct LabClient: Sendable {
         self.init(host: host, port: port, token: token)
     }
 
-    /// Sends one request and reads the whole answer.
+    /// Sends one request on a connection of its own (`Connection: close`) and
+    /// reads the whole answer.
     public func send(_ method: String, _ path: String, body: Value? = nil) throws(Failure) -> Response {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else {
-            throw Failure(description: "cannot resolve \(host)", unreachable: true)
+        let connection: HTTPClientConnection
+        do throws(HTTPClientError) {
+            connection = try HTTPClientConnection(host: host, port: port, timeout: timeout)
+        } catch {
+            throw Failure(description: error.description, unreachable: error.unreachable)
         }
-        defer { freeaddrinfo(list) }
-        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
-        guard fd >= 0 else { throw Failure(description: "socket failed") }
-        defer { close(fd) }
-        var wait = timeval(
-            tv_sec: Int(timeout.rounded(.down)), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        guard connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
-            let reason = String(cString: strerror(errno))
-            throw Failure(description: "cannot connect to \(host):\(port): \(reason)", unreachable: true)
+        defer { connection.close() }
+        let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        var headers = [("Host", authority), ("Accept", "application/json"), ("User-Agent", "runloopd-play")]
+        if let token, !token.isEmpty { headers.append(("Authorization", "Bearer \(token)")) }
+        let answer: HTTPClientResponse
+        do throws(HTTPClientError) {
+            answer = try connection.request(
+                method, path, body: body.map(JSON.serialize), contentType: body == nil ? nil : "application/json",
+                headers: headers)
+        } catch {
+            throw Failure(description: "no answer to \(method) \(path): \(error.description)")
         }
-        let payload = body.map(JSON.serialize) ?? []
-        // Connection: close, so the answer ends where the connection does.
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
-        head += "Accept: application/json\r\nUser-Agent: runloopd-play\r\n"
-        if let token, !token.isEmpty { head += "Authorization: Bearer \(token)\r\n" }
-        if body != nil { head += "Content-Type: application/json\r\nContent-Length: \(payload.count)\r\n" }
-        let request = Array((head + "\r\n").utf8) + payload
-        var sent = 0
-        while sent < request.count {
-            let n = request.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, 0) }
-            guard n > 0 else { throw Failure(description: "cannot send the request") }
-            sent += n
-        }
-        var data: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16_384)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n == 0 { break }
-            guard n > 0 else {
-                if errno == EINTR { continue }
-                throw Failure(description: "no answer to \(method) \(path) within \(Int(timeout)) s")
-            }
-            data.append(contentsOf: buffer[0..<n])
-        }
-        return try Self.parse(data)
-    }
-
-    static func parse(_ data: [UInt8]) throws(Failure) -> Response {
-        let separator: [UInt8] = [13, 10, 13, 10]
-        guard let end = data.indices.first(where: { data[$0...].starts(with: separator) }) else {
-            throw Failure(description: "a malformed answer (no header end)")
-        }
-        let head = String(decoding: data[..<end], as: UTF8.self)
-        let lines = head.components(separatedBy: "\r\n")
-        let statusParts = lines.first?.split(separator: " ") ?? []
-        guard statusParts.count >= 2, let status = Int(statusParts[1]) else {
-            throw Failure(description: "a malformed status line")
-        }
-        var body = Array(data[(end + 4)...])
-        let chunked = lines.dropFirst().contains {
-            $0.lowercased().hasPrefix("transfer-encoding:") && $0.lowercased().contains("chunked")
-        }
-        if chunked { body = dechunk(body) }
-        let json = body.isEmpty ? Value.null : ((try? JSON.parse(body)) ?? .null)
-        return Response(status: status, json: json)
-    }
-
-    static func dechunk(_ bytes: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        var index = 0
-        while index < bytes.count {
-            guard let lineEnd = (index..<bytes.count - 1).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 })
-            else { break }
-            let sizeText = String(decoding: bytes[index..<lineEnd], as: UTF8.self).split(separator: ";").first ?? ""
-            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size > 0 else { break }
-            let start = lineEnd + 2
-            guard start + size <= bytes.count else { break }
-            out.append(contentsOf: bytes[start..<start + size])
-            index = start + size + 2
-        }
-        return out
+        let json = answer.body.isEmpty ? Value.null : ((try? JSON.parse(answer.body)) ?? .null)
+        return Response(status: answer.status, json: json)
     }
 }

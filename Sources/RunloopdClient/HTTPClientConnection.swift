@@ -2,14 +2,20 @@
     import Glibc
 #endif
 
-/// A failure of the test client or launcher itself (not an assertion).
-public struct TestHTTPError: Error, CustomStringConvertible {
+/// A failure of the client itself (no answer), not an answer's status.
+public struct HTTPClientError: Error, CustomStringConvertible {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// True when no connection could be made (no server there, or a name that
+    /// does not resolve): a caller that retries nothing gives up at once.
+    public let unreachable: Bool
+    public init(_ description: String, unreachable: Bool = false) {
+        self.description = description
+        self.unreachable = unreachable
+    }
 }
 
 /// One HTTP answer.
-public struct TestHTTPResponse: Sendable, CustomStringConvertible {
+public struct HTTPClientResponse: Sendable, CustomStringConvertible {
     public let status: Int
     public let headers: [(String, String)]
     public let body: [UInt8]
@@ -30,8 +36,9 @@ public struct TestHTTPResponse: Sendable, CustomStringConvertible {
     public var description: String { "\(status) \(text)" }
 }
 
-/// A blocking HTTP/1.1 client on one TCP connection to 127.0.0.1: the one
-/// HTTP client of the tests and benchmarks.
+/// A blocking HTTP/1.1 client on one TCP connection: the one HTTP client of
+/// the tests, the benchmarks and `runloopd play`/`healthcheck` (`LabClient`).
+/// It speaks to a runloopd only, so it needs no TLS, redirects or cookies.
 ///
 /// - `request(...)` sends one request and reads its whole answer (status,
 ///   headers, body framed by Content-Length, chunks or the end of the stream);
@@ -44,7 +51,9 @@ public struct TestHTTPResponse: Sendable, CustomStringConvertible {
 /// Thread-safety: one thread uses a connection at a time, except that
 /// `shutdownBoth()` may come from another thread to end a blocked read.
 // @unchecked: one thread at a time uses it; shutdownBoth() from another is a syscall.
-public final class TestHTTPConnection: @unchecked Sendable {
+public final class HTTPClientConnection: @unchecked Sendable {
+    /// The host connected to (a name or a numeric address, IPv4 or IPv6).
+    public let host: String
     public let port: UInt16
     private let timeout: Double
     private let receiveBufferSize: Int?
@@ -56,9 +65,12 @@ public final class TestHTTPConnection: @unchecked Sendable {
     /// One receive buffer for the connection's life (not one per read).
     private var buffer = [UInt8](repeating: 0, count: 65_536)
 
-    /// Connects to `127.0.0.1:port`. `receiveBufferSize` shrinks the socket's
-    /// receive buffer (a client too slow to read fills up sooner).
-    public init(port: UInt16, timeout: Double = 20, receiveBufferSize: Int? = nil) throws {
+    /// Connects to `host:port` (127.0.0.1 unless given). `receiveBufferSize`
+    /// shrinks the socket's receive buffer (a client too slow to read fills up sooner).
+    public init(host: String = "127.0.0.1", port: UInt16, timeout: Double = 20, receiveBufferSize: Int? = nil)
+        throws(HTTPClientError)
+    {
+        self.host = host
         self.port = port
         self.timeout = timeout
         self.receiveBufferSize = receiveBufferSize
@@ -67,10 +79,18 @@ public final class TestHTTPConnection: @unchecked Sendable {
 
     deinit { close() }
 
-    private func connect() throws {
+    private func connect() throws(HTTPClientError) {
         close()
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestHTTPError("socket: errno \(errno)") }
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else {
+            throw HTTPClientError("cannot resolve \(host)", unreachable: true)
+        }
+        defer { freeaddrinfo(list) }
+        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
+        guard fd >= 0 else { throw HTTPClientError("socket: errno \(errno)") }
         if timeout > 0 {
             var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
@@ -81,19 +101,12 @@ public final class TestHTTPConnection: @unchecked Sendable {
         if var size = receiveBufferSize.map(Int32.init) {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard result == 0 else {
+        guard Glibc.connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
             let code = errno
             Glibc.close(fd)
-            throw TestHTTPError("connect to port \(port): errno \(code)")
+            throw HTTPClientError(
+                "connect to \(host) port \(port): \(String(cString: strerror(code))) (errno \(code))", unreachable: true
+            )
         }
         self.fd = fd
         unread = []
@@ -126,7 +139,7 @@ public final class TestHTTPConnection: @unchecked Sendable {
 
     /// Reads what is there (blocking up to the timeout); empty at the end of
     /// the stream or on a reset. Bytes left over from an answer come first.
-    public func read() throws -> [UInt8] {
+    public func read() throws(HTTPClientError) -> [UInt8] {
         if !unread.isEmpty {
             defer { unread = [] }
             return unread
@@ -137,14 +150,14 @@ public final class TestHTTPConnection: @unchecked Sendable {
             switch errno {
             case EINTR: continue
             case ECONNRESET: return []
-            case EAGAIN: throw TestHTTPError("recv on port \(port): timed out after \(timeout) s")
-            case let code: throw TestHTTPError("recv on port \(port): errno \(code)")
+            case EAGAIN: throw HTTPClientError("recv on port \(port): timed out after \(timeout) s")
+            case let code: throw HTTPClientError("recv on port \(port): errno \(code)")
             }
         }
     }
 
     /// Everything until the peer closes.
-    public func readToEnd() throws -> [UInt8] {
+    public func readToEnd() throws(HTTPClientError) -> [UInt8] {
         var data: [UInt8] = []
         while true {
             let chunk = try read()
@@ -156,7 +169,7 @@ public final class TestHTTPConnection: @unchecked Sendable {
     /// Reads one answer. `expectsBody` is false for the answer to HEAD. An answer
     /// cut short by the end of the stream is returned as far as it came; no
     /// head at all throws.
-    public func readResponse(expectsBody: Bool = true) throws -> TestHTTPResponse {
+    public func readResponse(expectsBody: Bool = true) throws(HTTPClientError) -> HTTPClientResponse {
         var decoder = HTTPResponseDecoder(expectsBody: expectsBody)
         decoder.feed(unread)
         unread = []
@@ -170,11 +183,11 @@ public final class TestHTTPConnection: @unchecked Sendable {
             decoder.feed(chunk)
         }
         guard let status = decoder.status else {
-            throw TestHTTPError("no HTTP answer on port \(port): \(String(decoding: decoder.unread, as: UTF8.self))")
+            throw HTTPClientError("no HTTP answer on port \(port): \(String(decoding: decoder.unread, as: UTF8.self))")
         }
         unread = decoder.unread
         if decoder.header("connection")?.lowercased() == "close" { peerClosed = true }
-        return TestHTTPResponse(status: status, headers: decoder.headers, body: decoder.body)
+        return HTTPClientResponse(status: status, headers: decoder.headers, body: decoder.body)
     }
 
     /// Sends one request and reads its whole answer. Without `keepAlive` the
@@ -183,7 +196,7 @@ public final class TestHTTPConnection: @unchecked Sendable {
     public func request(
         _ method: String, _ path: String, body: [UInt8]? = nil, contentType: String? = nil,
         headers: [(String, String)] = [], keepAlive: Bool = false
-    ) throws -> TestHTTPResponse {
+    ) throws(HTTPClientError) -> HTTPClientResponse {
         if peerClosed || fd < 0 { try connect() }
         let bytes = HTTPWire.request(
             method, path, body: body, contentType: contentType, headers: headers, keepAlive: keepAlive)
