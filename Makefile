@@ -99,6 +99,8 @@ test-container: deps
 
 lint:
 	$(SWIFT) format lint --strict --recursive $(FORMAT_PATHS)
+	python3 scripts/source-sizes.py
+	python3 scripts/js-cycles.py
 
 format:
 	$(SWIFT) format --in-place --recursive $(FORMAT_PATHS)

@@ -72,12 +72,17 @@ let package = Package(
             // openapi.json, Public/ and experiments/ are compiled in at build time (Plugins/EmbedFiles).
             plugins: ["EmbedFiles"]
         ),
+        // runloopd's one HTTP client: `runloopd play`/`healthcheck`, the tests and the benchmarks.
+        .target(name: "RunloopdClient"),
+        // The experiment player (`runloopd play`) and its client over RunloopdClient.
+        .target(name: "LabPlayer", dependencies: ["RunloopdClient", "RunLoopServer", "RunLoopCore", "Primitives"]),
         .executableTarget(name: "embed-files"),
         .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["embed-files"]),
         .executableTarget(
             name: "runloopd",
             dependencies: [
                 "RunLoopServer",
+                "LabPlayer",
                 "RunLoopStore",
                 "MicroHTTP",
                 "Primitives",
@@ -85,7 +90,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .target(name: "RunLoopTestSupport", dependencies: ["Primitives"]),
+        .target(name: "RunLoopTestSupport", dependencies: ["Primitives", "RunloopdClient"]),
         // The plain-CF oracle of the predict differential (issue 38): Foundation
         // and CoreFoundation only, none of runloopd's code; `cf-oracle` asks it
         // from the command line (JSON lines in, JSON lines out).
@@ -106,7 +111,7 @@ let package = Package(
         .testTarget(
             name: "RunLoopServerTests",
             dependencies: [
-                "RunLoopServer", "RunLoopCore", "Primitives", "MicroHTTP", "RunLoopTestSupport", "CLinux",
+                "RunLoopServer", "RunLoopCore", "Primitives", "MicroHTTP", "RunLoopTestSupport", "CLinux", "LabPlayer",
                 "RunLoopStore", "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
             ]

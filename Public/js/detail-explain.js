@@ -9,7 +9,7 @@ import { state, queueFrame } from './state.js';
 import { h, setText, setFacts, syncRows, user } from './dom.js';
 import { fmtMs, fmtPercent, turnText, itemText } from './format.js';
 import { timelineHooks, zoomTo } from './timeline.js';
-import { select } from './detail.js';
+import { detailHooks } from './detail-hooks.js';
 import { outcomeText } from './detail-predict.js';
 
 const $ = (id) => document.getElementById(id);
@@ -17,7 +17,7 @@ const $ = (id) => document.getElementById(id);
 /** Opens a turn (from the timeline or the table) in the panel. */
 export function openTurn(thread, turn) {
   state.turnView = { thread, turn };
-  if (state.selectedId !== thread) select(thread, false);
+  if (state.selectedId !== thread) detailHooks.select(thread, false);
   renderOpenTurn();
   queueFrame();
 }

@@ -8,7 +8,7 @@ import { api, threadPath } from './api.js';
 import { h, setText, setClass, setFacts, setOptions, syncRows, user, userList } from './dom.js';
 import { fmtTime, fmtIn, fmtNum, jsonShort, exitText } from './format.js';
 import { act } from './forms.js';
-import { refreshDetailSoon } from './detail.js';
+import { detailHooks } from './detail-hooks.js';
 import { renderExplain } from './detail-explain.js';
 import { renderLoopSteps } from './detail-steps.js';
 import { followPrediction } from './detail-predict.js';
@@ -38,7 +38,7 @@ function rowButton(text, label, errorEl, resultEl, call) {
   const onclick = (e) =>
     act(e.currentTarget, errorEl, resultEl, async () => {
       const out = await call();
-      refreshDetailSoon();
+      detailHooks.refreshSoon();
       return out;
     });
   return h('button', { type: 'button', class: 'small', 'aria-label': label, onclick }, text);

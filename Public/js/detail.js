@@ -9,6 +9,7 @@ import { api, threadPath, clientError } from './api.js';
 import { setText, user } from './dom.js';
 import { fmtTime, performText } from './format.js';
 import { renderSections } from './detail-sections.js';
+import { detailHooks } from './detail-hooks.js';
 
 const DETAIL_MIN_MS = 350;
 const DETAIL_IDLE_MS = 2000;
@@ -172,3 +173,7 @@ export function performOutcome(performId, resultEl) {
   state.performs.waiting.set(performId, resultEl);
   return null;
 }
+
+// The panel's parts call these through detailHooks (they cannot import this module).
+detailHooks.select = select;
+detailHooks.refreshSoon = refreshDetailSoon;

@@ -14,6 +14,7 @@
 //   warnings.js         the Warnings panel (all threads)
 //   detail.js           the detail panel's selection, fetching and perform results
 //   detail-sections.js  the detail panel's sections, one renderer each
+//   detail-hooks.js     what the panel's sections call back into detail.js for (no import cycle)
 //   detail-forms.js     every form and button that sends a request
 //   pickers.js          selector pickers generated from /api/selectors
 //   forms.js, dom.js, format.js   generic form, DOM and formatting helpers

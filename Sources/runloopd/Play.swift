@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LabPlayer
 import Logging
 import RunLoopServer
 

@@ -1,4 +1,5 @@
 import Foundation
+import LabPlayer
 import RunLoopCore
 import RunLoopTestSupport
 import Testing

@@ -7,6 +7,7 @@ ends a run and shows the real one and its cause beside the guess
 (Public/js/lab.js, lab-guess.js). Shares the session's page (no reload). No
 sleeps: WebDriverWait only."""
 
+import contextlib
 import re
 
 import pytest
@@ -264,32 +265,46 @@ window.fetch = async (input, init) => {
 """
 
 
-def test_run_form_without_a_predict_endpoint_says_so_and_still_runs(driver):
-    """Against a server that answers 404 "no endpoint" for /predict the form
-    says there is no prediction, the run still works, and the comparison says
-    there is nothing to compare."""
-    status, thread = api("POST", "/api/threads", {"name": unique("nopredict"), "run": {"style": "manual"}})
+@contextlib.contextmanager
+def run_form_with(driver, name, script):
+    """A new manual thread's run form (default mode, 0.05 s) open in its card, with `script`
+    run in the page first (it wraps fetch); yields the form. The page's own fetch is put back
+    and the thread deleted after."""
+    status, thread = api("POST", "/api/threads", {"name": unique(name), "run": {"style": "manual"}})
     assert status == 201, thread
     tid = thread["id"]
-    driver.execute_script(NO_PREDICT)
+    driver.execute_script(script)
     try:
         card = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{tid}"]'))
         open_details(driver, card)
         set_input(driver, "mode", "")
         set_input(driver, "seconds", "0.05")
+        yield driver.find_element(By.ID, "run-form")
+    finally:
+        driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
+        api("DELETE", f"/api/threads/{tid}")
+
+
+def run_and_compare(driver, form):
+    """Submits the run form; the comparison of prediction and run once it shows."""
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    return wait(driver, 10).until(
+        lambda d: d.find_element(By.ID, "run-compare") if d.find_element(By.ID, "run-compare").is_displayed() else None)
+
+
+def test_run_form_without_a_predict_endpoint_says_so_and_still_runs(driver):
+    """Against a server that answers 404 "no endpoint" for /predict the form
+    says there is no prediction, the run still works, and the comparison says
+    there is nothing to compare."""
+    with run_form_with(driver, "nopredict", NO_PREDICT) as form:
         box = driver.find_element(By.ID, "run-predict")
         wait(driver, 10).until(lambda d: box.get_attribute("data-state") == "unavailable")
         assert "no prediction: this server has no POST /api/threads/{id}/predict" in box.text
-        form = driver.find_element(By.ID, "run-form")
-        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        compare = wait(driver, 10).until(lambda d: d.find_element(By.ID, "run-compare") if d.find_element(By.ID, "run-compare").is_displayed() else None)
+        compare = run_and_compare(driver, form)
         assert compare.get_attribute("data-agree") == "unknown"
         assert "Nothing to compare" in compare.text
         assert "timedOut" in compare.find_element(By.CSS_SELECTOR, '[data-side="happened"]').text
         assert form.find_element(By.CSS_SELECTOR, ".form-result").text.startswith("run → timedOut")
-    finally:
-        driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
-        api("DELETE", f"/api/threads/{tid}")
 
 
 # Served in the page for /predict only: a prediction that will be wrong (a run of
@@ -312,25 +327,12 @@ window.fetch = async (input, init) => {
 def test_a_run_that_differs_from_its_prediction_is_marked_differ(driver):
     """The comparison names both sides when they disagree (a prediction made
     up in the page: the real predictor agrees with this run)."""
-    status, thread = api("POST", "/api/threads", {"name": unique("differ"), "run": {"style": "manual"}})
-    assert status == 201, thread
-    tid = thread["id"]
-    driver.execute_script(WRONG_PREDICTION)
-    try:
-        card = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{tid}"]'))
-        open_details(driver, card)
-        set_input(driver, "mode", "")
-        set_input(driver, "seconds", "0.05")
+    with run_form_with(driver, "differ", WRONG_PREDICTION) as form:
         wait(driver, 10).until(lambda d: prediction(d) == ("ready", "finished", "mode_empty"))
         assert "a made-up reason" in driver.find_element(By.ID, "run-predict").text
-        form = driver.find_element(By.ID, "run-form")
-        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        compare = wait(driver, 10).until(lambda d: d.find_element(By.ID, "run-compare") if d.find_element(By.ID, "run-compare").is_displayed() else None)
+        compare = run_and_compare(driver, form)
         assert compare.get_attribute("data-agree") == "false"
         verdict = compare.find_element(By.CSS_SELECTOR, ".predict-verdict").text
         assert "differ: predicted finished (mode_empty), happened timedOut (deadline)" in verdict, verdict
         assert "finished · mode_empty · at once" in compare.find_element(By.CSS_SELECTOR, '[data-side="predicted"]').text
         assert "timedOut · deadline" in compare.find_element(By.CSS_SELECTOR, '[data-side="happened"]').text
-    finally:
-        driver.execute_script("if (window.__realFetch) window.fetch = window.__realFetch")
-        api("DELETE", f"/api/threads/{tid}")

@@ -4,6 +4,7 @@ watches every server a test starts (see conftest.server_factory)."""
 
 import contextlib
 import os
+import re
 import socket
 import threading
 import time
@@ -320,3 +321,24 @@ class Liveness:
         if problem:
             self.reported = True
             raise AssertionError(problem)
+
+
+def metrics_text(port, source):
+    """`GET /metrics`' text, asked from `source` (the prober's address: outside an attack's budgets)."""
+    got, _ = raw_exchange(port, b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                          read_timeout=5, source=source)
+    return got.decode("utf-8", "replace")
+
+
+def metric(port, source, name):
+    """The value of the unlabelled series `name` in /metrics (None when it is not there)."""
+    m = re.search(r"\n" + re.escape(name) + r" (\S+)", metrics_text(port, source))
+    return float(m.group(1)) if m else None
+
+
+def closed_counts(port, source):
+    """runloopd_http_connections_closed_total by reason: {reason: count}."""
+    text = metrics_text(port, source)
+    return {m.group(1): int(float(m.group(2)))
+            for m in re.finditer(r'runloopd_http_connections_closed_total\{reason="(\w+)"\} (\S+)', text)}
+

@@ -195,15 +195,21 @@ def _history_pages(server, query, stop):
         cursor = page["next"]
 
 
-def test_flood_of_60kb_performs_keeps_disk_and_rss_within_budget(server_factory):
-    s = server_factory("--retention-size", "64MB", log_level="warning")
-    data_dir = os.path.join(s.dir, "data")
+def _perform_requests(s):
+    """Four loop threads and, for each, a waited perform of `echo` with a 60 kB argument."""
     threads = [s.thread(run={"style": "loop"}) for _ in range(4)]
     blob = "x" * 60_000
-    requests_ = [_request(s.port, f"/api/threads/{t}/perform",
-                          {"selector": "echo", "args": {"blob": blob}, "waitUntilDone": True})
-                 for t in threads]
-    sources = [f"127.0.0.{i}" for i in range(10, 16)]  # six addresses
+    return [_request(s.port, f"/api/threads/{t}/perform",
+                     {"selector": "echo", "args": {"blob": blob}, "waitUntilDone": True})
+            for t in threads]
+
+
+def _sampled_flood(s, sources, requests_, seconds, samples_after=0):
+    """Floods `requests_` from `sources` for `seconds` while a thread samples the data folder's
+    bytes and the server's RSS every 0.5 s, until the writer has drained its queue and the
+    sampler has taken `samples_after` more samples. Returns (answers, errors, samples, the
+    flood's end as a Unix time); a sample is (seconds since the start, disk bytes, RSS kB)."""
+    data_dir = os.path.join(s.dir, "data")
     samples = []
     stop = threading.Event()
 
@@ -213,16 +219,25 @@ def test_flood_of_60kb_performs_keeps_disk_and_rss_within_budget(server_factory)
             stop.wait(0.5)
 
     t0 = time.monotonic()
-    procs, results = _run_load(s.port, sources, requests_, 4, FLOOD_SECONDS, 0)
+    procs, results = _run_load(s.port, sources, requests_, 4, seconds, 0)
     sampler = threading.Thread(target=sample)
     sampler.start()
-    answers, errors = _collect(procs, results, FLOOD_SECONDS)
+    answers, errors = _collect(procs, results, seconds)
     flood_end = time.time()
     # The writer catches up (its queue empties), and memory goes back.
     wait_until(lambda: s.get("/api/store").json()["queued"] == 0, 60, "the writer drained its queue")
-    time.sleep(1.0)  # two more samples after the drain, for the record (not a synchronisation)
+    drained = len(samples)
+    wait_until(lambda: len(samples) >= drained + samples_after, 30, f"{samples_after} samples after the drain")
     stop.set()
     sampler.join()
+    return answers, errors, samples, flood_end
+
+
+def test_flood_of_60kb_performs_keeps_disk_and_rss_within_budget(server_factory):
+    s = server_factory("--retention-size", "64MB", log_level="warning")
+    sources = [f"127.0.0.{i}" for i in range(10, 16)]  # six addresses
+    # Two more samples after the drain, for the record.
+    answers, errors, samples, flood_end = _sampled_flood(s, sources, _perform_requests(s), FLOOD_SECONDS, 2)
     store = s.get("/api/store").json()
     rss_after_kb = s.rss_kb()
 
@@ -276,29 +291,8 @@ def test_flood_of_whole_60kb_events_is_pruned_within_the_disk_bound(server_facto
     64 MB + 10 % and RSS under 300 MB at every sample, and the newest answered
     requests are all readable afterwards (a prune never deletes the newest)."""
     s = server_factory("--retention-size", "64MB", "--store-event-bytes", "128KiB", log_level="warning")
-    data_dir = os.path.join(s.dir, "data")
-    threads = [s.thread(run={"style": "loop"}) for _ in range(4)]
-    blob = "x" * 60_000
-    requests_ = [_request(s.port, f"/api/threads/{t}/perform",
-                          {"selector": "echo", "args": {"blob": blob}, "waitUntilDone": True})
-                 for t in threads]
     sources = [f"127.0.0.{i}" for i in range(16, 22)]
-    samples = []
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            samples.append((round(time.monotonic() - t0, 1), _disk_bytes(data_dir), s.rss_kb()))
-            stop.wait(0.5)
-
-    t0 = time.monotonic()
-    procs, results = _run_load(s.port, sources, requests_, 4, STRESS_SECONDS, 0)
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    answers, errors = _collect(procs, results, STRESS_SECONDS)
-    wait_until(lambda: s.get("/api/store").json()["queued"] == 0, 60, "the writer drained its queue")
-    stop.set()
-    sampler.join()
+    answers, errors, samples, _ = _sampled_flood(s, sources, _perform_requests(s), STRESS_SECONDS)
     store = s.get("/api/store").json()
     ok = sorted((a for a in answers if a[1] == 200), key=lambda a: a[0])
     figure("history_stress_requests_ok", len(ok))

@@ -18,11 +18,10 @@ import math
 import os
 import re
 import shlex
-import socket
 import subprocess
+import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -30,6 +29,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "Tests/pysupport"))
+from runloopd_processes import (  # noqa: E402
+    START_DEADLINE_S, alive, call, end, free_port, get_json, start_runloopd, wait_for)
+
 RULES = ROOT / "deploy/prometheus/runloopd-alerts.yml"
 RULE_TESTS = ROOT / "deploy/prometheus/runloopd-alerts.test.yml"
 DASHBOARD = ROOT / "deploy/grafana/runloopd-dashboard.json"
@@ -43,63 +46,10 @@ QUICK_WINDOW = 5
 OUTAGE_SECONDS = float(os.environ.get("RUNLOOPD_TEST_OUTAGE_SECONDS", "30"))
 
 
-# How long a start may take before it counts as a hang (not a judgement of
-# speed: a start is waited for while the process runs).
-START_DEADLINE_S = float(os.environ.get("RUNLOOPD_START_DEADLINE", "300"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, predicate, timeout):
-    """Calls `predicate` until it answers something truthy; fails after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except (OSError, ValueError) as error:  # not up yet, or a refused connection
-            last = error
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
-
-
-def get_json(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.load(response)
-
-
-def call(method, url, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as error:
-        return error.code, json.load(error)
-
-
 def pg_ctl(action):
     """Stops or starts the outage cluster of scripts/with-postgres.sh (a quoted command line)."""
     line = os.environ["RUNLOOPD_TEST_POSTGRES_OUTAGE_PG_CTL"]
     subprocess.run(shlex.split(line) + [action], check=True, stdout=subprocess.DEVNULL, timeout=60)
-
-
-def end(process):
-    """SIGTERM, then SIGKILL if it has not exited within 15 s."""
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def key(labels):
@@ -135,23 +85,8 @@ class Runloopd:
         self.boots += 1
         port_file = self.tmp / f"{self.name}-{self.boots}.port"
         self.log = ARTIFACTS / f"runloopd-prometheus-{self.name}-{self.boots}.log"
-        self.process = subprocess.Popen(
-            [os.environ["RUNLOOPD_BIN"], "--host", "127.0.0.1", "--port", str(self.port), "--port-file",
-             str(port_file), *self.args],
-            stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
-        # Ready when it says so (its port file, then /readyz), however loaded
-        # the machine: waited for while it runs; START_DEADLINE_S only
-        # catches a start that hangs (issue 41).
-        wait_for(f"{self.name}'s port file", lambda: self.alive() and port_file.exists()
-                 and port_file.read_text().strip(), START_DEADLINE_S)
-        wait_for(f"{self.name} ready",
-                 lambda: self.alive() and get_json(self.base + "/readyz", 2)["status"] == "ready", START_DEADLINE_S)
-
-    def alive(self):
-        """True while the process runs; fails the test at once when it exited."""
-        if self.process.poll() is not None:
-            pytest.fail(f"runloopd {self.name} exited ({self.process.returncode}) at start: see {self.log}")
-        return True
+        self.process = start_runloopd(os.environ["RUNLOOPD_BIN"], f"runloopd {self.name}", self.port, port_file,
+                                      self.log, self.args)
 
     def kill(self):
         """kill -9: no drain, no clean stop."""
@@ -181,14 +116,8 @@ class Prometheus:
             ["prometheus", f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
             stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
-        wait_for("prometheus ready", lambda: self.alive() and urllib.request.urlopen(
+        wait_for("prometheus ready", lambda: alive(self.process, "prometheus", self.log) and urllib.request.urlopen(
             self.base + "/-/ready", timeout=2).status == 200, START_DEADLINE_S)
-
-    def alive(self):
-        """True while Prometheus runs; fails the test at once when it exited."""
-        if self.process.poll() is not None:
-            pytest.fail(f"prometheus exited ({self.process.returncode}) at start: see {self.log}")
-        return True
 
     def query(self, expr):
         answer = get_json(self.base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
@@ -379,8 +308,9 @@ def test_store_outage_fires_the_store_alert_only_and_none_after(fleet):
                     refused += 1
         if fired_at is None and set(prometheus.alerts("RunloopdStoreDown")) == both:
             fired_at = time.time() - began
-        # Paces the clients: two rounds a second while the outage lasts.
-        time.sleep(0.5)
+        # Paces the clients: the next round once Prometheus has evaluated its rules
+        # again (every second), so that each evaluation sees a round's refusals.
+        prometheus.evaluated_past(time.time())
     assert refused > 0, "no 503 store_unavailable answered during the outage"
     assert value(prometheus, f'min(up{{job="{JOB}"}})') == ["1"], "the scrapes failed during the outage"
     pg_ctl("start")

@@ -15,53 +15,20 @@ version; every stop was clean (the fleet shows no instance lost, and no
 thread ended `lost`). Every wait is a condition with a deadline.
 """
 
-import json
 import os
-import socket
 import subprocess
+import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "Tests/pysupport"))
+from runloopd_processes import call, free_port, start_runloopd, wait_for  # noqa: E402
+
 ARTIFACTS = Path(os.environ.get("ARTIFACTS_DIR", ROOT / ".build/artifacts"))
 PERFORMS = 40  # per instance per phase
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, predicate, timeout):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except (OSError, ValueError, KeyError) as error:
-            last = error
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
-
-
-def call(method, url, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=15) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as error:
-        return error.code, json.load(error)
 
 
 class Instance:
@@ -79,13 +46,10 @@ class Instance:
         port_file = self.tmp / f"{self.name}-{self.starts}.port"
         log = ARTIFACTS / f"runloopd-upgrade-{self.name}-{self.starts}.log"
         self.binary = binary
-        self.process = subprocess.Popen(
-            [binary, "--host", "127.0.0.1", "--port", str(self.port), "--port-file", str(port_file),
-             "--store", self.store, "--instance-id", self.name, "--heartbeat-interval", "0.5",
-             "--drain-delay", "0", "--log-level", "info"],
-            stdout=open(log, "wb"), stderr=subprocess.STDOUT)
-        wait_for(f"{self.name} listening", lambda: port_file.exists() and port_file.read_text().strip(), 30)
-        wait_for(f"{self.name} ready", lambda: call("GET", self.base + "/readyz")[0] == 200, 30)
+        self.process = start_runloopd(
+            binary, self.name, self.port, port_file, log,
+            ["--store", self.store, "--instance-id", self.name, "--heartbeat-interval", "0.5", "--drain-delay", "0",
+             "--log-level", "info"])
 
     def stop(self):
         """SIGTERM: a clean stop (the store's last batch and `stoppedAt`)."""

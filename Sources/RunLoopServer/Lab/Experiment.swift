@@ -192,7 +192,7 @@ public struct Experiment: Sendable {
     }
 
     /// `text` quoted for a message, each hidden character as `\u{202E}`.
-    static func visible(_ text: String) -> String {
+    public static func visible(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             if scalar == "\"" || scalar == "\\" {
@@ -283,7 +283,7 @@ public enum ExperimentPaths {
     }
 
     /// A scalar as text (`t1`, `3`, `true`).
-    static func text(_ value: Value) -> String {
+    public static func text(_ value: Value) -> String {
         switch value {
         case .string(let s): return s
         case .number(let d): return d.rounded() == d && abs(d) < 1e15 ? String(Int(d)) : String(d)

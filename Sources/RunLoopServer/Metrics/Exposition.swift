@@ -28,6 +28,12 @@ struct Exposition {
         append("\n# TYPE \(name) \(kind.rawValue)\n")
     }
 
+    /// A family of one unlabelled sample: its `# HELP` and `# TYPE` lines, then `name value`.
+    mutating func single(_ name: String, _ kind: Kind, _ help: String, _ value: Double) {
+        family(name, kind, help)
+        sample(name, [], value)
+    }
+
     /// One sample line: `name{labels} value`.
     mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
         append(name)

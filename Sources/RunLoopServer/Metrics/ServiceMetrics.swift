@@ -152,8 +152,8 @@ final class ServiceMetrics: Sendable {
         var out = Exposition()
         out.family("runloopd_build_info", .gauge, "Always 1; the labels name the build and its history store.")
         out.sample("runloopd_build_info", [("version", s.version), ("store", s.storeKind)], 1)
-        out.family("runloopd_start_time_seconds", .gauge, "When this runloopd started, in seconds since the epoch.")
-        out.sample("runloopd_start_time_seconds", [], startTime)
+        out.single(
+            "runloopd_start_time_seconds", .gauge, "When this runloopd started, in seconds since the epoch.", startTime)
 
         writeRequests(&out, s)
         writeService(&out, s)
@@ -195,12 +195,12 @@ final class ServiceMetrics: Sendable {
             "Commands waiting: requests queued for the control loop plus performs queued on threads.")
         out.sample(
             "runloopd_commands_queued", [], Double(s.queued + s.threads.reduce(0) { $0 + $1.pendingPerforms.count }))
-        out.family("runloopd_event_clients", .gauge, "Connected event-stream (/api/events) clients.")
-        out.sample("runloopd_event_clients", [], Double(s.eventClients))
-        out.family(
+        out.single(
+            "runloopd_event_clients", .gauge, "Connected event-stream (/api/events) clients.", Double(s.eventClients))
+        out.single(
             "runloopd_event_clients_dropped_total", .counter,
-            "Event-stream clients dropped for reading too slowly (--event-stream-buffer).")
-        out.sample("runloopd_event_clients_dropped_total", [], Double(s.eventClientsDropped))
+            "Event-stream clients dropped for reading too slowly (--event-stream-buffer).",
+            Double(s.eventClientsDropped))
         Self.writeConnections(&out, s.connections ?? HTTPConnectionCounts())
         out.family(
             "runloopd_wakeup_latency_seconds", .histogram,
@@ -210,12 +210,11 @@ final class ServiceMetrics: Sendable {
 
     /// The HTTP layer's budgets: connections open and pending, and those it closed.
     private static func writeConnections(_ out: inout Exposition, _ c: HTTPConnectionCounts) {
-        out.family("runloopd_http_connections", .gauge, "HTTP connections open now.")
-        out.sample("runloopd_http_connections", [], Double(c.open))
-        out.family(
+        out.single("runloopd_http_connections", .gauge, "HTTP connections open now.", Double(c.open))
+        out.single(
             "runloopd_http_connections_pending", .gauge,
-            "HTTP connections reading a request or idle between requests (under --request-deadline).")
-        out.sample("runloopd_http_connections_pending", [], Double(c.pending))
+            "HTTP connections reading a request or idle between requests (under --request-deadline).", Double(c.pending)
+        )
         out.family(
             "runloopd_http_connections_closed_total", .counter,
             "HTTP connections closed by a budget: deadline (--request-deadline), pending_cap "
@@ -226,18 +225,17 @@ final class ServiceMetrics: Sendable {
         ] {
             out.sample("runloopd_http_connections_closed_total", [("reason", reason)], Double(count))
         }
-        out.family(
+        out.single(
             "runloopd_event_clients_hung_up_total", .counter,
-            "Event streams ended at once because their client closed its connection.")
-        out.sample("runloopd_event_clients_hung_up_total", [], Double(c.streamsHungUp))
-        out.family(
+            "Event streams ended at once because their client closed its connection.", Double(c.streamsHungUp))
+        out.single(
             "runloopd_http_answer_bytes_held", .gauge,
-            "Bytes of queued answers (over 64 KiB each) their clients have not taken yet (--max-held-answer-bytes).")
-        out.sample("runloopd_http_answer_bytes_held", [], Double(c.heldAnswerBytes))
-        out.family(
+            "Bytes of queued answers (over 64 KiB each) their clients have not taken yet (--max-held-answer-bytes).",
+            Double(c.heldAnswerBytes))
+        out.single(
             "runloopd_http_answers_over_budget_total", .counter,
-            "Answers replaced by 503 answers_over_budget: they would have passed --max-held-answer-bytes.")
-        out.sample("runloopd_http_answers_over_budget_total", [], Double(c.answersOverBudget))
+            "Answers replaced by 503 answers_over_budget: they would have passed --max-held-answer-bytes.",
+            Double(c.answersOverBudget))
     }
 
     /// The worker threads and their loops' runs and turns.
@@ -290,17 +288,17 @@ final class ServiceMetrics: Sendable {
             out.sample(
                 "runloopd_nested_runs_refused_total", [("reason", reason)], Double(s.nestedRunsRefused[reason] ?? 0))
         }
-        out.family(
-            "runloopd_livelocks_total", .counter, "Threads found livelocked (CPU in nested runs past --max-nest-cpu).")
-        out.sample("runloopd_livelocks_total", [], Double(s.livelocks))
-        out.family("runloopd_threads_livelocked", .gauge, "Worker threads livelocked now.")
-        out.sample("runloopd_threads_livelocked", [], Double(live.filter(\.livelocked).count))
+        out.single(
+            "runloopd_livelocks_total", .counter, "Threads found livelocked (CPU in nested runs past --max-nest-cpu).",
+            Double(s.livelocks))
+        out.single(
+            "runloopd_threads_livelocked", .gauge, "Worker threads livelocked now.",
+            Double(live.filter(\.livelocked).count))
     }
 
     /// Timers, performs, stalls and warnings.
     private func writeCallouts(_ out: inout Exposition, _ s: Sample) {
-        out.family("runloopd_timer_fires_total", .counter, "Timer callbacks run.")
-        out.sample("runloopd_timer_fires_total", [], Double(timerFires.value))
+        out.single("runloopd_timer_fires_total", .counter, "Timer callbacks run.", Double(timerFires.value))
         out.family(
             "runloopd_timer_lateness_seconds", .histogram, "How late a timer fired after its scheduled fire date.")
         out.histogram("runloopd_timer_lateness_seconds", [], timerLateness.snapshot)
@@ -321,30 +319,28 @@ final class ServiceMetrics: Sendable {
     /// The history store and the fleet sharing it (nothing without a store).
     private static func writeStore(_ out: inout Exposition, _ s: Sample) {
         if let store = s.store {
-            out.family("runloopd_store_up", .gauge, "1 while the history store answers, else 0.")
-            out.sample("runloopd_store_up", [], store.up ? 1 : 0)
-            out.family("runloopd_store_queue_depth", .gauge, "Events queued for the history store's writer.")
-            out.sample("runloopd_store_queue_depth", [], Double(store.queued))
-            out.family("runloopd_store_written_total", .counter, "Events written to the history store.")
-            out.sample("runloopd_store_written_total", [], Double(store.written))
-            out.family(
-                "runloopd_store_dropped_total", .counter, "Events dropped because the store's queue was full.")
-            out.sample("runloopd_store_dropped_total", [], Double(store.dropped))
-            out.family("runloopd_store_pruned_total", .counter, "Stored events removed by retention.")
-            out.sample("runloopd_store_pruned_total", [], Double(store.pruned))
-            out.family(
+            out.single("runloopd_store_up", .gauge, "1 while the history store answers, else 0.", store.up ? 1 : 0)
+            out.single(
+                "runloopd_store_queue_depth", .gauge, "Events queued for the history store's writer.",
+                Double(store.queued))
+            out.single(
+                "runloopd_store_written_total", .counter, "Events written to the history store.", Double(store.written))
+            out.single(
+                "runloopd_store_dropped_total", .counter, "Events dropped because the store's queue was full.",
+                Double(store.dropped))
+            out.single(
+                "runloopd_store_pruned_total", .counter, "Stored events removed by retention.", Double(store.pruned))
+            out.single(
                 "runloopd_store_queue_bytes", .gauge,
-                "Bytes of event text queued for the history store's writer (bounded by --store-queue-bytes).")
-            out.sample("runloopd_store_queue_bytes", [], Double(store.queuedBytes))
-            out.family(
+                "Bytes of event text queued for the history store's writer (bounded by --store-queue-bytes).",
+                Double(store.queuedBytes))
+            out.single(
                 "runloopd_store_cut_total", .counter,
-                "Events whose stored text was cut to --store-event-bytes (kept with a marker).")
-            out.sample("runloopd_store_cut_total", [], Double(store.cut))
+                "Events whose stored text was cut to --store-event-bytes (kept with a marker).", Double(store.cut))
             if let disk = store.diskBytes {
-                out.family(
+                out.single(
                     "runloopd_store_disk_bytes", .gauge,
-                    "The SQLite history file and its WAL on disk (bounded by --retention-size).")
-                out.sample("runloopd_store_disk_bytes", [], Double(disk))
+                    "The SQLite history file and its WAL on disk (bounded by --retention-size).", Double(disk))
             }
         }
         if s.store != nil {
@@ -363,19 +359,16 @@ final class ServiceMetrics: Sendable {
     /// The process: CPU, memory, descriptors, start time.
     private static func writeProcess(_ out: inout Exposition) {
         if let process = ProcessMetrics.read() {
-            out.family("process_cpu_seconds_total", .counter, "Total user and system CPU time spent in seconds.")
-            out.sample("process_cpu_seconds_total", [], process.cpuSeconds)
-            out.family("process_resident_memory_bytes", .gauge, "Resident memory size in bytes.")
-            out.sample("process_resident_memory_bytes", [], process.residentBytes)
-            out.family("process_virtual_memory_bytes", .gauge, "Virtual memory size in bytes.")
-            out.sample("process_virtual_memory_bytes", [], process.virtualBytes)
-            out.family("process_open_fds", .gauge, "Number of open file descriptors.")
-            out.sample("process_open_fds", [], process.openFDs)
-            out.family("process_max_fds", .gauge, "Maximum number of open file descriptors.")
-            out.sample("process_max_fds", [], process.maxFDs)
-            out.family(
-                "process_start_time_seconds", .gauge, "Start time of the process since unix epoch in seconds.")
-            out.sample("process_start_time_seconds", [], process.startTimeSeconds)
+            out.single(
+                "process_cpu_seconds_total", .counter, "Total user and system CPU time spent in seconds.",
+                process.cpuSeconds)
+            out.single("process_resident_memory_bytes", .gauge, "Resident memory size in bytes.", process.residentBytes)
+            out.single("process_virtual_memory_bytes", .gauge, "Virtual memory size in bytes.", process.virtualBytes)
+            out.single("process_open_fds", .gauge, "Number of open file descriptors.", process.openFDs)
+            out.single("process_max_fds", .gauge, "Maximum number of open file descriptors.", process.maxFDs)
+            out.single(
+                "process_start_time_seconds", .gauge, "Start time of the process since unix epoch in seconds.",
+                process.startTimeSeconds)
         }
     }
 }

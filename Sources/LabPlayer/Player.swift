@@ -1,6 +1,7 @@
 import Foundation
 import Primitives
 import RunLoopCore
+import RunLoopServer
 
 /// Plays experiments against a runloopd: each step's request is sent with the
 /// captured variables filled in, its answer compared with the expectation.

@@ -1,5 +1,6 @@
 import Foundation
 import RunLoopCore
+import RunLoopServer
 
 /// What a play reports: each step's differences, and JUnit XML for CI.
 extension Player {

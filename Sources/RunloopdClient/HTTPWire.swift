@@ -1,4 +1,4 @@
-/// HTTP/1.1 framing for the test client: requests as bytes, response heads,
+/// HTTP/1.1 framing for `HTTPClientConnection`: requests as bytes, response heads,
 /// and a decoder that takes a response apart as its bytes arrive.
 public enum HTTPWire {
     /// A request's bytes: `Host: 127.0.0.1` (unless `headers` has a Host),
