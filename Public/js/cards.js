@@ -8,6 +8,7 @@ import { h, setText, setClass, user, plain } from './dom.js';
 import { fmtMs, fmtTime, plural, exitText, styleText, fmtPercent } from './format.js';
 import { act, num, clean } from './forms.js';
 import { select, refreshDetailSoon } from './detail.js';
+import { expectedBy } from './warnings.js';
 
 const EXIT_REASONS = Object.freeze(['finished', 'stopped', 'timedOut', 'handledSource']);
 
@@ -26,8 +27,11 @@ export function updateCard(m) {
   el.hidden = exited && !state.showEnded && m.id !== state.selectedId;
   setText(r.meta, styleText(s.run, s.keepAlive));
   setText(r.util, fmtPercent(s.load ? s.load.utilization : null));
-  r.util.title = s.load ? `busy share over the last ${s.load.windowSeconds} s (lifetime ${fmtPercent(s.load.lifetimeUtilization)}); dispatch mean ${fmtMs(s.load.dispatchMs.mean)}` : '';
-  const active = (s.warnings || []).filter((w) => w.active);
+  // busy over the part of the window the thread existed in (all of it, or since it was made)
+  const covered = s.load && typeof s.load.coveredSeconds === 'number' && s.load.coveredSeconds < s.load.windowSeconds ? `the ${fmtMs(s.load.coveredSeconds * 1000)} it has existed of ` : '';
+  r.util.title = s.load ? `busy share of ${covered}the last ${s.load.windowSeconds} s (lifetime ${fmtPercent(s.load.lifetimeUtilization)}); dispatch mean ${fmtMs(s.load.dispatchMs.mean)}` : '';
+  // the warnings an experiment raises on purpose are not counted (the Warnings panel shows them muted)
+  const active = (s.warnings || []).filter((w) => w.active && !expectedBy(w.thread, w.code));
   r.warn.hidden = active.length === 0;
   setText(r.warn, plural(active.length, 'warning'));
   r.warn.title = plain(active.map((w, i) => [i ? '\n' : '', `${w.code}: `, user(w.message)]));

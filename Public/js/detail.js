@@ -123,7 +123,7 @@ function backfillTurns(m, turns) {
   const missing = (turns || []).filter((t) => !known.has(t.turn));
   if (!missing.length) return;
   for (const t of missing) {
-    const at = eventTime(t.startedAt);
+    const at = eventTime(t.startedAt, false);
     m.ring.push({ t: at, end: at + t.busyMs, kind: 'turn', turn: t });
   }
   m.ring.sort((a, b) => a.t - b.t);

@@ -21,10 +21,14 @@
 // its runs are asked before the group starts), so a timed action a step arms
 // counts from the same moment as the run it aims at, however long the learner
 // paused before pressing Step.
+// Warnings on purpose: an experiment's `expectedWarnings` are listed under
+// its explanation, and each thread a step of it creates (POST /api/threads)
+// is noted in state.expectedWarnings, so the Warnings panel shows those
+// warnings on it as expected by this experiment (warnings.js).
 // Imported by main.js; its state is state.lab (state.js keeps the page's
 // state).
 
-import { state } from './state.js';
+import { state, markDirty } from './state.js';
 import { api, request } from './api.js';
 import { h, setText, user, render } from './dom.js';
 import { plural } from './format.js';
@@ -170,6 +174,9 @@ async function choose(id) {
   const link = sourceLink(src.url);
   source.replaceChildren(...render(where.length ? ['From ', where.flatMap((x, i) => (i ? [', ', x] : [x]))] : ''), ...(link ? [where.length ? ' — ' : '', link] : []));
   setText($('lab-explanation'), doc.explanation ? user(doc.explanation) : '');
+  const expected = expectedOf(doc);
+  $('lab-expected').hidden = expected.length === 0;
+  $('lab-expected').replaceChildren(...render(expected.length ? ['Warnings it raises on purpose (shown as expected): ', expected.map((w, i) => [i ? '; ' : '', h('strong', { class: 'mono' }, user(w.code)), ' — ', user(w.reason)])] : ''));
   $('lab-run').hidden = false;
   $('lab-run').dataset.experiment = id;
   renderSteps();
@@ -177,6 +184,22 @@ async function choose(id) {
 }
 
 // ---- playing ----------------------------------------------------------------
+
+/** The experiment's expectedWarnings, those well formed ({code, reason} strings). */
+function expectedOf(doc) {
+  const list = Array.isArray(doc && doc.expectedWarnings) ? doc.expectedWarnings : [];
+  return list.filter((w) => w && typeof w.code === 'string' && typeof w.reason === 'string');
+}
+
+/** A step that created a thread: its warnings of the declared codes are expected (warnings.js). */
+function noteCreated(x, step, report) {
+  const expected = expectedOf(x.doc);
+  const id = report.json && typeof report.json.id === 'string' ? report.json.id : null;
+  if (!expected.length || !id || step.method !== 'POST' || report.status !== 201 || !/^\/api\/threads(?:[?#]|$)/.test(report.path)) return;
+  state.expectedWarnings.set(id, { experiment: x.doc.title || x.id, warnings: expected });
+  state.warningsDirty = true;
+  markDirty(id);
+}
 
 /** A play's state: no step sent, nothing captured. */
 const fresh = () => ({ reports: [], vars: {}, next: 0, pending: new Map(), lastSent: null, guesses: {} });
@@ -243,6 +266,7 @@ async function play(count) {
       const done = playStep(step, x.vars, send, location.origin, cancelled).then((report) => {
         if (cancelled() || !report) return;
         x.reports[step.number - 1] = report;
+        noteCreated(x, step, report);
         renderStep(li, step, report);
         renderSummary();
       });

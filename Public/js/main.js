@@ -9,6 +9,7 @@
 //   cards.js            the worker cards and their buttons (small sets)
 //   table.js            the thread table (more than a dozen threads): sort, filter, virtual rows, summary bar
 //   timeline.js         the canvas timeline lanes (turns, stalls, marks), zoom, hover and click
+//   timeline-ended.js   an ended thread's lane: its turns and run exits read once from the server
 //   detail-explain.js   the detail panel's Explain section: cause, why, load, turns, trace
 //   detail-steps.js     the detail panel's run-loop steps: CF's ten steps lit for one recorded turn
 //   warnings.js         the Warnings panel (all threads)

@@ -35,6 +35,8 @@ export const state = {
   /** warnings by key (code|thread|subjects), from /api/warnings and warning events */
   warnings: new Map(),
   warningsDirty: false,
+  /** thread id -> {experiment (its title), warnings [{code, reason}]}: the warnings an experiment played in this page raises on purpose on the threads it created (lab.js) */
+  expectedWarnings: new Map(),
   /** the turn open in the detail panel: {thread, turn} */
   turnView: null,
   /** whether ended threads' cards are shown; ids of ended threads aged out of the list */
@@ -74,7 +76,7 @@ export const state = {
 export function model(id) {
   let m = state.threads.get(id);
   if (!m) {
-    m = { id, snap: null, lastRun: 0, timerFires: new Map(), observed: false, showActs: true, ring: [], recentActs: [], turns: [], stalls: new Map(), card: null, lane: null, hint: null };
+    m = { id, snap: null, lastRun: 0, timerFires: new Map(), observed: false, showActs: true, ring: [], recentActs: [], turns: [], stalls: new Map(), card: null, lane: null, hint: null, history: null };
     state.threads.set(id, m);
     state.countsDirty = true;
   }
@@ -95,6 +97,7 @@ export function applySnapshot(snap) {
     m.turns.length = 0;
     m.stalls.clear();
     m.observed = false;
+    m.history = null;
   }
   const lastRun = snap.lastExit ? snap.lastExit.run : 0;
   if (old && lastRun < m.lastRun) {
@@ -102,7 +105,7 @@ export function applySnapshot(snap) {
     snap = { ...snap, runs: old.runs, exits: old.exits, lastExit: old.lastExit };
   } else {
     // A run ended that no run-exit event told (the thread was not inspected then): its mark on the lane.
-    if (lastRun > m.lastRun) exitMark(m, snap.lastExit);
+    if (lastRun > m.lastRun) exitMark(m, snap.lastExit, false);
     m.lastRun = lastRun;
   }
   if (old && old.state === 'exited') snap = { ...snap, state: 'exited' };
@@ -115,10 +118,10 @@ export function applySnapshot(snap) {
   markDirty(snap.id);
 }
 
-/** A run's exit on the thread's timeline, once per run. */
-export function exitMark(m, x) {
+/** A run's exit on the thread's timeline, once per run (live: told by a run-exit event as it happened; else read later). */
+export function exitMark(m, x, live = true) {
   for (let i = m.ring.length - 1; i >= 0 && i >= m.ring.length - 64; i--) if (m.ring[i].kind === 'exit' && m.ring[i].run === x.run) return;
-  pushRing(m, { t: eventTime(x.at), kind: 'exit', reason: x.exitReason, run: x.run, cause: x.cause });
+  pushRing(m, { t: eventTime(x.at, live), kind: 'exit', reason: x.exitReason, run: x.run, cause: x.cause });
 }
 
 export function pushRing(m, item) {
@@ -126,12 +129,19 @@ export function pushRing(m, item) {
   if (m.ring.length > RING_MAX) m.ring.splice(0, m.ring.length - RING_MAX * 0.75);
 }
 
-/** A server timestamp on the page's clock. */
-export function eventTime(at) {
+/**
+ * A server timestamp on the page's clock. The skew is learnt from live events
+ * only (`live`: delivered as they happened, so their smallest delay is the
+ * clocks' difference); a time read later (a snapshot's last exit, a thread's
+ * turns fetched after it ended, a warning's lastAt) only uses it: taken as a
+ * delay, its age would move every other mark to "now".
+ */
+export function eventTime(at, live = true) {
   const now = Date.now();
   const t = at ? Date.parse(at) : NaN;
   if (isNaN(t)) return now;
   const c = state.clock;
+  if (!live) return t + (c.skew ?? 0);
   const d = now - t;
   const stale = now - c.since > 30000;
   if (c.skew === null || d < c.skew || stale) {

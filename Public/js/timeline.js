@@ -11,6 +11,8 @@
 import { state, laneIds, eventTime } from './state.js';
 import { h, setText, user, plain } from './dom.js';
 import { turnText, fmtMs } from './format.js';
+import { expectedBy } from './warnings.js';
+import { endedHistory } from './timeline-ended.js';
 
 const LANES = Object.freeze(['turns', 'stalls', 'timer', 'source', 'perform', 'run exit']);
 const ROW = Object.freeze({ turns: 0, stalls: 1, timer: 2, source: 3, perform: 4, exit: 5 });
@@ -20,7 +22,7 @@ const CSS_H = LANES.length * LANE_H + 16;
 const COLORS = Object.freeze({
   grid: '#d5dae1', text: '#3b4350', sleep: 'rgba(37, 99, 235, 0.12)', busy: '#1f2937', selected: '#2563eb',
   timer: '#b45309', source: '#047857', perform: '#6d28d9', performFail: '#b91c1c', task: '#0e7490',
-  micro: '#d97706', hang: '#dc2626', severe: '#7f1d1d',
+  micro: '#d97706', hang: '#dc2626', severe: '#7f1d1d', expectedStall: '#9ca3af',
   finished: '#4b5563', stopped: '#c2410c', timedOut: '#7e22ce', handledSource: '#15803d',
 });
 
@@ -144,7 +146,7 @@ function stallsFromWarnings(m) {
     if (w.code !== 'stall' || !d || !d.stall || typeof d.ms !== 'number') continue;
     const known = m.stalls.get(d.stall);
     if (known && (known.open === w.active || !known.open)) continue;
-    const t = known ? known.t : eventTime(w.lastAt) - d.ms;
+    const t = known ? known.t : eventTime(w.lastAt, false) - d.ms;
     m.stalls.set(d.stall, { stall: d.stall, severity: w.severity, ms: d.ms, t, open: w.active });
   }
 }
@@ -154,14 +156,19 @@ function drawLane(m, span) {
   stallsFromWarnings(m);
   const zoom = state.timeline.zoom;
   const recent = m.ring.length && m.ring[m.ring.length - 1].t >= span.from;
-  l.box.hidden = zoom ? zoom.thread !== m.id : m.snap.state === 'exited' && (!recent || !state.showEnded);
+  const ended = m.snap.state === 'exited';
+  // an ended thread's lane stays while its end is in the window, drawn from what the server kept of it
+  const endedInWindow = ended && m.snap.endedAt && eventTime(m.snap.endedAt, false) >= span.from;
+  l.box.hidden = zoom ? zoom.thread !== m.id : ended && (!(recent || endedInWindow) || !state.showEnded);
   if (l.box.hidden) return;
+  if (ended) endedHistory(m);
   setText(l.title, [user(m.snap.name || m.id), ` (${m.id})`]);
   const ctx = sizedContext(l.canvas, l.box.clientWidth);
   const plotW = Math.max(10, l.box.clientWidth - LABEL_W - 4);
   const view = { ...span, ctx, plotW, x: (t) => LABEL_W + ((t - span.from) / span.ms) * plotW };
   drawGrid(view);
   l.hits = [];
+  l.exitXs = [];
   drawMarks(m, view, l);
   l.stallMarks = drawStalls(m, view);
   l.box.dataset.turns = String(l.hits.length);
@@ -169,6 +176,8 @@ function drawLane(m, span) {
   const last = l.hits[l.hits.length - 1];
   l.box.dataset.lastTurnX = last ? ((last.x0 + last.x1) / 2).toFixed(1) : '';
   l.box.dataset.stalls = String(l.stallMarks);
+  // Where each run exit is drawn (CSS px, in time order): lets a test check them against their times.
+  l.box.dataset.exitXs = l.exitXs.map((x) => x.toFixed(1)).join(',');
 }
 
 /** The canvas at the box's width (device pixels), its CSS height set through the CSSOM. */
@@ -247,7 +256,9 @@ function drawMarks(m, view, lane) {
       continue;
     }
     const ex = x(e.t);
-    if (ex >= LABEL_W) drawMark(ctx, e, ex);
+    if (ex < LABEL_W) continue;
+    drawMark(ctx, e, ex);
+    if (e.kind === 'exit') lane.exitXs.push(ex);
   }
 }
 
@@ -262,11 +273,13 @@ function shade(ctx, fromX, toX) {
 /** Stalls: a bar from the callout's start to its end (or now), coloured by severity. */
 function drawStalls(m, { ctx, x, from, now }) {
   let drawn = 0;
+  // stalls an experiment causes on purpose (its expectedWarnings): grey, not red
+  const expected = !!expectedBy(m.id, 'stall');
   for (const s of m.stalls.values()) {
     const end = s.open ? Date.now() : s.t + s.ms;
     if (end < from || s.t > now) continue;
     const x0 = Math.max(LABEL_W, x(s.t));
-    ctx.fillStyle = COLORS[s.severity] || COLORS.hang;
+    ctx.fillStyle = expected ? COLORS.expectedStall : COLORS[s.severity] || COLORS.hang;
     ctx.fillRect(x0, ROW.stalls * LANE_H + 2, Math.max(2, x(end) - x0), LANE_H - 4);
     drawn++;
   }

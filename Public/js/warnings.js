@@ -2,6 +2,11 @@
 // thread (GET /api/warnings at start and every few seconds, then `warning`
 // events as they come), active ones first, each with its severity, thread,
 // message and count. A card shows its own thread's active count (cards.js).
+// A warning an experiment played in this page raises on purpose (its
+// `expectedWarnings`, on a thread it created: state.expectedWarnings, kept by
+// lab.js) is shown muted, "expected by this experiment", with the reason,
+// after the others; it is left out of the cards' counts and its stall is
+// drawn grey on the timeline.
 
 import { state, queueFrame } from './state.js';
 import { api } from './api.js';
@@ -9,6 +14,13 @@ import { h, setText, user } from './dom.js';
 import { fmtTime } from './format.js';
 
 const keyOf = (w) => `${w.code}|${w.thread}|${w.subjects.join(',')}`;
+
+/** {experiment, reason} when the experiment that created `thread` declares `code` as raised on purpose, else null. */
+export function expectedBy(thread, code) {
+  const x = state.expectedWarnings.get(thread);
+  const declared = x && x.warnings.find((d) => d.code === code);
+  return declared ? { experiment: x.experiment, reason: declared.reason } : null;
+}
 
 /** A `warning` event: one warning appeared, changed or was resolved. */
 export function warningEvent(w) {
@@ -39,24 +51,28 @@ export async function loadWarnings() {
 export function renderWarnings() {
   if (!state.warningsDirty) return;
   state.warningsDirty = false;
-  const all = [...state.warnings.values()].sort((a, b) => (b.active - a.active) || Date.parse(b.lastAt) - Date.parse(a.lastAt));
+  const expected = (w) => (expectedBy(w.thread, w.code) ? 1 : 0);
+  const all = [...state.warnings.values()].sort((a, b) => expected(a) - expected(b) || (b.active - a.active) || Date.parse(b.lastAt) - Date.parse(a.lastAt));
   const active = all.filter((w) => w.active).length;
-  setText(document.getElementById('warnings-count'), all.length ? `${active} active, ${all.length} in all` : '');
+  const onPurpose = all.filter(expected).length;
+  setText(document.getElementById('warnings-count'), all.length ? `${active} active, ${all.length} in all` + (onPurpose ? `, ${onPurpose} expected` : '') : '');
   document.getElementById('no-warnings').hidden = all.length > 0;
   const list = document.getElementById('warnings-list');
   list.replaceChildren(
-    ...all.slice(0, 50).map((w) =>
-      h(
+    ...all.slice(0, 50).map((w) => {
+      const why = expectedBy(w.thread, w.code);
+      return h(
         'li',
-        { class: 'warning' + (w.active ? ' active' : ' resolved'), 'data-code': w.code, 'data-thread': w.thread },
-        h('span', { class: 'badge sev sev-' + w.severity }, w.severity),
+        { class: 'warning' + (w.active ? ' active' : ' resolved') + (why ? ' expected' : ''), 'data-code': w.code, 'data-thread': w.thread, 'data-expected': why ? 'true' : 'false' },
+        h('span', { class: 'badge sev ' + (why ? 'sev-expected' : 'sev-' + w.severity) }, w.severity),
         ' ',
         h('strong', { class: 'mono' }, w.code),
         ' ',
         h('span', { class: 'mono muted' }, w.thread),
+        why ? h('span', { class: 'warning-expected small-text' }, h('strong', null, 'expected by this experiment'), ' (', user(why.experiment), '): ', user(why.reason)) : null,
         h('span', { class: 'warning-msg' }, user(w.message)),
         h('span', { class: 'muted small-text' }, `${w.active ? 'active' : 'resolved'} · seen ${w.count}× · last ${fmtTime(w.lastAt)}`),
-      ),
-    ),
+      );
+    }),
   );
 }

@@ -128,6 +128,7 @@ public struct Player: Sendable {
         var report = Report(
             id: experiment.id, title: experiment.title, steps: reports.sorted { $0.number < $1.number },
             unreachable: unreachable)
+        if unreachable == nil { report.warnings = warnings(on: Set(created), experiment) }
         if options.cleanup && unreachable == nil {
             for id in created.reversed() {
                 let path = "/api/threads/\(id)"
@@ -145,6 +146,22 @@ public struct Player: Sendable {
             }
         }
         return report
+    }
+
+    /// The warnings `GET /api/warnings` lists for `threads`, oldest first,
+    /// each marked with why `experiment` raises it when it declares its code.
+    func warnings(on threads: Set<String>, _ experiment: Experiment) -> [SeenWarning] {
+        guard !threads.isEmpty, let answer = try? client.send("GET", "/api/warnings"), answer.status == 200,
+            case .array(let items)? = answer.json.object?["warnings"]
+        else { return [] }
+        return items.compactMap { item in
+            guard let w = item.object, let thread = w["thread"]?.string, threads.contains(thread),
+                let code = w["code"]?.string
+            else { return nil }
+            return SeenWarning(
+                code: code, severity: w["severity"]?.string ?? "", thread: thread,
+                message: w["message"]?.string ?? "", expected: experiment.expectedReason(code))
+        }
     }
 
     /// After sending a background `POST /api/threads/{id}/run`: waits until

@@ -47,6 +47,21 @@ extension Player {
         }
     }
 
+    /// A warning raised on a thread the experiment created.
+    public struct SeenWarning: Sendable {
+        /// Its code, severity, thread and message, as `GET /api/warnings` has them.
+        public var code: String
+        /// `info`, `warning`, or a stall's `micro`, `hang`, `severe`.
+        public var severity: String
+        /// The thread.
+        public var thread: String
+        /// One sentence.
+        public var message: String
+        /// Why the experiment raises it on purpose (`expectedWarnings`); nil:
+        /// not declared, a warning to look at.
+        public var expected: String?
+    }
+
     /// One played experiment.
     public struct Report: Sendable {
         /// The experiment's id and title.
@@ -62,6 +77,9 @@ extension Player {
         public var cleanedUp: [String] = []
         /// `--cleanup`: deletions that failed (id: why).
         public var cleanupFailures: [String] = []
+        /// The warnings raised on the threads the play created (read once
+        /// its last step answered), each marked expected or not.
+        public var warnings: [SeenWarning] = []
         /// Whether every step passed.
         public var passed: Bool { unreachable == nil && steps.allSatisfy { $0.differences.isEmpty } }
         /// Seconds in all.

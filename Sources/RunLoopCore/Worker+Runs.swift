@@ -136,6 +136,7 @@ extension Worker {
             b.runs += 1
             b.exits[reason, default: 0] += 1
             b.lastExit = exit
+            b.recentExits.append(exit)
             // A stale timerfd in this mode that expired during the run was read by it.
             if let stale = b.timerfdStale[mode.name], stale <= CFAbsoluteTimeGetCurrent() {
                 b.timerfdStale[mode.name] = nil

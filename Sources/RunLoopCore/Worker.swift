@@ -269,6 +269,7 @@ public final class Worker: Sendable {
         let released = book.withLock { b in
             b.exited = true
             b.endedAt = endedAt
+            b.utilization.until = Monotonic.now()
             defer { b.loop = nil }
             return b.loop
         }

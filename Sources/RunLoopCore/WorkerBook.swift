@@ -40,6 +40,10 @@ struct WorkerBook {
     var runs = 0
     var exits: [ExitReason: Int] = [:]
     var lastExit: RunExit?
+    /// The last `keptExits` run exits, kept after the thread ends: where an
+    /// ended thread's runs returned, for its timeline lane (issue 39).
+    var recentExits = Ring<RunExit>(capacity: WorkerBook.keptExits)
+    static let keptExits = 32
     var stopWaiters: [(seq: Int, reply: RunReply)] = []
     var manualRequest: ManualRun?
     /// The internal `entry` observer (created by the loop thread) and the modes

@@ -147,6 +147,16 @@ struct Play: ParsableCommand {
                 )
                 throw ExitCode(2)
             }
+            // Warnings on its threads: those it raises on purpose say so (and why).
+            if !diff && !quiet {
+                for w in report.warnings {
+                    if let why = w.expected {
+                        print("  · expected by this experiment: \(w.code) (\(w.severity)) on \(w.thread) — \(why)")
+                    } else {
+                        print("  ⚠ warning \(w.code) (\(w.severity)) on \(w.thread): \(w.message)")
+                    }
+                }
+            }
             if cleanup && (!quiet || !report.cleanupFailures.isEmpty) {
                 print(
                     "  cleanup: deleted \(report.cleanedUp.count) thread(s)"

@@ -29,20 +29,28 @@ extension Worker {
         return TurnPage(turns: kept, last: all?.last?.turn ?? 0, capacity: capacity, dropped: dropped)
     }
 
-    /// Load now: sums, the recent utilisation (the turn or sleep under way
-    /// included), lag and dispatch statistics.
+    /// Load now: sums, the busy share over the part of the window the thread
+    /// existed in and over its life (the turn under way included), lag and
+    /// dispatch statistics.
     public func load() -> LoadSnapshot {
         book.withLock { b in
             let now = Monotonic.now()
             let openBusy = b.turnSince.map { (now - $0) * 1000 } ?? 0
             let openSlept = b.asleepSince.map { (now - $0) * 1000 } ?? 0
-            let recent = b.utilization.utilization(now: now, openBusyMs: openBusy, openSleptMs: openSlept)
+            let recent = b.utilization.busyShare(now: now, openBusyMs: openBusy)
             var stats = b.load
             stats.busyMs += openBusy
             stats.sleptMs += openSlept
-            return LoadSnapshot(stats: stats, utilization: recent.ratio, window: diagnostics.options.busyWindow)
+            return LoadSnapshot(
+                stats: stats, utilization: recent.ratio, window: diagnostics.options.busyWindow,
+                coveredSeconds: recent.existed,
+                lifetimeUtilization: b.utilization.lifetimeShare(busyMs: stats.busyMs, now: now))
         }
     }
+
+    /// The thread's last run exits (`RunExit`), oldest first: at most
+    /// `WorkerBook.keptExits`, kept after the thread ends, for its timeline.
+    public func recentExits() -> [RunExit] { book.withLock { $0.recentExits.items } }
 
     /// This worker's warnings.
     public func warnings() -> [LoopWarning] { diagnostics.warnings.list(thread: id) }
@@ -114,8 +122,16 @@ public struct TurnPage: Sendable {
 public struct LoadSnapshot: Sendable, Hashable {
     /// Sums since the worker started.
     public var stats: LoadStats
-    /// Busy share over the last `window` seconds (nil before any turn).
+    /// Busy share (time in turns: callouts and CF's own work while awake)
+    /// of the part of the last `window` seconds during which the thread
+    /// existed (nil when it existed none of it).
     public var utilization: Double?
     /// The window, in seconds.
     public var window: Double
+    /// The part of the window the thread existed in, in seconds: what
+    /// `utilization` is measured over (less than `window` for a thread made,
+    /// or ended, within it).
+    public var coveredSeconds: Double = 0
+    /// Busy share over the thread's whole life, to now or to its end.
+    public var lifetimeUtilization: Double?
 }

@@ -66,7 +66,8 @@ extension Rep {
         for kind in WakeKind.allCases { wakeups[kind.rawValue] = .number(Double(l.stats.wakeups[kind] ?? 0)) }
         return [
             "utilization": round3(l.utilization), "windowSeconds": .number(l.window),
-            "lifetimeUtilization": round3(l.stats.lifetimeUtilization), "busyMs": round3(l.stats.busyMs),
+            "coveredSeconds": round3(l.coveredSeconds),
+            "lifetimeUtilization": round3(l.lifetimeUtilization), "busyMs": round3(l.stats.busyMs),
             "sleptMs": round3(l.stats.sleptMs), "turns": .number(Double(l.stats.turns)),
             "wakeups": .object(wakeups), "dispatchMs": stat(l.stats.dispatch),
             "lag": ["timerMs": stat(l.stats.timerLag), "performMs": stat(l.stats.performLag)],

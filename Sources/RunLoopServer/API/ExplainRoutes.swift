@@ -11,13 +11,16 @@ extension API {
             let asked = try API.integerParameter(ctx, "limit", in: 1...1_000_000) ?? 100
             let limit = min(asked, registry.diagnostics.options.maxTurnRingSize)
             let page = target.turns(matching: try Self.turnFilter(ctx), since: since, limit: limit)
-            return .json(
-                200,
-                [
-                    "thread": .string(target.id), "turns": .array(page.turns.map(Rep.turn)),
-                    "last": .number(Double(page.last)), "capacity": .number(Double(page.capacity)),
-                    "dropped": .number(Double(page.dropped)),
-                ])
+            var answer: [String: Value] = [
+                "thread": .string(target.id), "turns": .array(page.turns.map(Rep.turn)),
+                "last": .number(Double(page.last)), "capacity": .number(Double(page.capacity)),
+                "dropped": .number(Double(page.dropped)),
+            ]
+            // Where its last runs returned (an ended thread's timeline lane): asked for, whatever the filters.
+            if try Self.queryBool(ctx, "exits") == true {
+                answer["exits"] = .array(target.recentExits().map { Rep.exit($0) })
+            }
+            return .json(200, .object(answer))
         }
         r.add("GET", "/api/threads/{id}/why") { ctx throws(RunLoopError) in
             .json(200, Rep.why(try worker(ctx).why()))

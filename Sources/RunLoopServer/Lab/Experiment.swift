@@ -53,6 +53,14 @@ public struct Experiment: Sendable {
         public var background: Bool
     }
 
+    /// A warning an experiment causes on purpose.
+    public struct ExpectedWarning: Sendable, Hashable {
+        /// A warning code (`WarningTable.codes`).
+        public var code: String
+        /// Why the experiment raises it, for people.
+        public var reason: String
+    }
+
     /// A short id (the file name without `.json`).
     public var id: String
     /// The title.
@@ -63,6 +71,12 @@ public struct Experiment: Sendable {
     public var explanation: String
     /// The steps, in order.
     public var steps: [Step]
+    /// The warnings the experiment raises on purpose (a deliberate 400 ms
+    /// handler sleep is a `stall`), each with why: shown as expected, not as a
+    /// fault, on the threads the experiment created. Declared for the whole
+    /// experiment, not per step: a warning is about a thread and may be raised
+    /// after the step that caused it (the watchdog, a timed check).
+    public var expectedWarnings: [ExpectedWarning]
     /// The document as read (served as is by `GET /api/experiments/{id}`).
     public var document: Value
 
@@ -88,6 +102,36 @@ public struct Experiment: Sendable {
         }
         if steps.last?.withNext == true { throw Self.bad("step \(steps.count): the last step has no next to go with") }
         self.steps = steps
+        expectedWarnings = try Self.expectedWarnings(root["expectedWarnings"])
+    }
+
+    /// `expectedWarnings`: a list of `{"code", "reason"}`, each code a warning
+    /// runloopd raises, once.
+    private static func expectedWarnings(_ value: Value?) throws(RunLoopError) -> [ExpectedWarning] {
+        guard let value else { return [] }
+        guard case .array(let items) = value else { throw bad("expectedWarnings must be a list") }
+        var result: [ExpectedWarning] = []
+        for (index, item) in items.enumerated() {
+            let at = "expectedWarnings.\(index)"
+            guard case .object(let entry) = item else { throw bad("\(at) must be an object with code and reason") }
+            guard let code = entry["code"]?.string, WarningTable.codes.contains(code) else {
+                throw bad("\(at).code must be one of \(WarningTable.codes.joined(separator: ", "))")
+            }
+            guard let reason = entry["reason"]?.string,
+                !reason.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
+            else { throw bad("\(at).reason must say why the experiment raises \(code)") }
+            if let unknown = entry.keys.sorted().first(where: { $0 != "code" && $0 != "reason" }) {
+                throw bad("\(at).\(unknown) is not a field (code, reason)")
+            }
+            guard !result.contains(where: { $0.code == code }) else { throw bad("\(at): \(code) is declared twice") }
+            result.append(ExpectedWarning(code: code, reason: reason))
+        }
+        return result
+    }
+
+    /// Why `code` is expected by this experiment (nil: it is not).
+    public func expectedReason(_ code: String) -> String? {
+        expectedWarnings.first { $0.code == code }?.reason
     }
 
     private static func step(_ item: Value, number: Int) throws(RunLoopError) -> Step {

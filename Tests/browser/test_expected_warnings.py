@@ -1,0 +1,84 @@
+"""Warnings an experiment raises on purpose (issue 39). An experiment's
+`expectedWarnings` (timer-due-during-a-handler: its source handler blocks
+the loop 300 ms on purpose, a `stall`) are listed under its explanation, and
+once it is played in the page the stall on the thread it created shows in
+the Warnings panel muted, "expected by this experiment", with the reason,
+its badge grey and its card not counting it. A stall on a thread no
+experiment made (the same 300 ms handler, made here through the API) still
+shows as a warning: its severity's colour, no "expected". Shares the
+session's page. No sleeps: WebDriverWait only."""
+
+from selenium.webdriver.common.by import By
+
+from conftest import BASE, api
+from test_dashboard import unique, wait
+from test_lab import choose, experiments, failures_text, open_lab, step_states
+
+EXPERIMENT = "timer-due-during-a-handler"
+PLAY_DEADLINE = 60
+
+
+def warning_item(driver, thread, code):
+    found = driver.find_elements(By.CSS_SELECTOR, f'#warnings-list > li[data-thread="{thread}"][data-code="{code}"]')
+    return found[0] if found else None
+
+
+def stall_on_a_thread_of_our_own():
+    """A manual thread whose source handler sleeps 300 ms, run once: a stall no experiment declared."""
+    status, t = api("POST", "/api/threads", {"name": unique("unplanned"), "run": {"style": "manual"}})
+    assert status == 201, t
+    status, s = api("POST", f"/api/threads/{t['id']}/sources", {"kind": "custom", "action": {"selector": "sleep", "args": {"ms": 300}}})
+    assert status == 201, s
+    status, body = api("POST", f"/api/threads/{t['id']}/sources/{s['id']}/signal", {"wakeup": False})
+    assert status == 200, body
+    status, body = api("POST", f"/api/threads/{t['id']}/run", {"seconds": 2, "returnAfterSourceHandled": True})
+    assert status == 200 and body["exitReason"] == "handledSource", body
+    return t["id"]
+
+
+def test_an_expected_warning_is_muted_an_unexpected_one_is_not(driver):
+    have = experiments()
+    assert EXPERIMENT in have, sorted(have)
+    status, doc = api("GET", f"/api/experiments/{EXPERIMENT}")
+    assert status == 200 and doc["expectedWarnings"][0]["code"] == "stall", doc
+    reason = doc["expectedWarnings"][0]["reason"]
+    if not driver.find_elements(By.ID, "lab-button"):
+        driver.get(BASE + "/?view=cards")  # an earlier test left the dashboard
+    panel = open_lab(driver)
+    run = choose(driver, panel, EXPERIMENT, have[EXPERIMENT])
+    listed = driver.find_element(By.ID, "lab-expected")
+    assert listed.is_displayed() and "stall" in listed.text and " ".join(reason.split()) in " ".join(listed.text.split())
+    driver.find_element(By.ID, "lab-play").click()
+    wait(driver, PLAY_DEADLINE).until(lambda d: run.get_attribute("data-state") == "done")
+    assert step_states(driver) == ["pass"] * have[EXPERIMENT]["steps"], failures_text(driver)
+    status, threads = api("GET", "/api/threads?limit=1000")
+    assert status == 200
+    planned = max((t for t in threads["threads"] if t["name"] == "busy"), key=lambda t: int(t["id"][1:]))["id"]
+
+    unplanned = stall_on_a_thread_of_our_own()
+    try:
+        # both stalls reach the panel (a warning event, or its 3 s reload)
+        wait(driver, 15).until(lambda d: warning_item(d, planned, "stall") and warning_item(d, unplanned, "stall"))
+        expected = warning_item(driver, planned, "stall")
+        assert expected.get_attribute("data-expected") == "true"
+        assert "expected" in expected.get_attribute("class").split()
+        text = " ".join(expected.text.split())
+        assert "expected by this experiment" in text and " ".join(reason.split()) in text, text
+        badge = expected.find_element(By.CSS_SELECTOR, ".badge.sev")
+        assert "sev-expected" in badge.get_attribute("class").split(), badge.get_attribute("class")
+        grey = badge.value_of_css_property("background-color")
+
+        surprise = warning_item(driver, unplanned, "stall")
+        assert surprise.get_attribute("data-expected") == "false"
+        assert "expected" not in surprise.get_attribute("class").split()
+        assert "expected by this experiment" not in surprise.text
+        sbadge = surprise.find_element(By.CSS_SELECTOR, ".badge.sev")
+        severity = sbadge.text.strip()
+        assert severity in ("micro", "hang", "severe"), severity
+        assert f"sev-{severity}" in sbadge.get_attribute("class").split()
+        assert sbadge.value_of_css_property("background-color") != grey  # its severity's colour, not the muted grey
+        # the unexpected one comes first
+        items = [li.get_attribute("data-thread") for li in driver.find_elements(By.CSS_SELECTOR, "#warnings-list > li")]
+        assert items.index(unplanned) < items.index(planned), items
+    finally:
+        api("DELETE", f"/api/threads/{unplanned}")
