@@ -133,10 +133,12 @@ async function perform(f, e) {
   const call = pickedCall('perform');
   const wait = e.waitUntilDone.checked;
   const modes = str(e.modes) ? e.modes.value.split(',').map((x) => x.trim()).filter(Boolean) : undefined;
-  const body = clean({ selector: call.selector, args: call.args, waitUntilDone: wait, modes, afterDelay: num(e.afterDelay), timeout: num(e.timeout) });
+  // via: the selector path (the API's default, left out) or a block.
+  const via = e.via && e.via.value === 'block' ? 'block' : undefined;
+  const body = clean({ selector: call.selector, args: call.args, waitUntilDone: wait, modes, afterDelay: num(e.afterDelay), timeout: num(e.timeout), via });
   const r = await api('POST', needThread() + '/perform', body);
   if (wait) return { text: performText(r), bad: !r.ok };
-  return performOutcome(r.performId, f.querySelector('.form-result')) || [`${r.performId} queued (`, user(r.selector), ' in ', userList(r.modes), '); result appears when it runs'];
+  return performOutcome(r.performId, f.querySelector('.form-result')) || [`${r.performId} queued${r.via === 'block' ? ' as a block' : ''} (`, user(r.selector), ' in ', userList(r.modes), '); result appears when it runs'];
 }
 
 async function cancelDelayed(f, e) {

@@ -155,7 +155,7 @@ function renderPending(pending) {
     tbody('pending-table'),
     pending,
     (p) => p.performId,
-    (p) => [p.performId, actionText(p), userList(p.modes), fmtTime(p.queuedAt), p.afterDelay != null ? p.afterDelay + ' s' : '–', p.fireAt ? fmtIn(p.fireAt) : '–'],
+    (p) => [p.performId, actionText(p), p.via || 'selector', userList(p.modes), fmtTime(p.queuedAt), p.afterDelay != null ? p.afterDelay + ' s' : '–', p.fireAt ? fmtIn(p.fireAt) : '–'],
   );
 }
 

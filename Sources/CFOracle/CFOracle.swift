@@ -20,6 +20,7 @@ import Foundation
 /// the mode only while a perform waits for it, signalled and the loop woken
 /// when one is queued; its routine runs, in queue order, the performs for
 /// its mode queued before it began. A delayed perform is a one-shot timer.
+/// A block perform is `CFRunLoopPerformBlock` and `CFRunLoopWakeUp`.
 public enum CFOracle {
     /// Plays the JSON of an `OracleSetup`; returns the JSON of its `OracleResult`.
     public static func play(json: Data) throws -> Data {
@@ -236,9 +237,12 @@ private final class Player: @unchecked Sendable {
                 defer { s.stimulusPerforms += 1 }
                 return "x\(s.stimulusPerforms)"
             }
-            queuePerform(
-                label, keys: stimulus.keys ?? ["default"],
-                action: stimulus.stop == true ? .init(kind: "stop") : nil)
+            let action: OracleSetup.Action? = stimulus.stop == true ? .init(kind: "stop") : nil
+            if stimulus.block == true {
+                queueBlock(label, keys: stimulus.keys ?? ["default"], action: action)
+            } else {
+                queuePerform(label, keys: stimulus.keys ?? ["default"], action: action)
+            }
         case "cancelDelayed":
             if let timer = delayed[index] { CFRunLoopTimerInvalidate(timer) }
         default: break
@@ -508,6 +512,9 @@ private final class Player: @unchecked Sendable {
                 for key in plan.keys { CFRunLoopAddTimer(loop, timer, cfMode(key)) }
                 if plan.cancelled { CFRunLoopTimerInvalidate(timer) }
                 delayed.append(timer)
+            } else if plan.block == true {
+                delayed.append(nil)
+                queueBlock(label, keys: plan.keys, action: plan.action)
             } else {
                 delayed.append(nil)
                 queuePerform(label, keys: plan.keys, action: plan.action)
@@ -555,6 +562,28 @@ private final class Player: @unchecked Sendable {
         }
         for source in signals { CFRunLoopSourceSignal(source) }
         if !signals.isEmpty { CFRunLoopWakeUp(loop) }
+    }
+
+    /// Queues a block perform for `keys` (any thread), as Foundation's
+    /// `RunLoop.perform(inModes:block:)` does: `CFRunLoopPerformBlock` with
+    /// the mode name (one key) or an array of them (CF keeps it as a set:
+    /// the block runs once), then `CFRunLoopWakeUp`, which CF leaves to the
+    /// caller. CF runs it in `__CFRunLoopDoBlocks`; it is never a handled source.
+    private func queueBlock(_ label: String, keys: [String], action: OracleSetup.Action?) {
+        guard let loop else { return }
+        let block: () -> Void = { [self] in
+            callout("perform \(label)", source: false) { act(action, label: "perform \(label)") }
+        }
+        let names = keys.map(cfMode)
+        if names.count == 1 {
+            CFRunLoopPerformBlock(loop, names[0], block)
+        } else {
+            var values: [UnsafeRawPointer?] = names.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) }
+            var callbacks = kCFTypeArrayCallBacks
+            let array = withExtendedLifetime(names) { CFArrayCreate(nil, &values, values.count, &callbacks) }
+            CFRunLoopPerformBlock(loop, array, block)
+        }
+        CFRunLoopWakeUp(loop)
     }
 
     /// The carrier's perform routine for `key` (the loop's thread).

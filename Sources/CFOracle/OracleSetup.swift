@@ -84,8 +84,12 @@ public struct OracleSetup: Codable, Sendable {
         public var delaySlot: Int?
         public var cancelled: Bool
         public var action: Action?
+        /// A block (`CFRunLoopPerformBlock` for its keys, then
+        /// `CFRunLoopWakeUp`) instead of the selector path's carrier.
+        public var block: Bool?
 
-        public init(keys: [String], delaySlot: Int?, cancelled: Bool, action: Action?) {
+        public init(keys: [String], delaySlot: Int?, cancelled: Bool, action: Action?, block: Bool? = nil) {
+            self.block = block
             self.keys = keys
             self.delaySlot = delaySlot
             self.cancelled = cancelled
@@ -114,16 +118,20 @@ public struct OracleSetup: Codable, Sendable {
     public struct Stimulus: Codable, Sendable {
         public var slot: Int
         /// stop, wakeUp, signal, message, invalidateSource, invalidateTimer,
-        /// perform, cancelDelayed.
+        /// perform (a block with `block`), cancelDelayed.
         public var kind: String
         public var index: Int?
         public var wakeUp: Bool?
         public var keys: [String]?
         public var stop: Bool?
+        /// A `perform` stimulus that queues a block.
+        public var block: Bool?
 
         public init(
-            slot: Int, kind: String, index: Int? = nil, wakeUp: Bool? = nil, keys: [String]? = nil, stop: Bool? = nil
+            slot: Int, kind: String, index: Int? = nil, wakeUp: Bool? = nil, keys: [String]? = nil, stop: Bool? = nil,
+            block: Bool? = nil
         ) {
+            self.block = block
             self.slot = slot
             self.kind = kind
             self.index = index

@@ -14,13 +14,20 @@ public struct PerformSpec: Sendable {
     /// `performSelector:withObject:afterDelay:` is; when nil it goes through a
     /// custom source, as `performSelector:onThread:withObject:waitUntilDone:` does.
     public var afterDelay: Double?
+    /// How the perform reaches the loop: the selector path (a custom source
+    /// per mode, or a timer with `afterDelay`), or a block
+    /// (`CFRunLoopPerformBlock`, see `PerformVia`).
+    public var via: PerformVia
 
     /// Creates a spec. The modes default as in Cocoa: `afterDelay:` performs run
-    /// in the default mode only, `onThread:` performs in the common modes.
-    public init(call: SelectorCall, modes: [RunLoopMode]? = nil, afterDelay: Double? = nil) {
+    /// in the default mode only, `onThread:` performs and blocks in the common modes.
+    public init(
+        call: SelectorCall, modes: [RunLoopMode]? = nil, afterDelay: Double? = nil, via: PerformVia = .selector
+    ) {
         self.call = call
         self.modes = modes ?? (afterDelay == nil ? [.common] : [.default])
         self.afterDelay = afterDelay
+        self.via = via
     }
 }
 
@@ -69,6 +76,8 @@ final class PerformRequest: Sendable {
     let afterDelay: Double
     /// Carried by a one-shot timer (`afterDelay:` given, even 0).
     let viaTimer: Bool
+    /// Carried by CF's block list (`CFRunLoopPerformBlock`).
+    let viaBlock: Bool
     let queuedAt = Date()
     let queuedMono = Monotonic.now()
     let fireAt: Date?
@@ -76,9 +85,10 @@ final class PerformRequest: Sendable {
     let reply: ReplyOnce<PerformResult>
 
     init(
-        id: String, call: SelectorCall, modes: [RunLoopMode], afterDelay: Double?,
+        id: String, call: SelectorCall, modes: [RunLoopMode], afterDelay: Double?, viaBlock: Bool = false,
         completion: (@Sendable (PerformResult) -> Void)?
     ) {
+        self.viaBlock = viaBlock
         self.id = id
         self.call = call
         self.modes = modes
@@ -93,7 +103,7 @@ final class PerformRequest: Sendable {
     var snapshot: PerformSnapshot {
         PerformSnapshot(
             id: id, call: call, modes: modes.map(\.name), queuedAt: queuedAt, afterDelay: afterDelay, fireAt: fireAt,
-            delayed: viaTimer)
+            delayed: viaTimer, via: viaBlock ? .block : .selector)
     }
 }
 
@@ -175,6 +185,9 @@ struct PerformQueue {
 
     private(set) var pending: [(seq: UInt64, request: PerformRequest)] = []
     private(set) var delayed: [(request: PerformRequest, timer: CFRunLoopTimer)] = []
+    /// Blocks handed to CF (`CFRunLoopPerformBlock`) that have not run, in
+    /// queue order: CF's own list holds them; this one knows which are still due.
+    private(set) var blocks: [PerformRequest] = []
     private var carriers: [String: Carrier] = [:]
     private var lastSeq: UInt64 = 0
     /// A thread is making membership changes.
@@ -182,13 +195,23 @@ struct PerformQueue {
     /// The mode whose carrier's change the applier is making now.
     private var changing: String?
 
-    var count: Int { pending.count + delayed.count }
+    var count: Int { pending.count + delayed.count + blocks.count }
 
     /// The delayed performs and their one-shot timers.
     var delayedTimers: [(PerformRequest, CFRunLoopTimer)] { delayed.map { ($0.request, $0.timer) } }
 
     /// Performs not yet taken, in no particular order.
-    var queued: [PerformRequest] { delayed.map(\.request) + pending.map(\.request) }
+    var queued: [PerformRequest] { delayed.map(\.request) + pending.map(\.request) + blocks }
+
+    /// A block perform handed to CF.
+    mutating func addBlock(_ request: PerformRequest) { blocks.append(request) }
+
+    /// CF ran a block: takes its perform (true) unless the worker ended first.
+    mutating func takeBlock(_ request: PerformRequest) -> Bool {
+        guard let index = blocks.firstIndex(where: { $0 === request }) else { return false }
+        blocks.remove(at: index)
+        return true
+    }
 
     mutating func addDelayed(_ request: PerformRequest, timer: CFRunLoopTimer) {
         delayed.append((request, timer))
@@ -325,6 +348,7 @@ struct PerformQueue {
         defer {
             pending.removeAll()
             delayed.removeAll()
+            blocks.removeAll()
             carriers.removeAll()
         }
         return (queued, delayed.map(\.timer), carriers.values.map(\.carrier))

@@ -47,6 +47,18 @@ extension Worker {
         if let deadline { try limits.checkSeconds(deadline.seconds, field: "timeout") }
         var seen = Set<String>()
         let modes = spec.modes.filter { seen.insert($0.name).inserted }
+        if spec.via == .block {
+            guard spec.afterDelay == nil else {
+                throw .badValue(
+                    "afterDelay",
+                    "a block perform has no delay (CFRunLoopPerformBlock): drop afterDelay or use via selector")
+            }
+            let request = PerformRequest(
+                id: ids.next("p"), call: call, modes: modes, afterDelay: nil, viaBlock: true, completion: completion)
+            try performBlock(request)
+            if let deadline, completion != nil { expire(request, after: deadline) }
+            return request.id
+        }
         let request = PerformRequest(
             id: ids.next("p"), call: call, modes: modes, afterDelay: spec.afterDelay, completion: completion)
         // Cocoa's afterDelay: a one-shot timer, even for 0 (a timer never makes
@@ -147,7 +159,7 @@ extension Worker {
 
     /// The caller's deadline: told (and the event recorded) only if nothing
     /// answered first; the perform itself stays queued.
-    private func expire(_ request: PerformRequest, after deadline: CallerDeadline) {
+    func expire(_ request: PerformRequest, after deadline: CallerDeadline) {
         let emit = self.emit
         let result = PerformResult(
             performId: request.id, thread: id, selector: request.call.selector,
@@ -242,9 +254,10 @@ extension Worker {
     }
 
     /// Runs one taken perform on this thread and answers it.
-    private func execute(_ request: PerformRequest, throughTimer: Bool = false) {
+    func execute(_ request: PerformRequest, throughTimer: Bool = false) {
         var ref = CalloutRef(kind: .perform, id: request.id, selector: request.call.selector)
         ref.throughTimer = throughTimer
+        ref.viaBlock = request.viaBlock
         book.withLock { $0.runningPerform = (request.id, request.call.selector) }
         let (outcome, queuedMs, ranMs) = callout(ref) {
             let started = Monotonic.now()
@@ -258,7 +271,7 @@ extension Worker {
 
     /// The warnings a queued perform can cause: pending on a loop that is not
     /// running, or waiting in modes the thread does not run.
-    private func watchPerform(_ request: PerformRequest, idle: Bool) {
+    func watchPerform(_ request: PerformRequest, idle: Bool) {
         let pending: @Sendable (Worker) -> Bool = { worker in
             worker.book.withLock { b in b.performs.queued.contains { $0 === request } }
         }

@@ -225,6 +225,8 @@ public struct PerformSnapshot: Sendable, Hashable {
     public var fireAt: Date?
     /// Carried by a one-shot timer (`afterDelay` given, even 0).
     public var delayed: Bool
+    /// How it reaches the loop: the selector path or a block.
+    public var via: PerformVia = .selector
 }
 
 /// Where a perform is in its life.

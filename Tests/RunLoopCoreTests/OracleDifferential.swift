@@ -41,7 +41,8 @@ extension PredictSetup {
             performs: performs.enumerated().map { index, plan in
                 .init(
                     keys: plan.keys, delaySlot: plan.delaySlot, cancelled: plan.cancelled,
-                    action: action(calloutCall(.perform(index)) ?? PredictHarness.call(stop: plan.stop, name: "p")))
+                    action: action(calloutCall(.perform(index)) ?? PredictHarness.call(stop: plan.stop, name: "p")),
+                    block: plan.block ? true : nil)
             },
             observers: observers.map { plan in
                 let act: OracleSetup.Action? =
@@ -66,6 +67,8 @@ extension PredictSetup {
                 case .invalidateTimer(let timer, let wakeUp):
                     return .init(slot: slot, kind: "invalidateTimer", index: timer, wakeUp: wakeUp)
                 case .perform(let keys, let stop): return .init(slot: slot, kind: "perform", keys: keys, stop: stop)
+                case .block(let keys, let stop):
+                    return .init(slot: slot, kind: "perform", keys: keys, stop: stop, block: true)
                 case .cancelDelayed(let perform): return .init(slot: slot, kind: "cancelDelayed", index: perform)
                 }
             })

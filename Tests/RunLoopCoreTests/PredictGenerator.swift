@@ -29,6 +29,8 @@ struct PredictSetup: CustomStringConvertible, Sendable {
         var delaySlot: Int?
         var cancelled: Bool
         var stop: Bool
+        /// A block perform (`via: block`), never delayed.
+        var block = false
     }
     struct ObserverPlan {
         var activities: [Activity]
@@ -75,6 +77,8 @@ struct PredictSetup: CustomStringConvertible, Sendable {
         case invalidateSource(Int, wakeUp: Bool)
         case invalidateTimer(Int, wakeUp: Bool)
         case perform(keys: [String], stop: Bool)
+        /// A block perform (`via: block`) queued during the run.
+        case block(keys: [String], stop: Bool)
         case cancelDelayed(perform: Int)
     }
 
@@ -134,6 +138,11 @@ struct PredictSetup: CustomStringConvertible, Sendable {
             builder.rng = SplitMix(seed ^ 0x7769_6465_6E65_6421)
             builder.widen()
         }
+        if widened {
+            // Block performs (issue 38), from a generator of their own.
+            builder.rng = SplitMix(seed ^ 0x626C_6F63_6B73_2121)
+            builder.addBlocks()
+        }
         return builder.setup
     }
 
@@ -152,7 +161,7 @@ struct PredictSetup: CustomStringConvertible, Sendable {
         // By index: the widened generator adds timers after it.
         case .timer(let index): setup.timers.remove(at: index)
         case .source: setup.sources.removeLast()
-        case .perform: setup.performs.removeLast()
+        case .perform(let index): setup.performs.remove(at: index)
         }
         return setup
     }
@@ -392,5 +401,26 @@ private struct Builder {
             choices.append(.cancelDelayed(perform: perform))
         }
         setup.stimuli.append((slot, rng.pick(choices)))
+    }
+}
+
+extension Builder {
+    /// Block performs (`via: block`): some queued before the run, some
+    /// during it at a slot of their own, into any of the modes (`common`
+    /// and two modes included: no carrier, so no two of equal order).
+    mutating func addBlocks() {
+        let keys: [[String]] = [["default"], ["common"], ["tracking"], ["default", "tracking"]]
+        if rng.chance(0.35) {
+            for _ in 0..<Int.random(in: 1...2, using: &rng) {
+                setup.performs.append(
+                    .init(keys: rng.pick(keys), delaySlot: nil, cancelled: false, stop: rng.chance(0.1), block: true))
+            }
+        }
+        let first = setup.startSlot + 1
+        guard setup.deadlineSlot > first, rng.chance(0.3) else { return }
+        let slot = Int.random(in: first..<setup.deadlineSlot, using: &rng)
+        guard claim([slot]) else { return }
+        setup.stimuli.append((slot, .block(keys: rng.pick(keys), stop: rng.chance(0.15))))
+        setup.stimuli.sort { $0.slot < $1.slot }
     }
 }

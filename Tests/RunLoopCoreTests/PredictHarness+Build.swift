@@ -42,7 +42,8 @@ extension PredictHarness {
             let delay = plan.delaySlot.map { max(0, Double($0) * q - (Monotonic.now() - built.anchor)) }
             let call = setup.calloutCall(.perform(index)) ?? Self.call(stop: plan.stop, name: "p\(index)")
             let modes = try plan.keys.map { name throws(RunLoopError) in try RunLoopMode(name) }
-            let id = try worker.perform(PerformSpec(call: call, modes: modes, afterDelay: delay))
+            let id = try worker.perform(
+                PerformSpec(call: call, modes: modes, afterDelay: delay, via: plan.block ? .block : .selector))
             if plan.cancelled { _ = worker.cancelDelayedPerforms(selector: call.selector, args: call.args) }
             built.performs.append(id)
         }
@@ -88,6 +89,11 @@ extension PredictHarness {
             placeholders.append(placeholder)
             let call = Self.call(stop: stop, name: placeholder)
             return .perform(LoopModel.Perform(id: placeholder, keys: keys, selector: call.selector))
+        case .block(let keys, let stop):
+            let placeholder = "stim\(placeholders.count)-perform"
+            placeholders.append(placeholder)
+            let call = Self.call(stop: stop, name: placeholder)
+            return .performBlock(LoopModel.Perform(id: placeholder, keys: keys, selector: call.selector))
         case .cancelDelayed(let perform): return .cancelDelayed(ids: [built.performs[perform]])
         }
     }
@@ -113,6 +119,10 @@ extension PredictHarness {
         case .perform(let keys, let stop):
             let modes = keys.compactMap { try? RunLoopMode($0) }
             return try? worker.perform(PerformSpec(call: Self.call(stop: stop, name: "stim"), modes: modes))
+        case .block(let keys, let stop):
+            let modes = keys.compactMap { try? RunLoopMode($0) }
+            return try? worker.perform(
+                PerformSpec(call: Self.call(stop: stop, name: "stim"), modes: modes, via: .block))
         case .cancelDelayed(let perform):
             let call = Self.call(stop: false, name: "p\(perform)")
             _ = worker.cancelDelayedPerforms(selector: call.selector, args: call.args)

@@ -161,6 +161,9 @@ public struct LoopModel: Sendable {
     public var timers: [Timer]
     public var sources: [Source]
     public var performs: [Perform]
+    /// Block performs in CF's block list (`CFRunLoopPerformBlock`), in queue
+    /// order: no carrier; each keeps its modes from being empty until it runs.
+    public var blocks: [Perform] = []
     public var observers: [Observer]
     /// Its timers, sources and observers: what one pass of a play looks at.
     var itemCount: Int { timers.count + sources.count + observers.count }
@@ -215,6 +218,8 @@ public struct Stimulus: Sendable {
         case invalidateTimer(String, wakeUp: Bool)
         /// A perform queued now (`performSelector:onThread:`): signal + wake-up.
         case perform(LoopModel.Perform)
+        /// A block perform queued now (`CFRunLoopPerformBlock` + `CFRunLoopWakeUp`).
+        case performBlock(LoopModel.Perform)
         /// `cancelPreviousPerformRequests` matching these delayed performs.
         case cancelDelayed(ids: [String])
     }

@@ -289,6 +289,9 @@ extension RunSimulator {
             model.performs.append(perform)
             for key in perform.keys { carriers[key] = true }
             if wakes { wake() }
+        case .performBlock(let block):
+            model.blocks.append(block)
+            wake()
         case .cancelDelayed(let ids):
             for index in model.timers.indices
             where model.timers[index].perform && model.timers[index].valid && ids.contains(model.timers[index].id) {

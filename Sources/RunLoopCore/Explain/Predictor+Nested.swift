@@ -26,8 +26,11 @@ extension RunSimulator {
         inner.decisions = decisions
         // Every enclosing run's timeout, as it comes, wakes the innermost run.
         inner.outerTimeouts = (outerTimeouts + (hasTimeout ? [deadline] : [])).filter { $0 > now }.sorted()
-        // CF's new per-run record ignores wake-ups until its first pass.
-        inner.ignoringWakeUps = true
+        // CF's new per-run record (`__CFRunLoopPushPerRunData`) starts
+        // with wake-ups not ignored: a stop an entry observer makes in the
+        // nested run wakes the loop, and the outer run, once it goes back
+        // to sleep, wakes for it at once (plain CF shows that turn).
+        inner.ignoringWakeUps = false
         var result = inner.run()
 
         model = inner.model

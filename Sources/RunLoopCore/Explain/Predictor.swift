@@ -172,7 +172,9 @@ struct RunSimulator {
         ignoringWakeUps = false
         notify(.beforeTimers)
         notify(.beforeSources)
+        doBlocks()
         var handled = doSources0()
+        if handled { doBlocks() }
         if let why = stuck { return unknown(why) }
         let poll = handled || seconds <= 0
         let live: Live
@@ -202,6 +204,7 @@ struct RunSimulator {
         case .wakeUp: wakeSince = nil
         case .never: break
         }
+        doBlocks()
         return endOfPass(handled: handled)
     }
 
@@ -336,10 +339,11 @@ struct RunSimulator {
 
     // MARK: - The mode's contents
 
-    /// `__CFRunLoopModeIsEmpty`: no source (version 0 or 1), timer or carrier.
+    /// `__CFRunLoopModeIsEmpty`: no source (version 0 or 1), timer, carrier or block.
     func isEmpty() -> Bool {
         if model.timers.contains(where: { $0.valid && $0.modes.contains(mode) }) { return false }
         if model.sources.contains(where: { $0.valid && $0.modes.contains(mode) }) { return false }
+        if blocksHold(mode) { return false }
         return !carriers.keys.contains { model.expand([$0]).contains(mode) }
     }
 

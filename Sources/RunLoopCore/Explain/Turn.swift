@@ -27,6 +27,9 @@ public struct CalloutRef: Sendable, Hashable {
     /// A delayed perform fires from a timer: CF counts it as a timer, never as
     /// a handled source.
     var throughTimer = false
+    /// A block perform (`CFRunLoopPerformBlock`): CF runs it in
+    /// `__CFRunLoopDoBlocks` and never counts it as a handled source.
+    var viaBlock = false
 
     /// Creates a reference.
     public init(kind: CalloutKind, id: String, selector: String? = nil) {
@@ -39,7 +42,7 @@ public struct CalloutRef: Sendable, Hashable {
     var countsAsSource: Bool {
         switch kind {
         case .source, .port: return true
-        case .perform: return !throughTimer
+        case .perform: return !throughTimer && !viaBlock
         case .timer, .task, .observer: return false
         }
     }

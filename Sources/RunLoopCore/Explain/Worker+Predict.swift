@@ -118,7 +118,7 @@ extension Worker {
     public func loopModel() -> LoopModel {
         let (timers, sources, observers, pending, delayed, common, everFilled, depth, stale) = book.withLock { b in
             (
-                b.timers.all, b.sources.all, b.observers.all, b.performs.pending.map(\.request),
+                b.timers.all, b.sources.all, b.observers.all, b.performs.pending.map(\.request) + b.performs.blocks,
                 b.performs.delayedTimers, b.commonModes, b.everFilled, b.runStack.count, b.timerfdStale
             )
         }
@@ -153,7 +153,10 @@ extension Worker {
                     selector: snap.action?.selector, role: snap.role, nested: LoopModel.NestedRun(snap.action),
                     readySince: snap.queuedSince.map { $0.timeIntervalSinceReferenceDate - now }))
         }
-        for request in pending {
+        for request in pending where request.viaBlock {
+            model.blocks.append(Self.blockModel(request))
+        }
+        for request in pending where !request.viaBlock {
             model.performs.append(
                 LoopModel.Perform(
                     id: request.id, keys: request.modes.map(\.name), selector: request.call.selector,

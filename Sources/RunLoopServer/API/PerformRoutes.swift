@@ -5,7 +5,9 @@ import RunLoopCore
 /// Performs: queue a selector on a thread, wait for it, list and cancel pending ones. Run on the control loop.
 extension API {
     /// The fields of a perform's body (built once: this is the busiest route).
-    static let performFields: Set<String> = ["selector", "args", "waitUntilDone", "modes", "afterDelay", "timeout"]
+    static let performFields: Set<String> = [
+        "selector", "args", "waitUntilDone", "modes", "afterDelay", "timeout", "via",
+    ]
 
     func addPerform(_ r: inout Router) {
         r.add("POST", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in try perform(ctx) }
@@ -49,6 +51,12 @@ extension API {
         let wait = try body.bool("waitUntilDone") ?? false
         let modes = try Self.performModes(body)
         let afterDelay = try body.number("afterDelay")
+        let via = try Self.performVia(body)
+        if via == .block && afterDelay != nil {
+            throw .badValue(
+                "afterDelay",
+                "a block perform has no delay (CFRunLoopPerformBlock): drop afterDelay or use via selector")
+        }
         // The default is 30 s, capped at --max-wait: an omitted field must never
         // make a valid request fail with "timeout must be <= max-wait".
         let timeout = try body.number("timeout") ?? min(30, limits.maxWaitSeconds)
@@ -56,7 +64,7 @@ extension API {
         guard timeout <= limits.maxWaitSeconds else {
             throw .badValue("timeout", "timeout must be <= \(limits.maxWaitSeconds) (--max-wait)")
         }
-        let spec = PerformSpec(call: call, modes: modes, afterDelay: afterDelay)
+        let spec = PerformSpec(call: call, modes: modes, afterDelay: afterDelay, via: via)
         // A nested run the thread's budgets would refuse is refused now (429),
         // not queued; one that passes here is checked again when it starts.
         if call.selector == "runNested" { try target.checkNestingAdmission() }
@@ -69,11 +77,23 @@ extension API {
                     state: afterDelay == nil ? .pending : .delayed,
                     extra: [
                         "modes": .array(spec.modes.map { .string($0.name) }),
-                        "afterDelay": afterDelay.map(Value.number) ?? .null,
+                        "afterDelay": afterDelay.map(Value.number) ?? .null, "via": .string(via.rawValue),
                     ]), headers: [("Location", Rep.performPath(thread: target.id, performId))])
         }
         try performAndWait(spec, on: target, timeout: timeout, ctx)
         return .deferred
+    }
+
+    /// The `via` field: how the perform reaches the loop (default `selector`).
+    static func performVia(_ body: Body) throws(RunLoopError) -> PerformVia {
+        guard let text = try body.string("via", maxLength: 32) else { return .selector }
+        guard let via = PerformVia(rawValue: text) else {
+            throw .badValue(
+                "via",
+                "via must be one of \(PerformVia.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")) (got \"\(text)\")"
+            )
+        }
+        return via
     }
 
     /// The `modes` field: nil for Cocoa's default of the path (afterDelay:

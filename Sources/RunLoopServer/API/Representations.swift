@@ -52,7 +52,7 @@ enum Rep {
             "queuedAt": Timestamp.value(perform.queuedAt),
             "afterDelay": perform.delayed ? .number(perform.afterDelay) : .null,
             "fireAt": Timestamp.value(perform.fireAt), "state": .string(perform.delayed ? "delayed" : "pending"),
-            "overdueMs": overdueMs(perform.delayed ? perform.fireAt : nil),
+            "overdueMs": overdueMs(perform.delayed ? perform.fireAt : nil), "via": .string(perform.via.rawValue),
         ]
     }
 

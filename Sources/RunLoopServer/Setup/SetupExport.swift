@@ -107,6 +107,7 @@ extension Setup {
             "modes": .array(p.modes.map(Value.string)),
         ]
         if p.delayed { object["afterDelay"] = .number(p.afterDelay) }
+        if p.via != .selector { object["via"] = .string(p.via.rawValue) }
         return .object(object)
     }
 }
