@@ -91,6 +91,9 @@ final class HistoryRecorder: Sendable {
         var status = Status()
         var stopping = false
         var flushWanted = false
+        /// A read was answered by the store since the writer's last try
+        /// (`storeAnswered`): a writer that backs off tries again now.
+        var retryNow = false
         var stopped = false
         /// The writer runs (set by `start`).
         var writing = false
@@ -286,6 +289,34 @@ final class HistoryRecorder: Sendable {
             s.status.lastError = nil
             s.status.refusal = nil
         }
+    }
+
+    /// Runs a read of the store (on the readers' queue). A read the store
+    /// answers while the writer backs off after a failure wakes the writer
+    /// (`storeAnswered`).
+    func reading<T>(_ body: (any HistoryStore) throws -> T) rethrows -> T {
+        let result = try body(store)
+        storeAnswered()
+        return result
+    }
+
+    /// The store answered a read (any thread but the writer's). While the
+    /// writer is failing, it tries again now instead of at the end of its
+    /// back-off (up to `longestBackoff`): the store answers this process, so
+    /// its outage ends, and its heartbeat resumes, at the next commit. Until
+    /// then silence counts against no other instance (fleet health) and this
+    /// one's own heartbeat is not written, so a judge that only read would
+    /// keep excusing a dead instance for a back-off or more after the store
+    /// came back. The writer still waits `shortestBackoff` after each failed
+    /// try (a store that answers reads but refuses writes is tried at most
+    /// that often).
+    func storeAnswered() {
+        let wake = state.withLock { s -> Bool in
+            guard !s.status.up, s.status.lastError != nil, !s.retryNow else { return false }
+            s.retryNow = true
+            return true
+        }
+        if wake { state.notifyAll() }
     }
 
     /// Why the store refuses this instance's configuration, while it does (`/readyz` says it).
