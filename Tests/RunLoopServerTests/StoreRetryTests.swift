@@ -141,4 +141,41 @@ struct StoreRetryTests {
         #expect(gaps.allSatisfy { $0 >= HistoryRecorder.shortestBackoff - 0.001 }, "tries \(gaps) s apart")
         store.turn(reads: true, writes: true)
     }
+
+    @Test("an outage begins when the store last answered (the last commit), not at the failed try after it")
+    func outageBeginsAtTheLastAnswer() throws {
+        let store = SwitchedStore()
+        store.turn(reads: true, writes: true)
+        let recorder = Self.recorder(store, backoff: 0.25...0.25)
+        defer { recorder.stop(timeout: 5) }
+        recorder.record(.instance(change: "note", details: [:]), seq: 1_000)
+        #expect(store.wait { $0.committed.count >= 1 })
+        let committedAt = try #require(recorder.status.lastCommitAt)
+        store.turn(reads: false, writes: false)
+        let tries = store.state.withLock { $0.tries.count }
+        recorder.record(.instance(change: "note", details: [:]), seq: 1_001)
+        // A second failed try comes after the first one's failure was recorded.
+        #expect(store.wait { $0.tries.count >= tries + 2 })
+        let status = recorder.status
+        #expect(status.up == false)
+        #expect(
+            status.outage?.from == committedAt,
+            "the outage \(String(describing: status.outage)), the last commit \(committedAt)")
+        #expect(status.outage?.to == nil)
+        store.turn(reads: true, writes: true)
+    }
+
+    @Test("an outage's start: the last answer, at most one heartbeat interval back, never after now")
+    func outageStartBounds() {
+        var status = HistoryRecorder.Status()
+        #expect(HistoryRecorder.outageStart(status, now: 100, beat: 5) == 100)
+        status.lastCommitAt = 98
+        #expect(HistoryRecorder.outageStart(status, now: 100, beat: 5) == 98)
+        // An idle store's last commit long ago: one interval back.
+        status.lastCommitAt = 10
+        #expect(HistoryRecorder.outageStart(status, now: 100, beat: 5) == 95)
+        // A registration ended the outage before, with no commit since.
+        status.outage = (from: 90, to: 97)
+        #expect(HistoryRecorder.outageStart(status, now: 100, beat: 5) == 97)
+    }
 }

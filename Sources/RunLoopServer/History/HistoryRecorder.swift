@@ -70,9 +70,10 @@ final class HistoryRecorder: Sendable {
         var boot: Int64 = 0
         var registered = false
         /// This process's latest outage of the store (seconds since 1970):
-        /// when it began failing, and when it answered again (nil while it
-        /// fails). Nil when it never failed. Fleet health does not count the
-        /// other instances' silence during it.
+        /// from when it last answered before failing (`outageStart`), to
+        /// when it answered again (nil while it fails). Nil when it never
+        /// failed. Fleet health does not count the other instances' silence
+        /// during it.
         var outage: (from: Double, to: Double?)?
     }
 
@@ -267,12 +268,27 @@ final class HistoryRecorder: Sendable {
             details: ["store": .string(store.kind), "location": .string(store.location), "error": .string(message)],
             counts: first)
         let refusal = (error as? StoreError)?.configuration == true ? message : nil
+        let beat = options.heartbeatInterval
         state.withLock { s in
-            if s.status.up || s.status.lastError == nil { s.status.outage = (Date().timeIntervalSince1970, nil) }
+            if s.status.up || s.status.lastError == nil {
+                s.status.outage = (Self.outageStart(s.status, now: Date().timeIntervalSince1970, beat: beat), nil)
+            }
             s.status.up = false
             s.status.lastError = message
             s.status.refusal = refusal
         }
+    }
+
+    /// When an outage that is noticed `now` began, as far as this process
+    /// can tell: when the store last answered it (its last commit, or the
+    /// end of the outage before, whichever is later), at most one heartbeat
+    /// interval back (an idle SQLite runloopd commits nothing for hours).
+    /// The store may have stopped answering any time after that answer, so
+    /// an instance whose last heartbeat came just before this process's
+    /// failed try does not have that gap counted as silence against it.
+    static func outageStart(_ status: Status, now: Double, beat: Double) -> Double {
+        let answered = [status.lastCommitAt, status.outage?.to].compactMap { $0 }.max() ?? now
+        return min(now, max(answered, now - beat))
     }
 
     func recovered() {
