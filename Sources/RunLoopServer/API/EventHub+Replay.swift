@@ -32,10 +32,10 @@ extension EventHub {
         do {
             for query in queries {
                 // One more than the limit: whether the replay is cut short.
-                replayed += try history.store.events(
-                    HistoryQuery(
-                        instance: history.instance.id, thread: query.thread, types: query.types, afterSeq: after,
-                        limit: limit + 1))
+                let read = HistoryQuery(
+                    instance: history.instance.id, thread: query.thread, types: query.types, afterSeq: after,
+                    limit: limit + 1)
+                replayed += try history.reading { try $0.events(read) }
             }
         } catch {
             failure = "\(error)"

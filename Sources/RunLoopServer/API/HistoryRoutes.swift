@@ -88,7 +88,7 @@ extension API {
                 do {
                     // Judged as GET /api/fleet judges it.
                     let now = Date().timeIntervalSince1970
-                    guard let record = try history.store.instances().first(where: { $0.id == id }) else {
+                    guard let record = try history.reading({ try $0.instances() }).first(where: { $0.id == id }) else {
                         return ctx.fail(.notFound("instance", id))
                     }
                     let health = Rep.health(record, selfId: me, now: now, beat: beat, outage: history.status.outage)
@@ -169,7 +169,7 @@ extension API {
     ) {
         history.readers.async {
             do {
-                ctx.reply(200, .object(try body(history.store)))
+                ctx.reply(200, .object(try history.reading(body)))
             } catch {
                 ctx.respond(
                     APIResponses.error(

@@ -37,12 +37,22 @@ extension HistoryRecorder {
             let due =
                 beats ? min(lastBeat + options.heartbeatInterval, lastPrune + options.retentionInterval) : .infinity
             var sleep = backoff > 0 ? backoff : max(0, due - Monotonic.now())
+            if backoff > 0 {
+                // A failed try: the shortest back-off first, whatever the
+                // reads say; then the rest of it, unless a read the store
+                // answered meanwhile (`storeAnswered`) says to try now.
+                let first = min(backoff, Self.shortestBackoff)
+                state.withLock(when: { $0.stopping || $0.flushWanted }, timeout: first) { _, _ in }
+                sleep = backoff - first
+            }
             // After a burst, one wake-up once the queue has stayed empty for
             // `trimIdle`: the heap the burst freed goes back to the system.
             let trimming = writtenBytes >= Self.trimAfterBytes && backoff == 0
             if trimming { sleep = min(sleep, Self.trimIdle) }
             let woken = state.withLock(
-                when: { $0.stopping || $0.flushWanted || (backoff == 0 && !$0.queue.isEmpty) }, timeout: sleep
+                when: {
+                    $0.stopping || $0.flushWanted || (backoff == 0 && !$0.queue.isEmpty) || (backoff > 0 && $0.retryNow)
+                }, timeout: sleep
             ) { _, woken in woken }
             if trimming, !woken {
                 writtenBytes = 0
@@ -64,6 +74,8 @@ extension HistoryRecorder {
             // `State.spare`). A larger queue gives its oldest chunk.
             var (taken, stopping, queuedBytes, takenBytes) = state.withLock { s -> (Deque<Queued>, Bool, Int, Int) in
                 s.flushWanted = false
+                // Only a read answered from here on calls for an early try.
+                s.retryNow = false
                 let queued = s.queueBytes
                 if s.queueBytes <= batchBytes {
                     s.inFlight = s.queue
@@ -123,7 +135,7 @@ extension HistoryRecorder {
             if !ok {
                 requeue(taken)
                 if stopping { break }
-                backoff = min(max(backoff * 2, 0.25), Self.longestBackoff)
+                backoff = min(max(backoff * 2, options.backoff.lowerBound), options.backoff.upperBound)
                 continue
             }
             backoff = 0
@@ -160,8 +172,10 @@ extension HistoryRecorder {
 
     /// The writer's longest wait between two tries of a failing store (seconds):
     /// another instance may take this long to write again after the store
-    /// comes back (fleet health allows for it).
+    /// comes back (fleet health allows for it). Its shortest, and the least
+    /// time between two tries however often reads say the store answers.
     static let longestBackoff = 5.0
+    static let shortestBackoff = 0.25
 
     /// The largest batch whose buffer is kept for the next queue (events):
     /// a burst's larger buffer is given back.

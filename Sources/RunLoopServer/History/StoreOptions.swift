@@ -39,6 +39,11 @@ public struct StoreOptions: Sendable {
     public var heartbeatInterval = 5.0
     /// How often the retention runs (seconds).
     public var retentionInterval = 60.0
+    /// The writer's back-off between two tries of a failing store (seconds):
+    /// the first wait, doubled at each failure up to the longest. Not a
+    /// flag: fleet health allows for `HistoryRecorder.longestBackoff` (tests
+    /// set a back-off that never ends by itself).
+    var backoff = HistoryRecorder.shortestBackoff...HistoryRecorder.longestBackoff
     /// Most events a resumed stream (`Last-Event-ID`) or one history page returns.
     public var replayLimit = 10_000
     /// This instance's id (nil: host name and port).

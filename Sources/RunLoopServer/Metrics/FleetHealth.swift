@@ -44,7 +44,7 @@ final class FleetHealth: Sendable {
             let selfId = history.instance.id
             let beat = history.options.heartbeatInterval
             var counts: [String: Int]?
-            if let instances = try? history.store.instances() {
+            if let instances = try? history.reading({ try $0.instances() }) {
                 let now = Date().timeIntervalSince1970
                 let outage = history.status.outage
                 var byHealth = Dictionary(uniqueKeysWithValues: Self.states.map { ($0, 0) })
