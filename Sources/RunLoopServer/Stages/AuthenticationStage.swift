@@ -4,9 +4,11 @@ import MicroHTTP
 /// Stage 3 (HTTP thread, before the hop): with `--token`, every `/api`
 /// request carries it, or is answered 401 without taking a place in the
 /// control loop's queue.
-struct AuthenticationStage {
-    func run(_ exchange: Exchange) -> StageResult {
-        guard let token = exchange.state.token, !Self.authorized(exchange.request, token: token) else { return .next }
+struct AuthenticationStage: RequestStage {
+    func handle(_ exchange: Exchange, next: (Exchange) -> StageResult) -> StageResult {
+        guard let token = exchange.state.token, !Self.authorized(exchange.request, token: token) else {
+            return next(exchange)
+        }
         return exchange.refuse(
             APIResponses.error(
                 status: 401, code: "unauthorized",

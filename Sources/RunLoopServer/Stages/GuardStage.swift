@@ -3,8 +3,8 @@ import MicroHTTP
 /// Stage 1 (HTTP thread): a foreign Host or Origin changes nothing
 /// (`RequestGuard`), a CORS preflight from an allowed origin is answered, and
 /// `/api` waits (503) while the service starts, applies `--setup` or stops.
-struct GuardStage {
-    func run(_ exchange: Exchange) -> StageResult {
+struct GuardStage: RequestStage {
+    func handle(_ exchange: Exchange, next: (Exchange) -> StageResult) -> StageResult {
         let request = exchange.request
         guard let requestGuard = exchange.state.requestGuard else {
             return exchange.answer(Self.unavailable(code: "shutting_down", "runloopd is not accepting requests"))
@@ -22,12 +22,12 @@ struct GuardStage {
                         status: status, code: code, message: message, field: field,
                         headers: [("Cache-Control", "no-store")])))
         }
-        guard exchange.isAPI else { return .next }
+        guard exchange.isAPI else { return next(exchange) }
         if request.method == "OPTIONS", let origin, request.headers["access-control-request-method"] != nil {
             // The guard refused the other origins; preflights never carry the token.
             return exchange.answer(HTTPResponse(status: 204, headers: requestGuard.preflightHeaders(origin: origin)))
         }
-        return exchange.state.control == nil ? exchange.answer(Self.notOpen(exchange.state)) : .next
+        return exchange.state.control == nil ? exchange.answer(Self.notOpen(exchange.state)) : next(exchange)
     }
 
     /// Why `/api` is closed (`accepting` is true only while the control loop runs).

@@ -2,9 +2,11 @@ import MicroHTTP
 
 /// Stage 2 (HTTP thread): everything outside `/api` is answered here, never
 /// behind the token: the probes (`/healthz`, `/readyz`), the Prometheus scrape
-/// (`/metrics`) and the dashboard's static files.
-struct LocalStage {
-    let service: RunLoopService
+/// (`/metrics`) and the dashboard's static files. Composed once, at start, into
+/// the path the HTTP server holds: it holds the service weakly (the server is
+/// the service's), and reads it only for a request outside `/api`.
+struct LocalStage: RequestStage {
+    weak let service: RunLoopService?
 
     /// The paths answered outside the control loop, GET only, never behind the token.
     static let probePaths = ["/healthz", "/readyz", "/metrics"]
@@ -14,8 +16,8 @@ struct LocalStage {
         probePaths.contains(path) ? path : "static"
     }
 
-    func run(_ exchange: Exchange) -> StageResult {
-        guard !exchange.isAPI else { return .next }
+    func handle(_ exchange: Exchange, next: (Exchange) -> StageResult) -> StageResult {
+        guard !exchange.isAPI else { return next(exchange) }
         let request = exchange.request
         let path = request.path
         if Self.probePaths.contains(path), request.method != "GET" && request.method != "HEAD" {
@@ -25,13 +27,16 @@ struct LocalStage {
                     message: "\(request.method) is not allowed on \(path); allowed: GET, HEAD",
                     headers: [("Allow", "GET, HEAD")]))
         }
+        if path == "/healthz" { return exchange.answer(APIResponses.json(200, ["status": "ok"])) }
+        // Gone only once the service is (its HTTP server answers 503 first).
+        guard let service else {
+            return exchange.answer(GuardStage.unavailable(code: "shutting_down", "runloopd is stopping"))
+        }
         switch path {
-        case "/healthz":
-            return exchange.answer(APIResponses.json(200, ["status": "ok"]))
         case "/readyz":
-            return exchange.answer(readiness(exchange.state))
+            return exchange.answer(Self.readiness(exchange.state, service: service))
         case "/metrics":
-            scrape(exchange)
+            Self.scrape(exchange, service: service)
             return .handedOn
         default:
             return exchange.answer(
@@ -44,7 +49,7 @@ struct LocalStage {
     /// starting or stopping, and while the history store refuses this
     /// instance's configuration (TLS, password, a newer file: retrying as it
     /// is cannot help, so the pod must not take traffic unseen).
-    private func readiness(_ state: ServiceSnapshot) -> HTTPResponse {
+    private static func readiness(_ state: ServiceSnapshot, service: RunLoopService) -> HTTPResponse {
         if state.draining {
             // SIGTERM's drain: out of the load balancer, still serving.
             return GuardStage.unavailable(code: "not_ready", "runloopd is draining before it stops")
@@ -61,8 +66,7 @@ struct LocalStage {
     }
 
     /// `/metrics`: with a store, the fleet's health is read first (a bounded wait).
-    private func scrape(_ exchange: Exchange) {
-        let service = self.service
+    private static func scrape(_ exchange: Exchange, service: RunLoopService) {
         let queued = exchange.state.loop?.commands.pendingCount ?? 0
         let answer: @Sendable () -> Void = {
             exchange.finisher.finish(service.metricsExposition(queued: queued), route: exchange.label)
