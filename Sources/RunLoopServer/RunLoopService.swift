@@ -86,7 +86,7 @@ public final class RunLoopService: Sendable {
         }
         func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
             guard let service else {
-                respond(APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"))
+                respond(APIResponses.error(status: 503, code: .shuttingDown, message: "runloopd is stopping"))
                 return
             }
             service.handle(request, path: path, respond: respond)
@@ -348,7 +348,7 @@ public final class RunLoopService: Sendable {
         finished("http")
         for job in control?.stop(timeout: min(1, left(keeping: 0.2))) ?? [] {
             job.answer(
-                APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"),
+                APIResponses.error(status: 503, code: .shuttingDown, message: "runloopd is stopping"),
                 route: "unmatched")
         }
         finished("control")

@@ -82,7 +82,7 @@ extension API {
             let me = history.instance.id
             let beat = history.options.heartbeatInterval
             if id == me {
-                throw .conflict("instance_running", "\(id) is this instance; an instance that runs cannot be forgotten")
+                throw .conflict(.instanceRunning, "\(id) is this instance; an instance that runs cannot be forgotten")
             }
             history.readers.async {
                 do {
@@ -95,7 +95,7 @@ extension API {
                     guard health != "up" else {
                         return ctx.fail(
                             .conflict(
-                                "instance_running",
+                                .instanceRunning,
                                 "\(id) is up (its heartbeat is fresh); only a stopped or lost instance can be forgotten"
                             ))
                     }
@@ -108,13 +108,13 @@ extension API {
                     case .running:
                         ctx.fail(
                             .conflict(
-                                "instance_running",
+                                .instanceRunning,
                                 "\(id) sent a heartbeat meanwhile; only a stopped or lost instance can be forgotten"))
                     }
                 } catch {
                     ctx.respond(
                         APIResponses.error(
-                            status: 503, code: "store_unavailable",
+                            status: 503, code: .storeUnavailable,
                             message: "the history store does not answer: \(error)", headers: [("Retry-After", "1")]))
                 }
             }
@@ -155,7 +155,7 @@ extension API {
     private func requireStore() throws(RunLoopError) -> HistoryRecorder {
         guard let history else {
             throw RunLoopError(
-                kind: .notFound, code: "store_disabled",
+                kind: .notFound, code: .storeDisabled,
                 message: "runloopd runs without a history store (--no-store); nothing is kept")
         }
         return history
@@ -173,7 +173,7 @@ extension API {
             } catch {
                 ctx.respond(
                     APIResponses.error(
-                        status: 503, code: "store_unavailable", message: "the history store does not answer: \(error)",
+                        status: 503, code: .storeUnavailable, message: "the history store does not answer: \(error)",
                         headers: [("Retry-After", "1")]))
             }
         }

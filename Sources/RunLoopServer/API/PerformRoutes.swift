@@ -107,7 +107,7 @@ extension API {
         let delayed = spec.afterDelay != nil
         let deadline = CallerDeadline(seconds: callerWait) { [id = target.id] performId in
             RunLoopError(
-                kind: .deadline, code: "wait_passed",
+                kind: .deadline, code: .waitPassed,
                 message: delayed
                     ? "perform \(performId) did not finish within the \(callerWait) s wait; it stays delayed and runs once its afterDelay has passed and thread \(id)'s loop runs in one of its modes"
                     : "perform \(performId) did not finish within the \(callerWait) s wait; it stays queued and runs when thread \(id)'s loop next runs in one of its modes"

@@ -36,7 +36,7 @@ extension API {
             let prediction = try target.predict(
                 mode: mode, seconds: seconds, returnAfterSourceHandled: askedFlag ?? false)
             if target.hasRequestedRun {
-                throw .conflict("already_running", "thread \(target.id) is already running a requested run")
+                throw .conflict(.alreadyRunning, "thread \(target.id) is already running a requested run")
             }
             return .json(200, Rep.predicted(target, prediction, ownStyle: false))
         }

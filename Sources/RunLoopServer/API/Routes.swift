@@ -128,7 +128,7 @@ extension ReplyOnce where Answer == HTTPResponse {
     /// queued behind a fast reply).
     func expire(after seconds: Double, message: @escaping @Sendable () -> String) {
         expire(after: seconds) {
-            APIResponses.error(RunLoopError(kind: .deadline, code: "deadline_exceeded", message: message()))
+            APIResponses.error(RunLoopError(kind: .deadline, code: .deadlineExceeded, message: message()))
         }
     }
 }

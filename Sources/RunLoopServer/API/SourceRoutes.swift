@@ -72,7 +72,7 @@ extension API {
         if let target = try? registry.worker(thread), target.holds(kind, itemId) { return itemId }
         guard let owner = registry.owner(of: kind, itemId), owner != thread else { return itemId }
         throw RunLoopError(
-            kind: .notFound, code: "not_found",
+            kind: .notFound, code: .notFound,
             message:
                 "\(kind) \(itemId) belongs to thread \(owner), not \(thread): use /api/threads/\(owner)/\(kind)s/\(itemId)",
             field: param)

@@ -11,7 +11,7 @@ struct AuthenticationStage: RequestStage {
         }
         return exchange.refuse(
             APIResponses.error(
-                status: 401, code: "unauthorized",
+                status: 401, code: .unauthorized,
                 message: "this runloopd needs a token: send Authorization: Bearer <token>",
                 headers: [("WWW-Authenticate", "Bearer realm=\"runloopd\"")]))
     }

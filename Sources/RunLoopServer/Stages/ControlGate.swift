@@ -26,7 +26,7 @@ struct ControlGate: RequestStage {
         guard !stopping.isSet else {
             return .answer(
                 APIResponses.error(
-                    status: 503, code: "shutting_down", message: "runloopd is stopping", headers: [("Retry-After", "1")]
+                    status: 503, code: .shuttingDown, message: "runloopd is stopping", headers: [("Retry-After", "1")]
                 ),
                 route: "unmatched")
         }

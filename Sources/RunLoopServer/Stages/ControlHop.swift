@@ -34,7 +34,7 @@ struct ControlHop: RequestStage {
         guard control.send(job) else {
             return exchange.answer(
                 APIResponses.error(
-                    status: 503, code: "overloaded",
+                    status: 503, code: .overloaded,
                     message: "\(maxQueued) requests are already queued for the control loop",
                     headers: [("Retry-After", "1")]))
         }

@@ -1,4 +1,5 @@
 import MicroHTTP
+import Primitives
 
 /// Stage 1 (HTTP thread): a foreign Host or Origin changes nothing
 /// (`RequestGuard`), a CORS preflight from an allowed origin is answered, and
@@ -7,7 +8,7 @@ struct GuardStage: RequestStage {
     func handle(_ exchange: Exchange, next: (Exchange) -> StageResult) -> StageResult {
         let request = exchange.request
         guard let requestGuard = exchange.state.requestGuard else {
-            return exchange.answer(Self.unavailable(code: "shutting_down", "runloopd is not accepting requests"))
+            return exchange.answer(Self.unavailable(code: .shuttingDown, "runloopd is not accepting requests"))
         }
         let origin = request.headers["origin"]
         // An event stream holds a place in the stream budget: a foreign page may not take one.
@@ -32,12 +33,12 @@ struct GuardStage: RequestStage {
 
     /// Why `/api` is closed (`accepting` is true only while the control loop runs).
     static func notOpen(_ state: ServiceSnapshot) -> HTTPResponse {
-        if state.settingUp { return unavailable(code: "not_ready", "runloopd is applying its --setup") }
-        if state.starting { return unavailable(code: "not_ready", "runloopd is starting") }
-        return unavailable(code: "shutting_down", "runloopd is not accepting requests")
+        if state.settingUp { return unavailable(code: .notReady, "runloopd is applying its --setup") }
+        if state.starting { return unavailable(code: .notReady, "runloopd is starting") }
+        return unavailable(code: .shuttingDown, "runloopd is not accepting requests")
     }
 
-    static func unavailable(code: String, _ message: String) -> HTTPResponse {
+    static func unavailable(code: ErrorCode, _ message: String) -> HTTPResponse {
         APIResponses.error(status: 503, code: code, message: message, headers: [("Retry-After", "1")])
     }
 }

@@ -23,14 +23,14 @@ struct LocalStage: RequestStage {
         if Self.probePaths.contains(path), request.method != "GET" && request.method != "HEAD" {
             return exchange.answer(
                 APIResponses.error(
-                    status: 405, code: "method_not_allowed",
+                    status: 405, code: .methodNotAllowed,
                     message: "\(request.method) is not allowed on \(path); allowed: GET, HEAD",
                     headers: [("Allow", "GET, HEAD")]))
         }
         if path == "/healthz" { return exchange.answer(APIResponses.json(200, ["status": "ok"])) }
         // Gone only once the service is (its HTTP server answers 503 first).
         guard let service else {
-            return exchange.answer(GuardStage.unavailable(code: "shutting_down", "runloopd is stopping"))
+            return exchange.answer(GuardStage.unavailable(code: .shuttingDown, "runloopd is stopping"))
         }
         switch path {
         case "/readyz":
@@ -41,7 +41,7 @@ struct LocalStage: RequestStage {
         default:
             return exchange.answer(
                 service.staticFiles.response(for: request)
-                    ?? APIResponses.error(status: 404, code: "not_found", message: "no such page \(path)"))
+                    ?? APIResponses.error(status: 404, code: .notFound, message: "no such page \(path)"))
         }
     }
 
@@ -52,14 +52,14 @@ struct LocalStage: RequestStage {
     private static func readiness(_ state: ServiceSnapshot, service: RunLoopService) -> HTTPResponse {
         if state.draining {
             // SIGTERM's drain: out of the load balancer, still serving.
-            return GuardStage.unavailable(code: "not_ready", "runloopd is draining before it stops")
+            return GuardStage.unavailable(code: .notReady, "runloopd is draining before it stops")
         }
         guard let control = state.control, control.isRunning else {
-            return GuardStage.unavailable(code: "not_ready", "runloopd is starting or stopping")
+            return GuardStage.unavailable(code: .notReady, "runloopd is starting or stopping")
         }
         if let refusal = service.history?.refusal {
             return GuardStage.unavailable(
-                code: "not_ready", "the history store refuses this configuration: \(refusal)")
+                code: .notReady, "the history store refuses this configuration: \(refusal)")
         }
         let threads = Double(service.registry.workerCount)
         return APIResponses.json(200, ["status": "ready", "threads": .number(threads)])

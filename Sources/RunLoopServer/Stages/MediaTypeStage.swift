@@ -11,7 +11,7 @@ struct MediaTypeStage: RequestStage {
         guard !type.hasPrefix("application/json") else { return next(exchange) }
         return exchange.refuse(
             APIResponses.error(
-                status: 415, code: "unsupported_media_type",
+                status: 415, code: .unsupportedMediaType,
                 message: "send the body as JSON with Content-Type: application/json"))
     }
 }

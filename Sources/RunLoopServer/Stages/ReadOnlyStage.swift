@@ -12,7 +12,7 @@ struct ReadOnlyStage: RequestStage {
         }
         return exchange.refuse(
             APIResponses.error(
-                status: 403, code: "read_only",
+                status: 403, code: .readOnly,
                 message: "this runloopd is read-only (--read-only): \(method) is refused"
             ))
     }

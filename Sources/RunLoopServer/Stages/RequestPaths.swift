@@ -29,6 +29,6 @@ struct RequestPaths: Sendable {
     /// The end of the HTTP path, reached only when the hop finds no control
     /// loop (the guard stage answers that case first).
     static func notAccepting(_ exchange: Exchange) -> StageResult {
-        exchange.answer(GuardStage.unavailable(code: "shutting_down", "runloopd is not accepting requests"))
+        exchange.answer(GuardStage.unavailable(code: .shuttingDown, "runloopd is not accepting requests"))
     }
 }

@@ -21,7 +21,7 @@ struct RouterStage: RequestStage {
             let allow = methods.joined(separator: ", ")
             return .answer(
                 APIResponses.error(
-                    status: 405, code: "method_not_allowed",
+                    status: 405, code: .methodNotAllowed,
                     message: "\(request.method) is not allowed on \(request.path); allowed: \(allow)",
                     headers: [("Allow", allow)]), route: "unmatched")
         }
@@ -30,7 +30,7 @@ struct RouterStage: RequestStage {
     /// The end of the control loop's path: no route's template matches the path.
     static func notFound(_ job: RunLoopService.Job) -> StageResult {
         .answer(
-            APIResponses.error(status: 404, code: "not_found", message: "no endpoint \(job.request.path)"),
+            APIResponses.error(status: 404, code: .notFound, message: "no endpoint \(job.request.path)"),
             route: "unmatched")
     }
 
