@@ -187,10 +187,10 @@ struct RequestStageTests {
 
     static var router: RouterResponder {
         var r = Router()
-        r.add("GET", "/api/threads/{id}") { ctx throws(RunLoopError) in .json(200, ["id": .string(try ctx.param("id"))])
+        r.add(.get, "/api/threads/{id}") { ctx throws(RunLoopError) in .json(200, ["id": .string(try ctx.param("id"))])
         }
-        r.add("DELETE", "/api/threads/{id}") { _ throws(RunLoopError) in throw .notFound("thread", "t9") }
-        r.add("POST", "/api/threads/{id}/run") { _ throws(RunLoopError) in .deferred }
+        r.add(.delete, "/api/threads/{id}") { _ throws(RunLoopError) in throw .notFound("thread", "t9") }
+        r.add(.post, "/api/threads/{id}/run") { _ throws(RunLoopError) in .deferred }
         return r.buildResponder()
     }
 

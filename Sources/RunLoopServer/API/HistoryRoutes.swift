@@ -9,7 +9,7 @@ import RunLoopStore
 /// network.
 extension API {
     func addHistory(_ r: inout Router) {
-        r.add("GET", "/api/history") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/history") { ctx throws(RunLoopError) in
             let history = try requireStore()
             let query = try Self.historyQuery(ctx, limit: history.options.replayLimit)
             read(ctx, history) { store in
@@ -23,7 +23,7 @@ extension API {
             }
             return .deferred
         }
-        r.add("GET", "/api/history/threads") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/history/threads") { ctx throws(RunLoopError) in
             let history = try requireStore()
             let instanceId = ctx.request.query["instance"].flatMap { $0.isEmpty ? nil : $0 }
             let boot = try API.integerParameter(ctx, "boot", in: 1...API.maxExactInteger).map(Int64.init)
@@ -54,7 +54,7 @@ extension API {
             }
             return .deferred
         }
-        r.add("GET", "/api/fleet") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/fleet") { ctx throws(RunLoopError) in
             let me = instance()
             guard let history else {
                 // No store: a fleet of one.
@@ -76,7 +76,7 @@ extension API {
             }
             return .deferred
         }
-        r.add("DELETE", "/api/fleet/{id}") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/fleet/{id}") { ctx throws(RunLoopError) in
             let history = try requireStore()
             let id = try ctx.param("id")
             let me = history.instance.id
@@ -120,7 +120,7 @@ extension API {
             }
             return .deferred
         }
-        r.add("GET", "/api/store") { _ throws(RunLoopError) in
+        r.add(.get, "/api/store") { _ throws(RunLoopError) in
             guard let history else {
                 return .json(200, ["enabled": false, "kind": "none"])
             }

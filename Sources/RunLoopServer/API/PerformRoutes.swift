@@ -8,16 +8,16 @@ extension API {
     static let performFields: Set<String> = ["selector", "args", "waitUntilDone", "modes", "afterDelay", "timeout"]
 
     func addPerform(_ r: inout Router) {
-        r.add("POST", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in try perform(ctx) }
-        r.add("GET", "/api/threads/{id}/performs/{pid}") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/perform") { ctx throws(RunLoopError) in try perform(ctx) }
+        r.add(.get, "/api/threads/{id}/performs/{pid}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             return .json(200, Rep.performStatus(try target.performStatus(ctx.param("pid")), thread: target.id))
         }
-        r.add("GET", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             return .json(200, ["pending": .array(target.pendingPerforms().map(Rep.pending))])
         }
-        r.add("DELETE", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             guard let selector = ctx.request.query["selector"], !selector.isEmpty else {
                 throw .badValue("selector", "name the selector whose delayed performs to cancel: ?selector=NAME")
