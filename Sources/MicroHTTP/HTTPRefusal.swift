@@ -1,3 +1,5 @@
+import Primitives
+
 /// An answer the HTTP layer gives by itself, without the handler: a body over
 /// the limit (413), a request cut short by a stop (503), a static file asked
 /// with the wrong method (405) or missing (404).
@@ -9,7 +11,7 @@ public struct HTTPRefusal: Sendable {
     /// The HTTP status.
     public var status: Int
     /// A machine-readable code (`payload_too_large`, `shutting_down`, …).
-    public var code: String
+    public var code: ErrorCode
     /// A sentence for people.
     public var message: String
     /// The offending input field, when there is one.
@@ -19,7 +21,7 @@ public struct HTTPRefusal: Sendable {
 
     /// Creates a refusal.
     public init(
-        status: Int, code: String, message: String, field: String? = nil, headers: [(String, String)] = []
+        status: Int, code: ErrorCode, message: String, field: String? = nil, headers: [(String, String)] = []
     ) {
         self.status = status
         self.code = code
@@ -33,8 +35,8 @@ public struct HTTPRefusal: Sendable {
         var response = HTTPResponse(
             status: refusal.status,
             headers: [("Content-Type", "text/plain; charset=utf-8")] + refusal.headers,
-            body: Array("\(refusal.code): \(refusal.message)\n".utf8))
-        response.errorCode = refusal.code
+            body: Array("\(refusal.code.rawValue): \(refusal.message)\n".utf8))
+        response.errorCode = refusal.code.rawValue
         return response
     }
 }

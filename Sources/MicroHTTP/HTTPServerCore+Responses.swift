@@ -24,7 +24,7 @@ extension HTTPServerCore {
                 return queue(
                     handler.response(
                         for: HTTPRefusal(
-                            status: 500, code: "internal", message: "event stream is already attached to a response")),
+                            status: 500, code: .`internal`, message: "event stream is already attached to a response")),
                     on: connection, for: nil)
             }
             Self.addStreamDefaults(&headers)
@@ -67,7 +67,7 @@ extension HTTPServerCore {
     private func answerOverBudget(_ bytes: Int) -> HTTPResponse {
         handler.response(
             for: HTTPRefusal(
-                status: 503, code: "answers_over_budget",
+                status: 503, code: .answersOverBudget,
                 message:
                     "an answer of \(bytes) bytes would pass the \(configuration.maxHeldAnswerBytes) bytes of answers "
                     + "that clients have not taken yet (--max-held-answer-bytes); retry later",

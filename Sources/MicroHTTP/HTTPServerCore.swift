@@ -202,13 +202,13 @@ final class HTTPServerCore: Sendable {
     private func layerRefusal(_ connection: OpaquePointer, cutQuery: Int) -> HTTPResponse? {
         if cutQuery > 0 {
             return refusal(
-                414, "too_many_parameters",
+                414, .tooManyParameters,
                 "the query has \(cutQuery) parameters; at most \(configuration.maxQueryParameters) are read")
         }
         let headerCount = Int(MHD_get_connection_values(connection, .HEADER_KIND, nil, nil))
         if headerCount > configuration.maxHeaders {
             return refusal(
-                431, "too_many_headers",
+                431, .tooManyHeaders,
                 "the request has \(headerCount) header fields; at most \(configuration.maxHeaders) are read")
         }
         return nil
@@ -247,13 +247,13 @@ final class HTTPServerCore: Sendable {
     private func payloadTooLarge() -> HTTPResponse {
         handler.response(
             for: HTTPRefusal(
-                status: 413, code: "payload_too_large",
+                status: 413, code: .payloadTooLarge,
                 message: "request body exceeds \(configuration.maxBodyBytes) bytes",
                 headers: [("Connection", "close")]))
     }
 
     /// A refusal of the HTTP layer's own, closing the connection.
-    private func refusal(_ status: Int, _ code: String, _ message: String) -> HTTPResponse {
+    private func refusal(_ status: Int, _ code: ErrorCode, _ message: String) -> HTTPResponse {
         handler.response(
             for: HTTPRefusal(status: status, code: code, message: message, headers: [("Connection", "close")]))
     }
@@ -297,7 +297,7 @@ final class HTTPServerCore: Sendable {
     func shuttingDown() -> HTTPResponse {
         handler.response(
             for: HTTPRefusal(
-                status: 503, code: "shutting_down", message: "the server is shutting down",
+                status: 503, code: .shuttingDown, message: "the server is shutting down",
                 headers: [("Connection", "close")]))
     }
 

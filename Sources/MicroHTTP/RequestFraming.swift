@@ -1,3 +1,4 @@
+import Primitives
 import CMicroHTTPD
 
 /// The framing rules of RFC 9112 that libmicrohttpd leaves to its user,
@@ -18,7 +19,7 @@ public struct RequestFraming: Sendable {
     /// What is wrong with a request's framing.
     public struct Refusal: Equatable, Sendable {
         /// The error code (`ambiguous_framing`, `conflicting_content_length`, `bad_host`).
-        public let code: String
+        public let code: ErrorCode
         /// What is wrong, for the client.
         public let message: String
     }
@@ -54,7 +55,7 @@ public struct RequestFraming: Sendable {
     public func check(version: String) -> Refusal? {
         if transferEncoding && !contentLengths.isEmpty {
             return Refusal(
-                code: "ambiguous_framing",
+                code: .ambiguousFraming,
                 message: "the request has both Content-Length and Transfer-Encoding (RFC 9112 §6.1)")
         }
         var lengths: Set<[UInt8]> = []
@@ -65,18 +66,18 @@ public struct RequestFraming: Sendable {
         }
         if lengths.count > 1 {
             return Refusal(
-                code: "conflicting_content_length",
+                code: .conflictingContentLength,
                 message: "the request has Content-Length values that differ (RFC 9112 §6.3)")
         }
         if hosts.count > 1 {
-            return Refusal(code: "bad_host", message: "the request has more than one Host field (RFC 9112 §3.2)")
+            return Refusal(code: .badHost, message: "the request has more than one Host field (RFC 9112 §3.2)")
         }
         // Blanks around a value are not part of it (RFC 9110 §5.5); libmicrohttpd keeps trailing ones.
         if let host = hosts.first, Self.trimmed(host[...]).contains(where: { $0 < 0x20 || $0 == 0x7F }) {
-            return Refusal(code: "bad_host", message: "the Host field holds a NUL or a control byte (RFC 9112 §3.2)")
+            return Refusal(code: .badHost, message: "the Host field holds a NUL or a control byte (RFC 9112 §3.2)")
         }
         if hosts.isEmpty && version == "HTTP/1.1" {
-            return Refusal(code: "bad_host", message: "an HTTP/1.1 request must carry a Host field (RFC 9112 §3.2)")
+            return Refusal(code: .badHost, message: "an HTTP/1.1 request must carry a Host field (RFC 9112 §3.2)")
         }
         return nil
     }

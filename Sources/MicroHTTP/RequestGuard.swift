@@ -1,3 +1,4 @@
+import Primitives
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -37,7 +38,7 @@ public struct RequestGuard: Sendable {
         /// Go on handling the request.
         case allow
         /// Answer with this JSON error and do nothing else.
-        case refuse(status: Int, code: String, message: String, field: String)
+        case refuse(status: Int, code: ErrorCode, message: String, field: String)
     }
 
     /// A configuration the guard cannot work with (a malformed flag value).
@@ -165,7 +166,7 @@ public struct RequestGuard: Sendable {
     /// 421 for a Host this runloopd does not answer to.
     private static func misdirected(_ host: String) -> Verdict {
         .refuse(
-            status: 421, code: "misdirected_host",
+            status: 421, code: .misdirectedHost,
             message:
                 "Host '\(printable(host))' is not one this runloopd answers to (DNS rebinding guard): "
                 + "use localhost, 127.0.0.1 or [::1], or start runloopd with --allowed-host <name> "
@@ -191,7 +192,7 @@ public struct RequestGuard: Sendable {
             return .allow
         }
         return .refuse(
-            status: 403, code: "forbidden_origin",
+            status: 403, code: .forbiddenOrigin,
             message:
                 "\(header) '\(Self.printable(value))' may not \(preflight ? "call" : "change") this runloopd: only its "
                 + "own pages may, or origins given with --allowed-origin (RUNLOOPD_ALLOWED_ORIGIN)",

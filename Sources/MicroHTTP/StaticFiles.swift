@@ -71,7 +71,7 @@ public struct StaticFiles: Sendable {
             guard request.method == "GET" || request.method == "HEAD" else {
                 return refusals(
                     HTTPRefusal(
-                        status: 405, code: "method_not_allowed",
+                        status: 405, code: .methodNotAllowed,
                         message: "\(request.method) is not allowed on \(request.path)",
                         headers: [("Allow", "GET, HEAD")]))
             }
@@ -113,7 +113,7 @@ public struct StaticFiles: Sendable {
     }
 
     private func notFound(_ path: String) -> HTTPResponse {
-        refusals(HTTPRefusal(status: 404, code: "not_found", message: "no file at \(path)"))
+        refusals(HTTPRefusal(status: 404, code: .notFound, message: "no file at \(path)"))
     }
 
     private enum Resolution {

@@ -108,7 +108,7 @@ enum BuiltinSelectors {
                         "message", .string, maximum: 1024, defaultValue: "failed on purpose", summary: "the error text")
                 ]
             ) { context throws(RunLoopError) in
-                throw RunLoopError(kind: .failed, code: "selector_failed", message: context.string("message"))
+                throw RunLoopError(kind: .failed, code: .selectorFailed, message: context.string("message"))
             },
             Selector(
                 name: "send", summary: "Writes a message to another thread's port source (source1 on an eventfd).",
@@ -122,7 +122,7 @@ enum BuiltinSelectors {
                 ]
             ) { context throws(RunLoopError) in
                 guard let registry = context.registry else {
-                    throw RunLoopError(kind: .failed, code: "no_registry", message: "this worker has no registry")
+                    throw RunLoopError(kind: .failed, code: .noRegistry, message: "this worker has no registry")
                 }
                 let target = try registry.worker(context.string("thread"))
                 let snapshot = try target.sendMessage(
@@ -203,7 +203,7 @@ extension SelectorContext {
     func otherWorker(_ id: String?) throws(RunLoopError) -> Worker {
         guard let id, id != worker.id else { return worker }
         guard let registry else {
-            throw RunLoopError(kind: .failed, code: "no_registry", message: "this worker has no registry")
+            throw RunLoopError(kind: .failed, code: .noRegistry, message: "this worker has no registry")
         }
         return try registry.worker(id)
     }
@@ -238,7 +238,7 @@ enum PerformOn {
         let timeout = context.number("timeout")
         guard let result = answer.withLock(when: { $0 != nil }, timeout: timeout, { result, _ in result }) else {
             throw RunLoopError(
-                kind: .failed, code: "wait_passed",
+                kind: .failed, code: .waitPassed,
                 message: "perform \(performId) on \(target.id) did not finish within \(timeout) s (it stays queued)")
         }
         switch result.outcome {

@@ -51,12 +51,15 @@ extension ModeScheduled {
 }
 
 extension Worker {
+    /// The code of a `kind` (`timer`, `source`) that was invalidated.
+    static func invalid(_ kind: String) -> ErrorCode { kind == "timer" ? .timerInvalid : .sourceInvalid }
+
     /// Puts `record` (a `kind`, `itemId`) in one more mode: `add` makes the
     /// CF call, only when the mode is new to it. Returns whether it was new.
     func addToMode(
         _ record: some ModeScheduled, kind: String, itemId: String, mode: RunLoopMode, add: (CFRunLoop) -> Void
     ) throws(RunLoopError) -> Bool {
-        guard record.isValid else { throw .conflict("\(kind)_invalid", "\(kind) \(itemId) was invalidated") }
+        guard record.isValid else { throw .conflict(Self.invalid(kind), "\(kind) \(itemId) was invalidated") }
         let loop = try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)
             b.filled(mode.name)
@@ -78,11 +81,11 @@ extension Worker {
         _ record: some ModeScheduled, kind: String, itemId: String, mode: RunLoopMode, wakeUp: Bool,
         remove: (CFRunLoop) -> Void
     ) throws(RunLoopError) {
-        guard record.isValid else { throw .conflict("\(kind)_invalid", "\(kind) \(itemId) was invalidated") }
+        guard record.isValid else { throw .conflict(Self.invalid(kind), "\(kind) \(itemId) was invalidated") }
         let modes = record.modes
         guard modes.contains(mode.name) else {
             throw .conflict(
-                "not_in_mode",
+                .notInMode,
                 "\(kind) \(itemId) is not in mode \(mode.name) (it is in \(modes.joined(separator: ", ")))",
                 field: "mode")
         }

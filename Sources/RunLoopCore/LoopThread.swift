@@ -17,7 +17,7 @@ enum LoopThread {
             let status = pthread_attr_setstacksize(&attributes, size)
             guard status == 0 else {
                 throw RunLoopError.limit(
-                    "thread_create_failed",
+                    .threadCreateFailed,
                     "pthread_attr_setstacksize(\(size)) failed: \(String(cString: strerror(status)))")
             }
         }
@@ -33,7 +33,7 @@ enum LoopThread {
         guard status == 0 else {
             box.release()
             throw RunLoopError.limit(
-                "thread_create_failed", "pthread_create failed: \(String(cString: strerror(status)))")
+                .threadCreateFailed, "pthread_create failed: \(String(cString: strerror(status)))")
         }
     }
 

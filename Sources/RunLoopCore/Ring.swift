@@ -64,7 +64,7 @@ struct RecordTable<Record> {
 
     /// Throws `code` when thread `thread` already has `limit` live records
     /// (`noun`: what they are, for the message).
-    func checkRoom(_ code: String, _ noun: String, thread: String) throws(RunLoopError) {
+    func checkRoom(_ code: ErrorCode, _ noun: String, thread: String) throws(RunLoopError) {
         let live = liveCount
         guard live < limit else {
             throw .limit(code, "thread \(thread) already has \(live) \(noun) (limit \(limit))")

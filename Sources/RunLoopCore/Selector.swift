@@ -243,7 +243,7 @@ public final class SelectorRegistry: Sendable {
     public func validate(_ call: SelectorCall, field: String = "selector") throws(RunLoopError) -> SelectorCall {
         guard let selector = selector(named: call.selector) else {
             throw RunLoopError(
-                kind: .badValue, code: "unknown_selector",
+                kind: .badValue, code: .unknownSelector,
                 message: "no selector \(call.selector); GET /api/selectors lists them", field: field)
         }
         let prefix = field == "selector" ? "args" : "\(field).args"

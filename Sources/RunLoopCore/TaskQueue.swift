@@ -53,10 +53,10 @@ struct TaskQueue {
 
     mutating func add(id: String, call: SelectorCall) throws(RunLoopError) {
         guard !entries.contains(where: { $0.id == id }) else {
-            throw .conflict("task_exists", "a task with id \(id) is already queued", field: "id")
+            throw .conflict(.taskExists, "a task with id \(id) is already queued", field: "id")
         }
         guard entries.count < capacity else {
-            throw .limit("queue_full", "the task queue is full (capacity \(capacity))")
+            throw .limit(.queueFull, "the task queue is full (capacity \(capacity))")
         }
         entries.append(Entry(id: id, call: call))
     }
@@ -69,14 +69,14 @@ struct TaskQueue {
     mutating func remove(id: String) throws(RunLoopError) {
         guard let index = entries.firstIndex(where: { $0.id == id }) else { throw .notFound("task", id) }
         guard running != id else {
-            throw .conflict("task_running", "task \(id) is running; it can be removed once it returns")
+            throw .conflict(.taskRunning, "task \(id) is running; it can be removed once it returns")
         }
         entries.remove(at: index)
     }
 
     mutating func removeAll() throws(RunLoopError) -> Int {
         if let running {
-            throw .conflict("task_running", "task \(running) is running; remove all once it returns")
+            throw .conflict(.taskRunning, "task \(running) is running; remove all once it returns")
         }
         let count = entries.count
         entries.removeAll()

@@ -160,7 +160,7 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
         if spec.kind == .port {
             let fd = clinux_eventfd()
             guard fd >= 0 else {
-                throw RunLoopError.limit("no_descriptors", "eventfd failed: \(String(cString: strerror(errno)))")
+                throw RunLoopError.limit(.noDescriptors, "eventfd failed: \(String(cString: strerror(errno)))")
             }
             self.fd = fd
             self.source = SourceFactory.makeSource1(order: spec.order, fd: fd, target: self)
@@ -178,9 +178,9 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
     func post(msgid: Int, data: String) throws(RunLoopError) -> Bool {
         let valid = CFRunLoopSourceIsValid(source)
         return try state.withLock { s throws(RunLoopError) in
-            guard !s.closed, valid else { throw .conflict("source_invalid", "source \(id) was invalidated") }
+            guard !s.closed, valid else { throw .conflict(.sourceInvalid, "source \(id) was invalidated") }
             guard s.queue.count < queueLimit else {
-                throw .limit("queue_full", "source \(id) already holds \(queueLimit) unhandled messages")
+                throw .limit(.queueFull, "source \(id) already holds \(queueLimit) unhandled messages")
             }
             s.queue.append(PortMessage(msgid: msgid, data: data, sentAt: Date(), receivedAt: nil))
             var one: UInt64 = 1

@@ -51,7 +51,7 @@ extension Worker {
                 return .refuse(
                     .ending,
                     .conflict(
-                        "thread_ending",
+                        .threadEnding,
                         "thread \(id) is ending: no nested run starts, and every run under way returns"),
                     newLivelock: nil)
             }
@@ -60,7 +60,7 @@ extension Worker {
                 return .refuse(
                     .depth,
                     .limit(
-                        "nesting_limit",
+                        .nestingLimit,
                         "thread \(id) already has \(depth) runs under way, nested (limit \(limits.maxNesting), --max-nesting): this nested run was not started"
                     ), newLivelock: nil)
             }
@@ -68,7 +68,7 @@ extension Worker {
                 return .refuse(
                     .stack,
                     .limit(
-                        "nesting_limit",
+                        .nestingLimit,
                         "thread \(id) has \((here - b.stackLow) / 1024) KiB of stack left at depth \(depth), less than the \(Limits.stackReserveBytes / 1024) KiB a nested run needs: this nested run was not started"
                     ), newLivelock: nil)
             }
@@ -111,7 +111,7 @@ extension Worker {
 
     private static func livelockError(_ id: String, _ limits: Limits) -> RunLoopError {
         .limit(
-            "livelock",
+            .livelock,
             "thread \(id) is livelocked: its nested runs took more than \(ExitCause.seconds(limits.maxNestCPUSeconds)) of CPU back to back (--max-nest-cpu); no nested run starts until its loop sleeps in its outermost run"
         )
     }
@@ -128,7 +128,7 @@ extension Worker {
         guard depth >= limits.maxNesting else { return }
         diagnostics.countRefusal(.depth)
         throw .limit(
-            "nesting_limit",
+            .nestingLimit,
             "thread \(id) already has \(depth) runs under way, nested (limit \(limits.maxNesting), --max-nesting): a runNested perform would not start; nothing was queued"
         )
     }

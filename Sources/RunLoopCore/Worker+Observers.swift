@@ -21,7 +21,7 @@ extension Worker {
         }
         let (loop, pruned) = try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)
-            try b.observers.checkRoom("too_many_observers", "observers", thread: id)
+            try b.observers.checkRoom(.tooManyObservers, "observers", thread: id)
             return (b.loop, b.observers.insert(record, id: observerId))
         }
         _ = pruned  // released after the lock

@@ -112,7 +112,7 @@ extension Worker {
         try b.checkAlive(id)
         guard b.performs.count < limits.maxQueuedCommands else {
             throw .limit(
-                "queue_full",
+                .queueFull,
                 "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))")
         }
         for mode in request.modes { b.filled(mode.name) }
@@ -347,7 +347,7 @@ extension Worker {
         for entry in cancelled {
             answer(
                 entry.request,
-                .failure(.conflict("cancelled", "perform \(entry.request.id) was cancelled before its delay passed")),
+                .failure(.conflict(.cancelled, "perform \(entry.request.id) was cancelled before its delay passed")),
                 queuedMs: 0, ranMs: 0)
         }
         return cancelled.map(\.request.id)

@@ -30,7 +30,7 @@ extension Worker {
             try b.checkAlive(id)
             guard b.performs.count < limits.maxQueuedCommands else {
                 throw .limit(
-                    "queue_full",
+                    .queueFull,
                     "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))")
             }
             for mode in request.modes { b.filled(mode.name) }

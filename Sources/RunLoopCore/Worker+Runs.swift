@@ -201,13 +201,13 @@ extension Worker {
             guard let innermost = b.runStack.last else {
                 return .refuse(
                     .conflict(
-                        "not_running",
+                        .notRunning,
                         "thread \(id) is not inside a run; CFRunLoopStop would do nothing (CF keeps no stop flag)"))
             }
             guard innermost.entered || atEntry else {
                 return .refuse(
                     .conflict(
-                        "stop_dropped",
+                        .stopDropped,
                         "thread \(id) is about to start run \(innermost.seq) but CF has not entered it yet: CF gives each run a fresh stop flag, so CFRunLoopStop now would be dropped and the run would go on; stop again once it runs, or ask with atEntry: true to have runloopd apply the stop at entry"
                     ))
             }
@@ -242,12 +242,12 @@ extension Worker {
             try b.checkAlive(id)
             guard policy.style == .manual else {
                 throw .conflict(
-                    "not_manual",
+                    .notManual,
                     "thread \(id) runs its loop itself (style \(policy.style.rawValue)); only manual threads run on request"
                 )
             }
             guard b.manualRequest == nil else {
-                throw .conflict("already_running", "thread \(id) is already running a requested run")
+                throw .conflict(.alreadyRunning, "thread \(id) is already running a requested run")
             }
             b.manualRequest = ManualRun(
                 mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled, reply: reply)
@@ -264,7 +264,7 @@ extension Worker {
     {
         let own = book.withLock { $0.thread }
         guard let own, pthread_equal(pthread_self(), own) != 0 else {
-            throw .conflict("wrong_thread", "a nested run can only start on the worker's own thread")
+            throw .conflict(.wrongThread, "a nested run can only start on the worker's own thread")
         }
         guard !mode.isCommon else {
             throw .badValue("args.mode", "a loop runs in one mode; common is a set of modes")

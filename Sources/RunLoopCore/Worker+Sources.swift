@@ -10,7 +10,7 @@ extension Worker {
         if let action = spec.action { checked.action = try selectors.validate(action, field: "action") }
         try book.withLock { b throws(RunLoopError) in
             try b.checkAlive(id)
-            try b.sources.checkRoom("too_many_sources", "sources", thread: id)
+            try b.sources.checkRoom(.tooManySources, "sources", thread: id)
         }
         let record = try makeSource(checked)
         let (loop, pruned) = book.withLock { b in
@@ -80,9 +80,9 @@ extension Worker {
         let record = try userSource(sourceId)
         guard record.spec.kind == .custom else {
             throw .conflict(
-                "wrong_kind", "source \(sourceId) is a port source: send it a message instead", field: "sourceId")
+                .wrongKind, "source \(sourceId) is a port source: send it a message instead", field: "sourceId")
         }
-        guard record.isValid else { throw .conflict("source_invalid", "source \(sourceId) was invalidated") }
+        guard record.isValid else { throw .conflict(.sourceInvalid, "source \(sourceId) was invalidated") }
         guard let loop = runLoop else { throw Worker.exitedError(id) }
         let fresh = record.signal(on: loop, wakeUp: wakeUp)
         if !wakeUp && CFRunLoopIsWaiting(loop) { watchLostWakeup(record) }
@@ -97,7 +97,7 @@ extension Worker {
         let record = try userSource(sourceId)
         guard record.spec.kind == .port else {
             throw .conflict(
-                "wrong_kind", "source \(sourceId) is a custom source: signal it instead", field: "sourceId")
+                .wrongKind, "source \(sourceId) is a custom source: signal it instead", field: "sourceId")
         }
         guard data.utf8.count <= limits.maxMessageBytes else {
             throw .badValue("data", "data must be at most \(limits.maxMessageBytes) bytes")

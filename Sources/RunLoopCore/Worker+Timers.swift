@@ -28,7 +28,7 @@ extension Worker {
             try b.checkAlive(id)
             guard b.liveTimers < limits.maxTimersPerWorker else {
                 throw .limit(
-                    "too_many_timers",
+                    .tooManyTimers,
                     "thread \(id) already has \(b.liveTimers) timers (limit \(limits.maxTimersPerWorker))")
             }
             b.liveTimers += 1

@@ -278,11 +278,11 @@ public final class Worker: Sendable {
     }
 
     static func endedError(_ id: String) -> RunLoopError {
-        RunLoopError(kind: .gone, code: "thread_ended", message: "thread \(id) ended before the work ran")
+        RunLoopError(kind: .gone, code: .threadEnded, message: "thread \(id) ended before the work ran")
     }
 
     static func exitedError(_ id: String) -> RunLoopError {
-        .conflict("thread_exited", "thread \(id) has exited")
+        .conflict(.threadExited, "thread \(id) has exited")
     }
 
     /// Records that something was added to the loop (after the CF call adding

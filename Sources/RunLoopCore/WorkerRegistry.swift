@@ -70,7 +70,7 @@ public final class WorkerRegistry: Sendable {
         let exited = known.filter(\.hasExited).map(\.id)
         let live = known.filter { !$0.hasExited && !$0.isEnding }.count
         guard live < limits.maxWorkers else {
-            throw .limit("too_many_threads", "\(live) threads are running (limit \(limits.maxWorkers))")
+            throw .limit(.tooManyThreads, "\(live) threads are running (limit \(limits.maxWorkers))")
         }
         let id = nextId("t")
         let worker = try Worker(

@@ -3,21 +3,19 @@ import Foundation
 import Primitives
 
 /// The request path on the HTTP thread: libmicrohttpd's threads call `handle`
-/// for every request (through the `Forwarder`), which runs the stages in
-/// order until one answers or hands the request on:
+/// for every request (through the `Forwarder`), which runs the stages that
+/// `RequestPaths` composed at start:
 /// `GuardStage` → `LocalStage` → `AuthenticationStage` → `ReadOnlyStage` →
-/// `MediaTypeStage` → `ControlHop` (then `RouterStage` on the control loop);
-/// every answer leaves through the request's `ResponseFinisher`.
+/// `MediaTypeStage` → `ControlHop` (then `ControlGate` → `RouterStage` on the
+/// control loop); every answer leaves through the request's `ResponseFinisher`.
 extension RunLoopService {
-    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+    func handle(
+        _ request: HTTPRequest, path: StageResponder<Exchange>, respond: @escaping @Sendable (HTTPResponse) -> Void
+    ) {
         let exchange = exchange(for: request, respond: respond)
-        var result = GuardStage().run(exchange)
-        if case .next = result { result = LocalStage(service: self).run(exchange) }
-        if case .next = result { result = AuthenticationStage().run(exchange) }
-        if case .next = result { result = ReadOnlyStage(readOnly: configuration.readOnly).run(exchange) }
-        if case .next = result { result = MediaTypeStage().run(exchange) }
-        if case .next = result { result = ControlHop(maxQueued: configuration.maxQueuedRequests).run(exchange) }
-        if case .answer(let response, let route) = result { exchange.finisher.finish(response, route: route) }
+        if case .answer(let response, let route) = path.respond(exchange) {
+            exchange.finisher.finish(response, route: route)
+        }
     }
 
     /// The request with its one snapshot of the running state and its finisher.

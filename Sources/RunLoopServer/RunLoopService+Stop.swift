@@ -24,7 +24,7 @@ extension RunLoopService {
             return (!r.stopped, r.control, r.server)
         }
         guard first else { return }
-        stopping.store(true, ordering: .releasing)
+        stopping.set()
         logger.info("runloopd stopping")
         let started = Monotonic.now()
         let deadline = started + timeout
@@ -54,7 +54,7 @@ extension RunLoopService {
         finished("http")
         for job in control?.stop(timeout: min(1, left(keeping: 0.2))) ?? [] {
             job.answer(
-                APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"),
+                APIResponses.error(status: 503, code: .shuttingDown, message: "runloopd is stopping"),
                 route: "unmatched")
         }
         finished("control")

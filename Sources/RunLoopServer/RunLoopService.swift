@@ -44,7 +44,7 @@ public final class RunLoopService: Sendable {
     /// What every answer's finisher uses (metrics, journal, store, logs).
     let finishing: ResponseFinisher.Tools
     /// Set when `stop` begins: the control loop answers what is still queued 503.
-    let stopping = Atomic<Bool>(false)
+    let stopping = StopFlag()
     /// The experiment files, read once.
     let experiments: ExperimentLibrary
     /// When this process started (seconds since 1970).
@@ -78,13 +78,18 @@ public final class RunLoopService: Sendable {
     /// The HTTP server's handler: reaches the service without keeping it alive.
     private final class Forwarder: HTTPRequestHandler {
         weak let service: RunLoopService?
-        init(_ service: RunLoopService) { self.service = service }
+        /// The HTTP thread's stages, composed at start (`RequestPaths`).
+        let path: StageResponder<Exchange>
+        init(_ service: RunLoopService, path: StageResponder<Exchange>) {
+            self.service = service
+            self.path = path
+        }
         func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
             guard let service else {
-                respond(APIResponses.error(status: 503, code: "shutting_down", message: "runloopd is stopping"))
+                respond(APIResponses.error(status: 503, code: .shuttingDown, message: "runloopd is stopping"))
                 return
             }
-            service.handle(request, respond: respond)
+            service.handle(request, path: path, respond: respond)
         }
         func response(for refusal: HTTPRefusal) -> HTTPResponse { APIResponses.refusal(refusal) }
     }
@@ -196,10 +201,11 @@ public final class RunLoopService: Sendable {
         // libdispatch's timer machinery (three descriptors for the process's life)
         // is set up here, not by the first request that waits.
         Deadlines.prepare()
-        let server = HTTPServer(configuration: configuration.http, handler: Forwarder(self), logger: logger)
-        let control = try ControlLoop<Job>(name: "rl-control", capacity: configuration.maxQueuedRequests) {
-            [weak self] batch in
-            self?.handle(batch, server: server)
+        let paths = RequestPaths(service: self)
+        let server = HTTPServer(
+            configuration: configuration.http, handler: Forwarder(self, path: paths.http), logger: logger)
+        let control = try ControlLoop<Job>(name: "rl-control", capacity: configuration.maxQueuedRequests) { batch in
+            Self.handle(batch, server: server, path: paths.control)
         }
         let api = API(
             registry: registry, events: hub, limits: configuration.api, version: versionValue(), journal: journal,

@@ -194,7 +194,7 @@ extension CallerDeadline {
     static func caller(_ seconds: Double) -> CallerDeadline {
         CallerDeadline(seconds: seconds) { performId in
             RunLoopError(
-                kind: .deadline, code: "deadline_exceeded",
+                kind: .deadline, code: .deadlineExceeded,
                 message: "perform \(performId) did not finish within \(seconds) s; it stays pending")
         }
     }

@@ -215,7 +215,7 @@ struct E2EEndpointTests {
             let routes = api.makeRouter().routes
             #expect(routes.count > 30)
             for route in routes {
-                let operation = paths[route.template]?[route.method.lowercased()]
+                let operation = paths[route.template]?[route.method.rawValue.lowercased()]
                 #expect(operation?.object != nil, "\(route.method) \(route.template) is not in the document")
                 #expect(operation?["responses"].object?.isEmpty == false)
             }

@@ -23,7 +23,7 @@ struct HTTPBudgetTests {
             [("Host", "a"), ("Content-Length", "2"), ("Transfer-Encoding", "chunked")],
             [("host", "a"), ("TRANSFER-ENCODING", "chunked"), ("content-length", "0")],
         ] {
-            #expect(framing(fields).check(version: "HTTP/1.1")?.code == "ambiguous_framing")
+            #expect(framing(fields).check(version: "HTTP/1.1")?.code.rawValue == "ambiguous_framing")
         }
         #expect(framing([("Host", "a"), ("Transfer-Encoding", "chunked")]).check(version: "HTTP/1.1") == nil)
     }
@@ -36,7 +36,7 @@ struct HTTPBudgetTests {
             [("Host", "a"), ("Content-Length", "2"), ("content-length", "2,2,4")],
         ]
         for fields in bad {
-            #expect(framing(fields).check(version: "HTTP/1.1")?.code == "conflicting_content_length")
+            #expect(framing(fields).check(version: "HTTP/1.1")?.code.rawValue == "conflicting_content_length")
         }
         #expect(
             framing([("Host", "a"), ("Content-Length", "2"), ("Content-Length", " 2")]).check(version: "HTTP/1.1")
@@ -46,19 +46,19 @@ struct HTTPBudgetTests {
 
     @Test("Host: missing on HTTP/1.1, repeated, or holding NUL or control bytes is 400 bad_host")
     func hostRules() {
-        #expect(framing([]).check(version: "HTTP/1.1")?.code == "bad_host")
+        #expect(framing([]).check(version: "HTTP/1.1")?.code.rawValue == "bad_host")
         #expect(framing([]).check(version: "HTTP/1.0") == nil)
-        #expect(framing([("Host", "a"), ("Host", "a")]).check(version: "HTTP/1.0")?.code == "bad_host")
+        #expect(framing([("Host", "a"), ("Host", "a")]).check(version: "HTTP/1.0")?.code.rawValue == "bad_host")
         for value in ["127.0.0.1\u{0}evil", "127.0.0.1\u{1}", "a\u{7F}b", "a\tb", "a\rb"] {
             #expect(
-                framing([("Host", value)]).check(version: "HTTP/1.1")?.code == "bad_host", "\(value.debugDescription)")
+                framing([("Host", value)]).check(version: "HTTP/1.1")?.code == .badHost, "\(value.debugDescription)")
         }
         // Blanks around the value are not part of it.
         #expect(framing([("Host", "127.0.0.1 \t")]).check(version: "HTTP/1.1") == nil)
         // A NUL found after the value as libmicrohttpd cut it (the layer marks it).
         var cut = framing([("Accept", "x"), ("Host", "127.0.0.1")])
         cut.hiddenNULInLastValue()
-        #expect(cut.check(version: "HTTP/1.1")?.code == "bad_host")
+        #expect(cut.check(version: "HTTP/1.1")?.code.rawValue == "bad_host")
         var other = framing([("Host", "127.0.0.1"), ("X-A", "a")])
         other.hiddenNULInLastValue()
         #expect(other.check(version: "HTTP/1.1") == nil)
@@ -98,7 +98,7 @@ struct HTTPBudgetTests {
             Issue.record("a foreign page opened a stream")
             return
         }
-        #expect(status == 403 && code == "forbidden_origin")
+        #expect(status == 403 && code == .forbiddenOrigin)
         #expect(
             guardian.check(method: "GET", host: host, origin: "http://127.0.0.1:8080", referer: nil, guardsRead: true)
                 == .allow)

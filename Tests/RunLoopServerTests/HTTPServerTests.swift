@@ -259,7 +259,7 @@ struct HTTPServerTests {
     @Test("error bodies have the API's exact shape")
     func errorShape() {
         let response = APIResponses.refusal(
-            HTTPRefusal(status: 400, code: "bad_value", message: "say \"hi\"\n", field: "seconds"))
+            HTTPRefusal(status: 400, code: .badValue, message: "say \"hi\"\n", field: "seconds"))
         #expect(response.status == 400)
         #expect(response.headers.first { $0.0 == "Content-Type" }?.1 == "application/json")
         #expect(

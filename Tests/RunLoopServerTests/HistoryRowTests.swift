@@ -29,7 +29,7 @@ struct HistoryRowTests {
             ranMs: 1500.25),
         PerformResult(
             performId: "p\"3", thread: "t1", selector: "fail\t",
-            outcome: .failure(RunLoopError(kind: .failed, code: "boom", message: "it \"broke\"", field: "x")),
+            outcome: .failure(RunLoopError(kind: .failed, code: .selectorFailed, message: "it \"broke\"", field: "x")),
             queuedMs: 1e-9, ranMs: 3),
         PerformResult(
             performId: "p4", thread: "t2", selector: "echo", outcome: .success([1, "two", [true, false]]),

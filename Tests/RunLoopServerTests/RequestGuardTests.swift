@@ -14,7 +14,7 @@ struct RequestGuardTests {
     }
 
     private func code(_ verdict: RequestGuard.Verdict) -> String? {
-        if case .refuse(_, let code, _, _) = verdict { return code }
+        if case .refuse(_, let code, _, _) = verdict { return code.rawValue }
         return nil
     }
 

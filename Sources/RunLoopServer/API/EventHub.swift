@@ -151,11 +151,11 @@ final class EventHub: Sendable {
         let (client, arm) = try clients.withLock { c throws(RunLoopError) in
             guard c.streams.count < maxClients else {
                 throw .limit(
-                    "too_many_clients", "\(maxClients) event-stream clients are connected (--max-event-clients)")
+                    .tooManyClients, "\(maxClients) event-stream clients are connected (--max-event-clients)")
             }
             guard perAddress == 0 || c.perAddress[address, default: 0] < perAddress else {
                 throw .limit(
-                    "too_many_clients_per_ip",
+                    .tooManyClientsPerIP,
                     "\(perAddress) event streams are open from this address (--max-event-clients-per-ip)")
             }
             c.nextClient += 1

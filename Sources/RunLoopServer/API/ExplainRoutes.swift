@@ -4,7 +4,7 @@ import RunLoopCore
 /// The explainer: turns, what keeps a loop alive, warnings. Run on the control loop.
 extension API {
     func addExplain(_ r: inout Router) {
-        r.add("GET", "/api/threads/{id}/turns") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/turns") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let since = try API.integerParameter(ctx, "since", in: 0...API.maxExactInteger) ?? 0
             // Past the largest ring a limit asks for nothing more than a whole ring.
@@ -22,10 +22,10 @@ extension API {
             }
             return .json(200, .object(answer))
         }
-        r.add("GET", "/api/threads/{id}/why") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/why") { ctx throws(RunLoopError) in
             .json(200, Rep.why(try worker(ctx).why()))
         }
-        r.add("GET", "/api/warnings") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/warnings") { ctx throws(RunLoopError) in
             let query = ctx.request.query
             let thread = query["thread"].flatMap { $0.isEmpty ? nil : $0 }
             let code = query["code"]

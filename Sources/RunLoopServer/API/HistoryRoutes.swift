@@ -9,7 +9,7 @@ import RunLoopStore
 /// network.
 extension API {
     func addHistory(_ r: inout Router) {
-        r.add("GET", "/api/history") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/history") { ctx throws(RunLoopError) in
             let history = try requireStore()
             let query = try Self.historyQuery(ctx, limit: history.options.replayLimit)
             read(ctx, history) { store in
@@ -23,7 +23,7 @@ extension API {
             }
             return .deferred
         }
-        r.add("GET", "/api/history/threads") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/history/threads") { ctx throws(RunLoopError) in
             let history = try requireStore()
             let instanceId = ctx.request.query["instance"].flatMap { $0.isEmpty ? nil : $0 }
             let boot = try API.integerParameter(ctx, "boot", in: 1...API.maxExactInteger).map(Int64.init)
@@ -54,7 +54,7 @@ extension API {
             }
             return .deferred
         }
-        r.add("GET", "/api/fleet") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/fleet") { ctx throws(RunLoopError) in
             let me = instance()
             guard let history else {
                 // No store: a fleet of one.
@@ -76,13 +76,13 @@ extension API {
             }
             return .deferred
         }
-        r.add("DELETE", "/api/fleet/{id}") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/fleet/{id}") { ctx throws(RunLoopError) in
             let history = try requireStore()
             let id = try ctx.param("id")
             let me = history.instance.id
             let beat = history.options.heartbeatInterval
             if id == me {
-                throw .conflict("instance_running", "\(id) is this instance; an instance that runs cannot be forgotten")
+                throw .conflict(.instanceRunning, "\(id) is this instance; an instance that runs cannot be forgotten")
             }
             history.readers.async {
                 do {
@@ -95,7 +95,7 @@ extension API {
                     guard health != "up" else {
                         return ctx.fail(
                             .conflict(
-                                "instance_running",
+                                .instanceRunning,
                                 "\(id) is up (its heartbeat is fresh); only a stopped or lost instance can be forgotten"
                             ))
                     }
@@ -108,19 +108,19 @@ extension API {
                     case .running:
                         ctx.fail(
                             .conflict(
-                                "instance_running",
+                                .instanceRunning,
                                 "\(id) sent a heartbeat meanwhile; only a stopped or lost instance can be forgotten"))
                     }
                 } catch {
                     ctx.respond(
                         APIResponses.error(
-                            status: 503, code: "store_unavailable",
+                            status: 503, code: .storeUnavailable,
                             message: "the history store does not answer: \(error)", headers: [("Retry-After", "1")]))
                 }
             }
             return .deferred
         }
-        r.add("GET", "/api/store") { _ throws(RunLoopError) in
+        r.add(.get, "/api/store") { _ throws(RunLoopError) in
             guard let history else {
                 return .json(200, ["enabled": false, "kind": "none"])
             }
@@ -155,7 +155,7 @@ extension API {
     private func requireStore() throws(RunLoopError) -> HistoryRecorder {
         guard let history else {
             throw RunLoopError(
-                kind: .notFound, code: "store_disabled",
+                kind: .notFound, code: .storeDisabled,
                 message: "runloopd runs without a history store (--no-store); nothing is kept")
         }
         return history
@@ -173,7 +173,7 @@ extension API {
             } catch {
                 ctx.respond(
                     APIResponses.error(
-                        status: 503, code: "store_unavailable", message: "the history store does not answer: \(error)",
+                        status: 503, code: .storeUnavailable, message: "the history store does not answer: \(error)",
                         headers: [("Retry-After", "1")]))
             }
         }

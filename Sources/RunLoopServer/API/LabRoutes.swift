@@ -5,17 +5,17 @@ import RunLoopCore
 /// The lab: experiment files and the journal of answered requests. Run on the control loop.
 extension API {
     func addLab(_ r: inout Router) {
-        r.add("GET", "/api/experiments") { _ throws(RunLoopError) in
+        r.add(.get, "/api/experiments") { _ throws(RunLoopError) in
             .json(200, ["experiments": .array(experiments.experiments.map(\.summary))])
         }
-        r.add("GET", "/api/experiments/{eid}") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/experiments/{eid}") { ctx throws(RunLoopError) in
             let wanted = try ctx.param("eid")
             guard let experiment = experiments.experiments.first(where: { $0.id == wanted }) else {
                 throw .notFound("experiment", wanted)
             }
             return .json(200, experiment.document)
         }
-        r.add("GET", "/api/journal") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/journal") { ctx throws(RunLoopError) in
             let since = Int(clamping: try API.sinceParameter(ctx, what: "a journal seq") ?? 0)
             let limit = try API.integerParameter(ctx, "limit", in: 1...10_000) ?? 1000
             var maxWait = Journal.defaultMaxWait

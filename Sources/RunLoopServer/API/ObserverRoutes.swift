@@ -5,15 +5,15 @@ import RunLoopCore
 /// Modes, observers and the activities they record. Run on the control loop.
 extension API {
     func addModesAndObservers(_ r: inout Router) {
-        r.add("GET", "/api/threads/{id}/modes") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/modes") { ctx throws(RunLoopError) in
             .json(200, Rep.modes(try worker(ctx).modes()))
         }
-        r.add("POST", "/api/threads/{id}/modes/common") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/modes/common") { ctx throws(RunLoopError) in
             let body = try ctx.body(["mode"])
             guard let mode = try body.mode("mode") else { throw .badValue("mode", "mode is required") }
             return .json(200, Rep.modes(try worker(ctx).addCommonMode(mode)))
         }
-        r.add("POST", "/api/threads/{id}/observers") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/observers") { ctx throws(RunLoopError) in
             let body = try ctx.body(["activities", "repeats", "mode", "order", "action"])
             let target = try worker(ctx)
             var activities = Activity.allCases
@@ -40,13 +40,13 @@ extension API {
                 action: try body.selectorCall("action"))
             return .json(201, Rep.observer(try target.addObserver(spec)))
         }
-        r.add("DELETE", "/api/threads/{id}/observers/{oid}") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/threads/{id}/observers/{oid}") { ctx throws(RunLoopError) in
             .json(200, Rep.observer(try worker(ctx).invalidateObserver(ctx.param("oid"))))
         }
-        r.add("GET", "/api/threads/{id}/observers") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/observers") { ctx throws(RunLoopError) in
             .json(200, ["observers": .array(try worker(ctx).observerSnapshots().map(Rep.observer))])
         }
-        r.add("GET", "/api/threads/{id}/activity") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/activity") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let since = try API.sinceParameter(ctx, what: "a seq") ?? 0
             let records = target.activities(since: since)

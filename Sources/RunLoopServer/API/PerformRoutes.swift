@@ -10,16 +10,16 @@ extension API {
     ]
 
     func addPerform(_ r: inout Router) {
-        r.add("POST", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in try perform(ctx) }
-        r.add("GET", "/api/threads/{id}/performs/{pid}") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/perform") { ctx throws(RunLoopError) in try perform(ctx) }
+        r.add(.get, "/api/threads/{id}/performs/{pid}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             return .json(200, Rep.performStatus(try target.performStatus(ctx.param("pid")), thread: target.id))
         }
-        r.add("GET", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             return .json(200, ["pending": .array(target.pendingPerforms().map(Rep.pending))])
         }
-        r.add("DELETE", "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/threads/{id}/perform") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             guard let selector = ctx.request.query["selector"], !selector.isEmpty else {
                 throw .badValue("selector", "name the selector whose delayed performs to cancel: ?selector=NAME")
@@ -127,7 +127,7 @@ extension API {
         let delayed = spec.afterDelay != nil
         let deadline = CallerDeadline(seconds: callerWait) { [id = target.id] performId in
             RunLoopError(
-                kind: .deadline, code: "wait_passed",
+                kind: .deadline, code: .waitPassed,
                 message: delayed
                     ? "perform \(performId) did not finish within the \(callerWait) s wait; it stays delayed and runs once its afterDelay has passed and thread \(id)'s loop runs in one of its modes"
                     : "perform \(performId) did not finish within the \(callerWait) s wait; it stays queued and runs when thread \(id)'s loop next runs in one of its modes"

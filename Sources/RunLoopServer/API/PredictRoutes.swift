@@ -5,7 +5,7 @@ import RunLoopCore
 /// return without touching the loop. Run on the control loop.
 extension API {
     func addPredict(_ r: inout Router) {
-        r.add("POST", "/api/threads/{id}/predict") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/predict") { ctx throws(RunLoopError) in
             let body = try ctx.body(["mode", "seconds", "returnAfterSourceHandled"])
             let target = try worker(ctx)
             // Read (and so checked) even when the thread's own style decides.
@@ -36,7 +36,7 @@ extension API {
             let prediction = try target.predict(
                 mode: mode, seconds: seconds, returnAfterSourceHandled: askedFlag ?? false)
             if target.hasRequestedRun {
-                throw .conflict("already_running", "thread \(target.id) is already running a requested run")
+                throw .conflict(.alreadyRunning, "thread \(target.id) is already running a requested run")
             }
             return .json(200, Rep.predicted(target, prediction, ownStyle: false))
         }

@@ -64,13 +64,13 @@ struct API: Sendable {
         var r = Router()
         // Constant documents are serialized once: every request gets the same bytes.
         let versionResponse = APIResponses.json(200, version)
-        r.add("GET", "/api/version") { _ throws(RunLoopError) in .response(versionResponse) }
+        r.add(.get, "/api/version") { _ throws(RunLoopError) in .response(versionResponse) }
         let openAPIResponse = APIResponses.json(200, openAPI)
-        r.add("GET", "/api/openapi.json") { _ throws(RunLoopError) in .response(openAPIResponse) }
-        r.add("GET", "/api/selectors") { _ throws(RunLoopError) in
+        r.add(.get, "/api/openapi.json") { _ throws(RunLoopError) in .response(openAPIResponse) }
+        r.add(.get, "/api/selectors") { _ throws(RunLoopError) in
             .json(200, ["selectors": .array(registry.selectors.all.map(Rep.selector))])
         }
-        r.add("GET", "/api/events") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/events") { ctx throws(RunLoopError) in
             let scope = try StreamScope(ctx.request.query, limits: limits)
             // A summary stream's first snapshot carries the threads; its hello does not.
             return try events.open(
@@ -128,7 +128,7 @@ extension ReplyOnce where Answer == HTTPResponse {
     /// queued behind a fast reply).
     func expire(after seconds: Double, message: @escaping @Sendable () -> String) {
         expire(after: seconds) {
-            APIResponses.error(RunLoopError(kind: .deadline, code: "deadline_exceeded", message: message()))
+            APIResponses.error(RunLoopError(kind: .deadline, code: .deadlineExceeded, message: message()))
         }
     }
 }

@@ -5,7 +5,7 @@ import RunLoopCore
 /// Sources: add custom and port sources, signal, send messages, invalidate. Run on the control loop.
 extension API {
     func addSources(_ r: inout Router) {
-        r.add("POST", "/api/threads/{id}/sources") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/sources") { ctx throws(RunLoopError) in
             let body = try ctx.body(["kind", "mode", "order", "action"])
             let target = try worker(ctx)
             guard let text = try body.string("kind"), let kind = SourceKind(rawValue: text) else {
@@ -20,31 +20,31 @@ extension API {
                 201, API.hinting(Rep.source(source), spec.mode),
                 headers: [("Location", "/api/threads/\(target.id)/sources/\(source.id)")])
         }
-        r.add("GET", "/api/threads/{id}/sources") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/sources") { ctx throws(RunLoopError) in
             .json(200, ["sources": .array(try worker(ctx).sourceSnapshots().map(Rep.source))])
         }
-        r.add("GET", "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
             .json(200, Rep.source(try worker(ctx).sourceSnapshot(try owned(ctx, "source", "sid"))))
         }
-        r.add("DELETE", "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/threads/{id}/sources/{sid}") { ctx throws(RunLoopError) in
             let wake = try Self.queryBool(ctx, "wakeup") ?? false
             return .json(
                 200, Rep.source(try worker(ctx).invalidateSource(try owned(ctx, "source", "sid"), wakeUp: wake)))
         }
-        r.add("POST", "/api/threads/{id}/sources/{sid}/modes") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/sources/{sid}/modes") { ctx throws(RunLoopError) in
             let body = try ctx.body(["mode"])
             guard let mode = try body.mode("mode") else { throw .badValue("mode", "mode is required") }
             let source = try worker(ctx).addSourceMode(try owned(ctx, "source", "sid"), mode: mode)
             return .json(200, API.hinting(Rep.source(source), mode))
         }
-        r.add("DELETE", "/api/threads/{id}/sources/{sid}/modes/{mode}") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/threads/{id}/sources/{sid}/modes/{mode}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let mode = try API.pathMode(ctx)
             let wake = try Self.queryBool(ctx, "wakeup") ?? false
             return .json(
                 200, Rep.source(try target.removeSourceMode(try owned(ctx, "source", "sid"), mode: mode, wakeUp: wake)))
         }
-        r.add("POST", "/api/threads/{id}/sources/{sid}/signal") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/sources/{sid}/signal") { ctx throws(RunLoopError) in
             let body = try ctx.body(["wakeup"])
             let target = try worker(ctx)
             let wake = try body.bool("wakeup") ?? true
@@ -53,7 +53,7 @@ extension API {
             object["wakeup"] = .bool(wake)
             return .json(200, .object(object))
         }
-        r.add("POST", "/api/threads/{id}/sources/{sid}/messages") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/sources/{sid}/messages") { ctx throws(RunLoopError) in
             let body = try ctx.body(["msgid", "data"])
             let target = try worker(ctx)
             let msgid = try body.integer("msgid", min: 0, max: 2_147_483_647) ?? 0
@@ -72,7 +72,7 @@ extension API {
         if let target = try? registry.worker(thread), target.holds(kind, itemId) { return itemId }
         guard let owner = registry.owner(of: kind, itemId), owner != thread else { return itemId }
         throw RunLoopError(
-            kind: .notFound, code: "not_found",
+            kind: .notFound, code: .notFound,
             message:
                 "\(kind) \(itemId) belongs to thread \(owner), not \(thread): use /api/threads/\(owner)/\(kind)s/\(itemId)",
             field: param)

@@ -29,7 +29,7 @@ extension API {
     }
 
     func addThreads(_ r: inout Router) {
-        r.add("POST", "/api/threads") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads") { ctx throws(RunLoopError) in
             let body = try ctx.body(["name", "keepAlive", "run", "turnRingSize"])
             var options = WorkerOptions()
             options.name = try body.string("name", maxLength: registry.limits.maxNameLength)
@@ -67,7 +67,7 @@ extension API {
                 201, API.hinting(Rep.thread(created.snapshot), options.policy.mode),
                 headers: [("Location", "/api/threads/\(created.id)")])
         }
-        r.add("GET", "/api/threads") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads") { ctx throws(RunLoopError) in
             let (limit, cursor) = try threadPage(ctx)
             let page = registry.page(after: cursor, limit: limit ?? .max)
             let next = page.more ? page.workers.last.map { Value.string($0.id) } ?? .null : .null
@@ -78,10 +78,10 @@ extension API {
                     "total": .number(Double(page.total)),
                 ])
         }
-        r.add("GET", "/api/threads/{id}") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}") { ctx throws(RunLoopError) in
             .json(200, Rep.explainedThread(try worker(ctx)))
         }
-        r.add("DELETE", "/api/threads/{id}") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/threads/{id}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let once = ReplyOnce(ctx.respond)
             once.expire(after: limits.endWaitSeconds) {
@@ -92,7 +92,7 @@ extension API {
             target.end { final in once.answer(APIResponses.json(200, Rep.thread(final))) }
             return .deferred
         }
-        r.add("POST", "/api/threads/{id}/run") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/run") { ctx throws(RunLoopError) in
             let body = try ctx.body(["mode", "seconds", "returnAfterSourceHandled"])
             let target = try worker(ctx)
             let mode = try body.mode("mode") ?? target.policy.mode
@@ -113,7 +113,7 @@ extension API {
             }
             return .deferred
         }
-        r.add("POST", "/api/threads/{id}/stop") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/stop") { ctx throws(RunLoopError) in
             let body = try ctx.body(["atEntry"])
             let atEntry = try body.bool("atEntry") ?? false
             let target = try worker(ctx)
@@ -129,14 +129,14 @@ extension API {
             }
             return .deferred
         }
-        r.add("POST", "/api/threads/{id}/wakeup") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/wakeup") { ctx throws(RunLoopError) in
             _ = try ctx.body([])
             let target = try worker(ctx)
             try target.wakeUp()
             return .json(
                 200, ["thread": .string(target.id), "woken": true, "state": .string(target.snapshot.state.rawValue)])
         }
-        r.add("GET", "/api/threads/{id}/log") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/log") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let counters = target.counterValues.mapValues { Value.number(Double($0)) }
             return .json(200, ["lines": .array(target.log.map(Value.string)), "counters": .object(counters)])

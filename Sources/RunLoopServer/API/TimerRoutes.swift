@@ -5,7 +5,7 @@ import RunLoopCore
 /// Timers: add, list, read, invalidate. Run on the control loop.
 extension API {
     func addTimers(_ r: inout Router) {
-        r.add("POST", "/api/threads/{id}/timers") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/timers") { ctx throws(RunLoopError) in
             let body = try ctx.body([
                 "interval", "repeats", "delay", "tolerance", "mode", "modes", "action", "maxFires",
             ])
@@ -44,26 +44,26 @@ extension API {
                 201, API.hinting(Rep.timer(timer), spec.mode),
                 headers: [("Location", "/api/threads/\(target.id)/timers/\(timer.id)")])
         }
-        r.add("GET", "/api/threads/{id}/timers") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/timers") { ctx throws(RunLoopError) in
             .json(200, ["timers": .array(try worker(ctx).timerSnapshots().map(Rep.timer))])
         }
-        r.add("GET", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
+        r.add(.get, "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
             .json(200, Rep.timer(try worker(ctx).timerSnapshot(try owned(ctx, "timer", "tid"))))
         }
-        r.add("POST", "/api/threads/{id}/timers/{tid}/modes") { ctx throws(RunLoopError) in
+        r.add(.post, "/api/threads/{id}/timers/{tid}/modes") { ctx throws(RunLoopError) in
             let body = try ctx.body(["mode"])
             guard let mode = try body.mode("mode") else { throw .badValue("mode", "mode is required") }
             let timer = try worker(ctx).addTimerMode(try owned(ctx, "timer", "tid"), mode: mode)
             return .json(200, API.hinting(Rep.timer(timer), mode))
         }
-        r.add("DELETE", "/api/threads/{id}/timers/{tid}/modes/{mode}") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/threads/{id}/timers/{tid}/modes/{mode}") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             let mode = try API.pathMode(ctx)
             let wake = try Self.queryBool(ctx, "wakeup") ?? false
             return .json(
                 200, Rep.timer(try target.removeTimerMode(try owned(ctx, "timer", "tid"), mode: mode, wakeUp: wake)))
         }
-        r.add("DELETE", "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
+        r.add(.delete, "/api/threads/{id}/timers/{tid}") { ctx throws(RunLoopError) in
             let wake = try Self.queryBool(ctx, "wakeup") ?? false
             return .json(200, Rep.timer(try worker(ctx).invalidateTimer(try owned(ctx, "timer", "tid"), wakeUp: wake)))
         }

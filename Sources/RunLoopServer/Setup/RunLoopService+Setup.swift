@@ -66,6 +66,6 @@ extension RunLoopService {
 extension API {
     /// `GET /api/setup`: the live state as a setup file (`Setup.export`).
     func addSetup(_ r: inout Router) {
-        r.add("GET", "/api/setup") { _ throws(RunLoopError) in .json(200, Setup.export(registry)) }
+        r.add(.get, "/api/setup") { _ throws(RunLoopError) in .json(200, Setup.export(registry)) }
     }
 }

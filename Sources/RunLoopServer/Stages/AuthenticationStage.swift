@@ -4,12 +4,14 @@ import MicroHTTP
 /// Stage 3 (HTTP thread, before the hop): with `--token`, every `/api`
 /// request carries it, or is answered 401 without taking a place in the
 /// control loop's queue.
-struct AuthenticationStage {
-    func run(_ exchange: Exchange) -> StageResult {
-        guard let token = exchange.state.token, !Self.authorized(exchange.request, token: token) else { return .next }
+struct AuthenticationStage: RequestStage {
+    func handle(_ exchange: Exchange, next: (Exchange) -> StageResult) -> StageResult {
+        guard let token = exchange.state.token, !Self.authorized(exchange.request, token: token) else {
+            return next(exchange)
+        }
         return exchange.refuse(
             APIResponses.error(
-                status: 401, code: "unauthorized",
+                status: 401, code: .unauthorized,
                 message: "this runloopd needs a token: send Authorization: Bearer <token>",
                 headers: [("WWW-Authenticate", "Bearer realm=\"runloopd\"")]))
     }

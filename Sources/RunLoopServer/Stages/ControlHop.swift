@@ -19,20 +19,22 @@ extension RunLoopService {
 /// control loop's command buffer, its source signalled and its loop woken
 /// (`ControlLoop.send`: `CFRunLoopSourceSignal` + `CFRunLoopWakeUp`); the
 /// control loop's thread runs `RouterStage` on it. 503 when the queue is full.
-struct ControlHop {
+/// With no control loop (`/api` closed: the guard stage answered already) the
+/// request passes to the path's end.
+struct ControlHop: RequestStage {
     /// `--max-queued-requests`, for the 503's message.
     let maxQueued: Int
 
-    func run(_ exchange: Exchange) -> StageResult {
+    func handle(_ exchange: Exchange, next: (Exchange) -> StageResult) -> StageResult {
         // The guard stage answered 503 when /api is closed.
-        guard let control = exchange.state.control else { return .next }
+        guard let control = exchange.state.control else { return next(exchange) }
         let job = RunLoopService.Job(
             request: exchange.request, answer: .finisher(exchange.finisher), router: exchange.state.router,
             postedAt: Monotonic.now())
         guard control.send(job) else {
             return exchange.answer(
                 APIResponses.error(
-                    status: 503, code: "overloaded",
+                    status: 503, code: .overloaded,
                     message: "\(maxQueued) requests are already queued for the control loop",
                     headers: [("Retry-After", "1")]))
         }

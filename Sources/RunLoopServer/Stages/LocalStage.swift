@@ -2,9 +2,11 @@ import MicroHTTP
 
 /// Stage 2 (HTTP thread): everything outside `/api` is answered here, never
 /// behind the token: the probes (`/healthz`, `/readyz`), the Prometheus scrape
-/// (`/metrics`) and the dashboard's static files.
-struct LocalStage {
-    let service: RunLoopService
+/// (`/metrics`) and the dashboard's static files. Composed once, at start, into
+/// the path the HTTP server holds: it holds the service weakly (the server is
+/// the service's), and reads it only for a request outside `/api`.
+struct LocalStage: RequestStage {
+    weak let service: RunLoopService?
 
     /// The paths answered outside the control loop, GET only, never behind the token.
     static let probePaths = ["/healthz", "/readyz", "/metrics"]
@@ -14,29 +16,32 @@ struct LocalStage {
         probePaths.contains(path) ? path : "static"
     }
 
-    func run(_ exchange: Exchange) -> StageResult {
-        guard !exchange.isAPI else { return .next }
+    func handle(_ exchange: Exchange, next: (Exchange) -> StageResult) -> StageResult {
+        guard !exchange.isAPI else { return next(exchange) }
         let request = exchange.request
         let path = request.path
         if Self.probePaths.contains(path), request.method != "GET" && request.method != "HEAD" {
             return exchange.answer(
                 APIResponses.error(
-                    status: 405, code: "method_not_allowed",
+                    status: 405, code: .methodNotAllowed,
                     message: "\(request.method) is not allowed on \(path); allowed: GET, HEAD",
                     headers: [("Allow", "GET, HEAD")]))
         }
+        if path == "/healthz" { return exchange.answer(APIResponses.json(200, ["status": "ok"])) }
+        // Gone only once the service is (its HTTP server answers 503 first).
+        guard let service else {
+            return exchange.answer(GuardStage.unavailable(code: .shuttingDown, "runloopd is stopping"))
+        }
         switch path {
-        case "/healthz":
-            return exchange.answer(APIResponses.json(200, ["status": "ok"]))
         case "/readyz":
-            return exchange.answer(readiness(exchange.state))
+            return exchange.answer(Self.readiness(exchange.state, service: service))
         case "/metrics":
-            scrape(exchange)
+            Self.scrape(exchange, service: service)
             return .handedOn
         default:
             return exchange.answer(
                 service.staticFiles.response(for: request)
-                    ?? APIResponses.error(status: 404, code: "not_found", message: "no such page \(path)"))
+                    ?? APIResponses.error(status: 404, code: .notFound, message: "no such page \(path)"))
         }
     }
 
@@ -44,25 +49,24 @@ struct LocalStage {
     /// starting or stopping, and while the history store refuses this
     /// instance's configuration (TLS, password, a newer file: retrying as it
     /// is cannot help, so the pod must not take traffic unseen).
-    private func readiness(_ state: ServiceSnapshot) -> HTTPResponse {
+    private static func readiness(_ state: ServiceSnapshot, service: RunLoopService) -> HTTPResponse {
         if state.draining {
             // SIGTERM's drain: out of the load balancer, still serving.
-            return GuardStage.unavailable(code: "not_ready", "runloopd is draining before it stops")
+            return GuardStage.unavailable(code: .notReady, "runloopd is draining before it stops")
         }
         guard let control = state.control, control.isRunning else {
-            return GuardStage.unavailable(code: "not_ready", "runloopd is starting or stopping")
+            return GuardStage.unavailable(code: .notReady, "runloopd is starting or stopping")
         }
         if let refusal = service.history?.refusal {
             return GuardStage.unavailable(
-                code: "not_ready", "the history store refuses this configuration: \(refusal)")
+                code: .notReady, "the history store refuses this configuration: \(refusal)")
         }
         let threads = Double(service.registry.workerCount)
         return APIResponses.json(200, ["status": "ready", "threads": .number(threads)])
     }
 
     /// `/metrics`: with a store, the fleet's health is read first (a bounded wait).
-    private func scrape(_ exchange: Exchange) {
-        let service = self.service
+    private static func scrape(_ exchange: Exchange, service: RunLoopService) {
         let queued = exchange.state.loop?.commands.pendingCount ?? 0
         let answer: @Sendable () -> Void = {
             exchange.finisher.finish(service.metricsExposition(queued: queued), route: exchange.label)

@@ -1,4 +1,5 @@
 import MicroHTTP
+import Primitives
 import RunLoopCore
 
 /// Building HTTP responses from values and errors: statuses are decided here only.
@@ -36,10 +37,11 @@ enum APIResponses {
         return response
     }
 
-    static func error(status: Int, code: String, message: String, headers: [(String, String)] = []) -> HTTPResponse {
+    static func error(status: Int, code: ErrorCode, message: String, headers: [(String, String)] = []) -> HTTPResponse {
         var response = json(
-            status, ["error": ["code": .string(code), "message": .string(message), "field": .null]], headers: headers)
-        response.errorCode = code
+            status, ["error": ["code": .string(code.rawValue), "message": .string(message), "field": .null]],
+            headers: headers)
+        response.errorCode = code.rawValue
         return response
     }
 
@@ -47,7 +49,7 @@ enum APIResponses {
     /// in the API's error shape: `{"error":{"code","message","field"}}`.
     @Sendable static func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
         var text = "{\"error\":{\"code\":"
-        text += JSON.quoted(refusal.code)
+        text += JSON.quoted(refusal.code.rawValue)
         text += ",\"message\":"
         text += JSON.quoted(refusal.message)
         text += ",\"field\":"
@@ -56,7 +58,7 @@ enum APIResponses {
         var response = HTTPResponse(
             status: refusal.status, headers: [("Content-Type", "application/json")] + refusal.headers,
             body: Array(text.utf8))
-        response.errorCode = refusal.code
+        response.errorCode = refusal.code.rawValue
         return response
     }
 }

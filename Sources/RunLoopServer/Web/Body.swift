@@ -38,7 +38,7 @@ struct Body {
         guard !members.keys.allSatisfy(allowed.contains) else { return }
         for key in members.keys.sorted() where !allowed.contains(key) {
             throw RunLoopError(
-                kind: .badValue, code: "unknown_field",
+                kind: .badValue, code: .unknownField,
                 message: "unknown field \(prefix)\(key); accepted: \(allowed.sorted().joined(separator: ", "))",
                 field: prefix + key)
         }

@@ -11,7 +11,7 @@ public enum JSON {
             return try JSONReader.parse(bytes)
         } catch {
             throw RunLoopError(
-                kind: .badValue, code: "bad_json", message: "the body is not valid JSON: \(error.description)",
+                kind: .badValue, code: .badJSON, message: "the body is not valid JSON: \(error.description)",
                 field: nil)
         }
     }

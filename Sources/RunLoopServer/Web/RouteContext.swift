@@ -43,7 +43,7 @@ struct RouteContext: Sendable {
     func param(_ name: String) throws(RunLoopError) -> String {
         guard let value = params[name] else {
             throw RunLoopError(
-                kind: .notFound, code: "no_capture", message: "the route \(route) captures no {\(name)}", field: name)
+                kind: .notFound, code: .noCapture, message: "the route \(route) captures no {\(name)}", field: name)
         }
         return value
     }

@@ -10,25 +10,22 @@ typealias RouteHandler = @Sendable (RouteContext) throws(RunLoopError) -> Reply
 /// request ever meets; the builder shares nothing with it.
 struct Router {
     struct Route: Sendable {
-        let method: String
-        let template: String
-        let segments: [Segment]
+        let method: HTTPMethod
+        let path: RouteTemplate
         let handler: RouteHandler
+
+        /// The template's text: the answer's metrics label.
+        var template: String { path.text }
+        var segments: [Segment] { path.segments }
     }
 
-    /// One `/`-separated piece of a template.
-    enum Segment: Sendable {
-        case literal(String)
-        case capture(String)
-    }
+    typealias Segment = RouteTemplate.Segment
 
     private(set) var routes: [Route] = []
 
-    mutating func add(_ method: String, _ template: String, _ handler: @escaping RouteHandler) {
-        let segments = template.split(separator: "/").map { piece -> Segment in
-            piece.hasPrefix("{") ? .capture(String(piece.dropFirst().dropLast())) : .literal(String(piece))
-        }
-        routes.append(Route(method: method, template: template, segments: segments, handler: handler))
+    /// Declares a route: a typed method and a template parsed once, here.
+    mutating func add(_ method: HTTPMethod, _ template: RouteTemplate, _ handler: @escaping RouteHandler) {
+        routes.append(Route(method: method, path: template, handler: handler))
     }
 
     /// The routes added so far, frozen for answering requests.

@@ -16,7 +16,9 @@ struct RouterResponder: Sendable {
     let routes: [Route]
     /// Every method and path template, in the order they were added (the
     /// contract test compares this table with `openapi.json` both ways).
-    var table: [(method: String, template: String)] { routes.map { ($0.method, $0.template) } }
+    var table: [(method: String, template: String)] { routes.map { ($0.method.rawValue, $0.template) } }
+    /// The same, typed: what `RouteTableTests` holds against openapi.json's paths.
+    var declared: [(method: HTTPMethod, template: RouteTemplate)] { routes.map { ($0.method, $0.path) } }
     /// Route indexes of the templates without a capture, by their exact text: the
     /// common request (`GET /api/version`, `GET /api/threads`) is one lookup.
     private let literal: [String: [Int]]
@@ -143,7 +145,7 @@ struct RouterResponder: Sendable {
         let effective = method == "HEAD" ? "GET" : method
         // A template that is all literals and equals the path outscores every other
         // template of its length, so its match is final.
-        if let exact = literal[path], let index = exact.first(where: { routes[$0].method == effective }) {
+        if let exact = literal[path], let index = exact.first(where: { routes[$0].method.rawValue == effective }) {
             return .matched(routes[index], params: [:])
         }
         let parts = Self.segments(path)
@@ -151,7 +153,7 @@ struct RouterResponder: Sendable {
         Self.walk(tree, parts, 0, literals: 0, into: &found)
         // Most literal segments wins; on a tie, the route added first.
         var best: (index: Int, score: Int)?
-        for (index, score) in found where routes[index].method == effective {
+        for (index, score) in found where routes[index].method.rawValue == effective {
             if let current = best, current.score > score || (current.score == score && current.index < index) {
                 continue
             }
@@ -169,7 +171,7 @@ struct RouterResponder: Sendable {
     func allowedMethods(path: String) -> [String] {
         var found: [(route: Int, score: Int)] = []
         Self.walk(tree, Self.segments(path), 0, literals: 0, into: &found)
-        var methods = Set(found.map { routes[$0.route].method })
+        var methods = Set(found.map { routes[$0.route].method.rawValue })
         if methods.contains("GET") { methods.insert("HEAD") }
         return methods.sorted()
     }
