@@ -10,7 +10,7 @@ import { h, setText, setFacts, syncRows, user } from './dom.js';
 import { fmtMs, fmtPercent, turnText, itemText } from './format.js';
 import { timelineHooks, zoomTo } from './timeline.js';
 import { detailHooks } from './detail-hooks.js';
-import { outcomeText } from './detail-predict.js';
+import { firesText, outcomeText } from './detail-predict.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -76,7 +76,7 @@ export function renderExplain(d, s) {
 function predicted(p) {
   if (!p) return null;
   // labelled with the run it is about: the Run form's prediction is about the run that form would start
-  return h('span', { class: 'why-predict', 'data-exit': p.exitReason || '' }, ' — predicted for a run in this mode with no deadline (a thread that runs itself: its own run): ', outcomeText(p));
+  return h('span', { class: 'why-predict', 'data-exit': p.exitReason || '' }, ' — predicted for a run in this mode with no deadline (a thread that runs itself: its own run): ', outcomeText(p), firesText(p));
 }
 
 /** The open turn's box and its run's trace. */

@@ -186,6 +186,13 @@ export const outcomeText = (o) =>
     ? [h('span', { class: 'predict-exit mono' }, user(o.exitReason)), ' · ', h('code', { class: 'predict-cause' }, user(causeCode(o.cause))), ' · ', whenText(o)]
     : [h('span', { class: 'predict-exit' }, 'no return by itself'), ' (it sleeps until a stop, a wake-up or something added)'];
 
+/** A timer fire count that depends on the run's start: " · 4 to 5 timer fires (…)", or nothing. */
+export function firesText(p) {
+  const r = p && p.timerFiresRange;
+  if (!r || typeof r.min !== 'number' || typeof r.max !== 'number') return '';
+  return ` · ${r.min} to ${r.max} timer fires (where in its repeating timers' periods the run begins decides)`;
+}
+
 function renderPrediction(el, answer) {
   const p = (answer && answer.prediction) || {};
   el.dataset.state = 'ready';
@@ -193,7 +200,7 @@ function renderPrediction(el, answer) {
   el.dataset.cause = causeCode(p.cause);
   el.dataset.certain = p.certain ? 'true' : 'false';
   const parts = [
-    h('p', { class: 'predict-line' }, h('strong', null, 'Prediction'), ' for the run this form would start (its mode, seconds and returnAfterSourceHandled, if run now): ', outcomeText(p), p.certain ? ' · certain' : ' · not certain'),
+    h('p', { class: 'predict-line' }, h('strong', null, 'Prediction'), ' for the run this form would start (its mode, seconds and returnAfterSourceHandled, if run now): ', outcomeText(p), firesText(p), p.certain ? ' · certain' : ' · not certain'),
   ];
   if (p.cause && p.cause.message) parts.push(h('p', { class: 'predict-message small-text' }, user(p.cause.message)));
   if (Array.isArray(p.reasons) && p.reasons.length) {

@@ -190,7 +190,7 @@ extension OpenAPIContractDerivedTests {
                 state = try await c.call("GET", base, json: nil)["state"]
             } while state != "running" && Date() < deadline
             #expect(state == "running")
-            // Predicting a run while one runs: 409 already_running, as /run says.
+            // Predicting while a run is under way: that run, from now (200, its `about`).
             let busy = try await c.call("POST", "\(base)/predict", json: ["seconds": 0.05])
             seen.note("POST /api/threads/{id}/predict", busy.status, busy.json)
             async let stop = c.call("POST", "\(base)/stop", json: nil)

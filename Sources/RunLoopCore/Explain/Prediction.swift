@@ -42,6 +42,10 @@ public struct Prediction: Sendable {
     /// The nested runs its callouts start (`runNested`), in the order they
     /// return, each predicted as a run of its own.
     public var nested: [Prediction] = []
+    /// The deadline's timer fires, lowest and highest, when they depend on
+    /// where in its repeating timers' periods the run begins (a run not
+    /// under way: `Worker.widenByPhase`); nil when the count is one number.
+    public var timerFiresRange: ClosedRange<Int>? = nil
 
     public var exitReason: ExitReason? { outcome.exitReason }
     public var cause: ExitCause? { outcome.cause }

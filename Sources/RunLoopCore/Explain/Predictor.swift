@@ -168,7 +168,7 @@ struct RunSimulator {
     }
 
     /// One pass of `__CFRunLoopRun`'s loop; returns the run's end if it ends.
-    private mutating func pass() -> Prediction? {
+    mutating func pass() -> Prediction? {
         ignoringWakeUps = false
         notify(.beforeTimers)
         notify(.beforeSources)
@@ -209,7 +209,7 @@ struct RunSimulator {
     }
 
     /// CF's checks at the end of a pass, in its order.
-    private mutating func endOfPass(handled: Bool) -> Prediction? {
+    mutating func endOfPass(handled: Bool) -> Prediction? {
         if let why = stuck { return unknown(why) }
         if handled && returnAfterSourceHandled {
             reasons.append("a source was handled and the run was asked to return after one")
@@ -288,7 +288,7 @@ struct RunSimulator {
 
     /// Sleeps until one descriptor is ready; applies the stimuli that come
     /// meanwhile.
-    private mutating func sleep() -> Live {
+    mutating func sleep() -> Live {
         while true {
             if let live = readyNow() { return live }
             var candidates: [(at: Double, what: String)] = []

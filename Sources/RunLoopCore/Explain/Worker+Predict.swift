@@ -10,7 +10,8 @@ extension Worker {
     /// will happen to the loop from outside meanwhile (a test's stops,
     /// signals, messages), at seconds from now.
     public func predict(
-        mode: RunLoopMode, seconds: Double, returnAfterSourceHandled: Bool, stimuli: [Stimulus] = []
+        mode: RunLoopMode, seconds: Double, returnAfterSourceHandled: Bool, stimuli: [Stimulus] = [],
+        phaseKnown: Bool = false
     ) throws(RunLoopError) -> Prediction {
         guard !mode.isCommon else {
             throw .badValue("mode", "a loop runs in one mode; common is a set of modes, not a mode to run in")
@@ -19,7 +20,7 @@ extension Worker {
         try book.withLock { b throws(RunLoopError) in try b.checkAlive(id) }
         return Self.predict(
             loopModel(), mode: mode.name, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
-            stimuli: stimuli)
+            stimuli: stimuli, phaseKnown: phaseKnown)
     }
 
     /// What the next run of the thread's own style (`ownRun`) would
@@ -56,9 +57,28 @@ extension Worker {
 
     /// What a run with these parameters does on `model` (pure: no worker
     /// involved). Where timing decides, each race is played both ways.
+    /// `phaseKnown`: the run begins now, so its repeating timers' phases
+    /// are known (a run under way, a test that starts it at once); false:
+    /// it begins when a request reaches the loop, and each phase of those
+    /// timers is played too (`widenByPhase`).
     public static func predict(
         _ model: LoopModel, mode: String, seconds: Double, returnAfterSourceHandled: Bool,
-        stimuli: [Stimulus] = [], margin: Double = 0.002, budget: PredictBudget = PredictBudget()
+        stimuli: [Stimulus] = [], margin: Double = 0.002, budget: PredictBudget = PredictBudget(),
+        phaseKnown: Bool = true
+    ) -> Prediction {
+        let base = predictAtPhase(
+            model, mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
+            stimuli: stimuli, margin: margin, budget: budget)
+        guard !phaseKnown, stimuli.isEmpty else { return base }
+        return widenByPhase(
+            base, model, mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
+            margin: margin, budget: budget)
+    }
+
+    /// `predict` at the repeating timers' phases of now.
+    static func predictAtPhase(
+        _ model: LoopModel, mode: String, seconds: Double, returnAfterSourceHandled: Bool,
+        stimuli: [Stimulus], margin: Double, budget: PredictBudget, underWay: RunSimulator.UnderWay? = nil
     ) -> Prediction {
         func play(flip: Int?) -> (Prediction, Int, gaveUp: Bool) {
             var sim = RunSimulator(
@@ -66,7 +86,7 @@ extension Worker {
                 stimuli: stimuli, margin: margin)
             sim.flip = flip
             sim.budget = budget
-            let prediction = sim.run()
+            let prediction = underWay.map { sim.runUnderWay($0) } ?? sim.run()
             return (prediction, sim.decisions, sim.outOfBudget)
         }
         var (base, decisions, _) = play(flip: nil)

@@ -28,6 +28,11 @@ extension API {
                 let prediction = try target.predictOwnRun()
                 return .json(200, Rep.predicted(target, prediction, ownStyle: true))
             }
+            // A manual thread inside its run: that run, from now (the body's
+            // fields only checked: the run under way has its own).
+            if target.hasRequestedRun, let (prediction, facts) = try target.predictRunUnderWay() {
+                return .json(200, Rep.predictedUnderWay(target, prediction, facts))
+            }
             // A manual thread: exactly what /run would accept, and its errors.
             guard let seconds = askedSeconds else {
                 throw .badValue("seconds", "seconds is required (how long this run may last)")
@@ -50,7 +55,26 @@ extension Rep {
             "thread": .string(worker.id), "mode": .string(p.mode), "seconds": .number(p.seconds),
             "returnAfterSourceHandled": .bool(p.returnAfterSourceHandled),
             "style": .string(ownStyle ? worker.policy.style.rawValue : "manual"),
-            "prediction": prediction(p),
+            "prediction": prediction(p), "about": .null,
+        ]
+    }
+
+    /// The answer for a manual thread's run under way: its own mode, the
+    /// seconds left and its flag, and `about` (which run, from when).
+    static func predictedUnderWay(_ worker: Worker, _ p: Prediction, _ f: RunUnderWayFacts) -> Value {
+        let about: Value = [
+            "run": .number(Double(f.run)), "from": .string(Timestamp.string(f.from)),
+            "startedAt": .string(Timestamp.string(f.startedAt)),
+            "mode": .string(f.mode), "seconds": .number(f.seconds), "leftSeconds": .number(rounded3(f.leftSeconds)),
+            "returnAfterSourceHandled": .bool(f.returnAfterSourceHandled), "depth": .number(Double(f.depth)),
+            "asleep": .bool(f.asleep), "stopRequested": .bool(f.stopRequested),
+            "signalled": .array(f.signalled.map(Value.string)), "messages": .array(f.messages.map(Value.string)),
+            "pending": .array(f.pending.map(Value.string)),
+        ]
+        return [
+            "thread": .string(worker.id), "mode": .string(p.mode), "seconds": .number(rounded3(p.seconds)),
+            "returnAfterSourceHandled": .bool(p.returnAfterSourceHandled), "style": .string("manual"),
+            "prediction": prediction(p), "about": about,
         ]
     }
 
@@ -66,6 +90,9 @@ extension Rep {
             "atMs": p.atMs.map { .number(rounded3($0)) } ?? .null,
             "windowMs": p.windowMs.map { .array($0.map { .number(rounded3($0)) }) } ?? .null,
             "certain": .bool(p.certain), "race": race,
+            "timerFiresRange": p.timerFiresRange.map {
+                ["min": .number(Double($0.lowerBound)), "max": .number(Double($0.upperBound))]
+            } ?? .null,
             "reasons": .array(p.reasons.map(Value.string)),
             "nested": .array(p.nested.map(nested)),
         ]
