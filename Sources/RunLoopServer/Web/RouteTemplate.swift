@@ -7,6 +7,11 @@ enum HTTPMethod: String, CaseIterable, Sendable {
     case delete = "DELETE"
 }
 
+extension HTTPMethod: CustomStringConvertible {
+    /// The method as HTTP writes it (`GET`), in logs, errors and tests alike.
+    var description: String { rawValue }
+}
+
 /// A route's path template, parsed once when the route is declared:
 /// `/`-separated literal segments and `{name}` captures of one segment each.
 /// Written as a string literal (`"/api/threads/{id}"`); a malformed template
