@@ -45,6 +45,9 @@ public struct Limits: Sendable, Hashable {
     /// warning), its nested runs are stopped and new ones refused until its
     /// loop sleeps or its outermost run returns.
     public var maxNestCPUSeconds: Double = 2
+    /// Item-steps one request's predictions may play (`/predict`, `/why`):
+    /// past it the play is given up (`exitReason` null, not certain).
+    public var maxPredictSteps = PredictBudget.perCall
 
     /// Stack reserved per nesting level: 9x what one level was measured to
     /// use in a release build (7.0-7.3 KB), 5x in a debug build (11.5-12.1

@@ -1,3 +1,4 @@
+import RunLoopCore
 import Testing
 
 @testable import runloopd
@@ -19,10 +20,22 @@ struct LoopBudgetOptionsTests {
         #expect(variables.maxNesting == 300 && variables.maxNestCPUSeconds == 5)
     }
 
+    @Test("--max-predict-steps reaches the engine's limits, by flag or variable")
+    func predictSteps() throws {
+        let defaults = try parseServe(["--no-store"]).serviceConfiguration(token: nil).limits
+        #expect(defaults.maxPredictSteps == 500_000 && defaults.maxPredictSteps == PredictBudget.perCall)
+        let flags = try parseServe(["--no-store", "--max-predict-steps", "1000"]).serviceConfiguration(token: nil)
+        #expect(flags.limits.maxPredictSteps == 1000)
+        let variables = try parseServe(["--no-store"], environment: ["RUNLOOPD_MAX_PREDICT_STEPS": "2000000"])
+            .serviceConfiguration(token: nil).limits
+        #expect(variables.maxPredictSteps == 2_000_000)
+    }
+
     @Test("out-of-range budgets are refused at start, naming the flag")
     func bounds() {
         for arguments in [
             ["--max-nesting", "0"], ["--max-nesting", "1025"], ["--max-nest-cpu", "0"], ["--max-nest-cpu", "2h"],
+            ["--max-predict-steps", "999"], ["--max-predict-steps", "100000001"],
         ] {
             let refused = refusal(["--no-store"] + arguments)
             #expect(refused?.message.contains(arguments[0]) == true, "\(arguments): \(String(describing: refused))")

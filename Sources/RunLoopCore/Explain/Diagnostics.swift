@@ -49,6 +49,8 @@ public final class LoopDiagnostics: Sendable {
     let watchdog: Watchdog
     /// The loop budgets' counts (nested runs refused, livelocks).
     let nesting = NestingCounters()
+    /// The predictor's spending (`--max-predict-steps`).
+    let predict = PredictCounters()
 
     /// Creates the shared parts; `events` gets `warning` and `stall` events.
     public init(options: DiagnosticsOptions = DiagnosticsOptions(), events: @escaping @Sendable (RunLoopEvent) -> Void)

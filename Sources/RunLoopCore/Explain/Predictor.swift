@@ -353,17 +353,3 @@ struct RunSimulator {
         for name in model.expand(names) { lastRemoval[name] = (kind, id, how) }
     }
 }
-
-/// How much playing one call of the predictor may do, in item-steps (a
-/// pass over a loop of n timers, sources and observers costs n + 1): a
-/// loop of hundreds of items woken every 100 µs would otherwise hold the
-/// control loop for seconds. A class: the plays of one call share it.
-public final class PredictBudget {
-    /// Item-steps per call: about 0.2 s of a debug build on this kind of
-    /// machine, a tenth of it in release (a 2,700-pass play of 367 items
-    /// took 0.36 s in debug for 1,000,000).
-    public static let perCall = 500_000
-    var left = PredictBudget.perCall
-
-    public init() {}
-}

@@ -18,9 +18,11 @@ extension Worker {
         }
         try limits.checkSeconds(seconds, field: "seconds")
         try book.withLock { b throws(RunLoopError) in try b.checkAlive(id) }
+        let budget = requestBudget()
+        defer { account(budget) }
         return Self.predict(
             loopModel(), mode: mode.name, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
-            stimuli: stimuli, phaseKnown: phaseKnown)
+            stimuli: stimuli, budget: budget, phaseKnown: phaseKnown)
     }
 
     /// What the next run of the thread's own style (`ownRun`) would
@@ -32,8 +34,11 @@ extension Worker {
         let inRun = model.depth > 0
         model.depth = 0
         let own = ownRun
+        let budget = requestBudget()
+        defer { account(budget) }
         var prediction = Self.predict(
-            model, mode: own.mode.name, seconds: own.seconds, returnAfterSourceHandled: own.returnAfterSourceHandled)
+            model, mode: own.mode.name, seconds: own.seconds, returnAfterSourceHandled: own.returnAfterSourceHandled,
+            budget: budget)
         prediction.reasons.insert(
             "\(id) runs \(policy.style.cocoaName): "
                 + (inRun ? "its run under way, played from now" : "its next run, played as if it began now"), at: 0)

@@ -60,10 +60,12 @@ extension Worker {
         if frame.stopRequested {
             stimuli.append(Stimulus(at: 0, .stop(frame.stopOrigin ?? .request(by: "a stop request", requestId: nil))))
         }
+        let budget = requestBudget()
+        defer { account(budget) }
         var prediction = Self.predictAtPhase(
             model, mode: frame.mode, seconds: facts.leftSeconds,
             returnAfterSourceHandled: frame.returnAfterSourceHandled, stimuli: stimuli, margin: 0.002,
-            budget: PredictBudget(), underWay: asleep ? .asleep : .busy)
+            budget: budget, underWay: asleep ? .asleep : .busy)
         // A deadline's timer fires count the whole run's: those made so far
         // (its closed turns; asleep, every turn of it is closed) and to come.
         if var cause = prediction.cause, cause.code == "deadline", let ahead = cause.details["timerFires"]?.number {

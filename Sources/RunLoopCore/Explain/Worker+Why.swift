@@ -119,7 +119,8 @@ extension Worker {
         var model = loopModel()
         model.depth = 0
         let own = ownRun
-        let budget = PredictBudget()  // one for every mode: this runs on the control loop
+        let budget = requestBudget()  // one for every mode: this runs on the control loop
+        defer { account(budget) }
         for index in result.indices where result[index].mode != "common" && snap.state != .exited {
             let name = result[index].mode
             if result[index].running, let under, under.mode == name {

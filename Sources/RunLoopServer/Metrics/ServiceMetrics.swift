@@ -145,6 +145,9 @@ final class ServiceMetrics: Sendable {
         var livelocks = 0
         /// The depth budget (`--max-nesting`).
         var maxNesting = 0
+        /// The predictor's item-steps spent for requests; predictions given up.
+        var predictSteps = 0
+        var predictionsGivenUp = 0
     }
 
     /// The text exposition: every family, in this order, each time.
@@ -294,6 +297,13 @@ final class ServiceMetrics: Sendable {
         out.single(
             "runloopd_threads_livelocked", .gauge, "Worker threads livelocked now.",
             Double(live.filter(\.livelocked).count))
+        out.single(
+            "runloopd_predict_steps_total", .counter,
+            "Item-steps the predictor played for requests (/predict, /why), each bounded by --max-predict-steps.",
+            Double(s.predictSteps))
+        out.single(
+            "runloopd_predict_given_up_total", .counter,
+            "Predictions given up because their request's --max-predict-steps ran out.", Double(s.predictionsGivenUp))
     }
 
     /// Timers, performs, stalls and warnings.

@@ -89,7 +89,9 @@ extension RunLoopService {
             version: Self.version, storeKind: history?.store.kind ?? "none",
             store: history?.status, fleet: history == nil ? nil : metrics.fleet.counts,
             nestedRunsRefused: registry.diagnostics.nestedRunsRefused,
-            livelocks: registry.diagnostics.livelocksDetected, maxNesting: registry.limits.maxNesting)
+            livelocks: registry.diagnostics.livelocksDetected, maxNesting: registry.limits.maxNesting,
+            predictSteps: registry.diagnostics.predictSteps,
+            predictionsGivenUp: registry.diagnostics.predictionsGivenUp)
         return HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
             body: metrics.exposition(sample))

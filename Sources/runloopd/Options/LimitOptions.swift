@@ -65,6 +65,12 @@ struct LimitOptions: ParsableArguments {
     )
     var maxNestCpu = Setting(Seconds(Limits().maxNestCPUSeconds), env: "MAX_NEST_CPU")
 
+    @Option(
+        help:
+            "Item-steps one request's predictions may play on the control loop (/predict, /why; 1000...100000000); past it the play is given up (exitReason null, not certain)."
+    )
+    var maxPredictSteps = Setting(Count(Limits().maxPredictSteps), env: "MAX_PREDICT_STEPS")
+
     @Option(help: "Largest seconds / interval / delay accepted (at most 1e8 s: CF waits forever past about 5e8 s).")
     var maxSeconds = Setting(Seconds(Limits().maxSeconds), env: "MAX_SECONDS")
 
@@ -83,7 +89,7 @@ struct LimitOptions: ParsableArguments {
             (\.logRingSize, \.logRingSize), (\.latenessWindow, \.latenessWindow), (\.portQueueSize, \.portQueueSize),
             (\.maxMessageBytes, \.maxMessageBytes), (\.maxSleepMs, \.maxSleepMillis), (\.maxSpinUs, \.maxSpinMicros),
             (\.maxNameLength, \.maxNameLength), (\.retainedExitedThreads, \.retainedExitedWorkers),
-            (\.maxNesting, \.maxNesting),
+            (\.maxNesting, \.maxNesting), (\.maxPredictSteps, \.maxPredictSteps),
         ]
     }
 
@@ -104,6 +110,7 @@ struct LimitOptions: ParsableArguments {
         try maxSpinUs.check("--max-spin-us", 1...86_400_000_000, "1...86400000000 (a day)")
         try maxNameLength.check("--max-name-length", 1...4096, "1...4096")
         try maxNesting.check("--max-nesting", 1...1024, "1...1024")
+        try maxPredictSteps.check("--max-predict-steps", 1000...100_000_000, "1000...100000000")
         try maxNestCpu.check("--max-nest-cpu", Seconds(0.01)...Seconds(3600), "0.01...3600 seconds")
         try maxSeconds.check("--max-seconds", Seconds(0.001)...Seconds(1e8), "0.001...1e8 seconds")
         try maxWait.check("--max-wait", Seconds(0.001)...Seconds(1e8), "0.001...1e8 seconds")
