@@ -46,7 +46,8 @@ public struct Limits: Sendable, Hashable {
     /// loop sleeps or its outermost run returns.
     public var maxNestCPUSeconds: Double = 2
     /// Item-steps one request's predictions may play (`/predict`, `/why`):
-    /// past it the play is given up (`exitReason` null, not certain).
+    /// past it the play is given up (`exitReason` null, not certain). All
+    /// requests together get as many a second.
     public var maxPredictSteps = PredictBudget.perCall
 
     /// Stack reserved per nesting level: 9x what one level was measured to

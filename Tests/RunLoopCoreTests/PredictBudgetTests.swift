@@ -45,6 +45,20 @@ struct PredictBudgetTests {
         #expect(registry.diagnostics.predictSteps - spent < 1000 + 31 * 31)
     }
 
+    @Test("all requests together get the limit's steps a second, overshoot owed")
+    func theBucket() {
+        let bucket = PredictCounters()
+        #expect(bucket.grant(1000, now: 10) == 1000)  // starts full
+        bucket.settle(granted: 1000, spent: 1900)  // 900 owed
+        #expect(bucket.grant(1000, now: 10) == 1)  // empty: one pass
+        bucket.settle(granted: 1, spent: 301)
+        // 1.5 s later: 1,500 came in, -1,201 were there (1 granted, 301 spent).
+        #expect(bucket.grant(1000, now: 11.5) == 299)
+        bucket.settle(granted: 299, spent: 100)
+        // Much later: full again, and never more than the limit.
+        #expect(bucket.grant(1000, now: 100) == 1000)
+    }
+
     @Test("a small loop is still played to its end under a small budget")
     func aSmallLoopIsPlayedFully() throws {
         let (registry, worker) = try loop(steps: 1000, timers: 0)
