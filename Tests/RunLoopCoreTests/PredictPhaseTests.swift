@@ -156,6 +156,10 @@ enum PhaseJudge {
             _ = try worker.addTimer(spec)
         }
         let prediction = try worker.predict(mode: .default, seconds: plan.seconds, returnAfterSourceHandled: false)
+        // A prediction that could not play every phase says so and is not
+        // certain: it tells no range to judge (the registry's budget is
+        // large, so this is rare).
+        if prediction.reasons.contains(Worker.phasesNotPlayed) { return nil }
         let asked = Monotonic.now()
         let askedAt = Date()
         let gate = Locked(false)
@@ -190,7 +194,12 @@ enum PhaseJudge {
         print("phase differential: seed \(seed), \(count) setups")
         var mix = SplitMix(seed)
         let plans = [seed] + (1..<max(1, count)).map { _ in mix.next() }
-        let registry = WorkerRegistry(limits: Limits())
+        // Six threads predict at once: the per-second pool that all requests
+        // share (--max-predict-steps) is made large, so each prediction
+        // plays every phase, as one request alone would.
+        var limits = Limits()
+        limits.maxPredictSteps = 100_000_000
+        let registry = WorkerRegistry(limits: limits)
         let state = Locked((next: 0, done: 0, ranged: 0, unplayed: 0, failures: [(Plan, [String])]()))
         let threads = 6
         for _ in 0..<threads {

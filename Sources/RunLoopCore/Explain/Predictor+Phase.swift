@@ -46,6 +46,12 @@ extension Worker {
         return Array(Set(shifts.filter { $0 > 0 && $0 < reach + step })).sorted().prefix(maxPhases).map { $0 }
     }
 
+    /// The reason given when the call's budget (`--max-predict-steps`) ran
+    /// out before every phase was played: the count may fall outside the
+    /// range told.
+    public static let phasesNotPlayed =
+        "not every phase of its repeating timers could be played here (the predictor's budget, --max-predict-steps, ran out): the run's timer fires may fall outside the count or range told"
+
     /// At most this many later starts are played besides now.
     static let maxPhases = 48
 
@@ -82,7 +88,7 @@ extension Worker {
         for shift in shifts {
             guard budget.left > 0 else {
                 result.certain = false
-                result.reasons.append("not every phase of its repeating timers could be played here")
+                result.reasons.append(Self.phasesNotPlayed)
                 break
             }
             var sim = RunSimulator(
@@ -90,7 +96,14 @@ extension Worker {
                 returnAfterSourceHandled: returnAfterSourceHandled, stimuli: [], margin: margin)
             sim.budget = budget
             let played = sim.run()
-            if !sim.outOfBudget { others.append(played.outcome) }
+            if sim.outOfBudget {
+                // A phase not played is a count not known: never a range
+                // that leaves it out told as the whole answer.
+                result.certain = false
+                result.reasons.append(Self.phasesNotPlayed)
+                break
+            }
+            others.append(played.outcome)
         }
         let all = [base.outcome] + (base.race?.outcomes ?? []) + others
         let key: (Prediction.Outcome) -> String = { "\($0.exitReason?.name ?? "none")|\($0.cause?.code ?? "")" }
