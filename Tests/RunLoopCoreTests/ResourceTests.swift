@@ -30,31 +30,60 @@ import RunLoopTestSupport
         #expect(!short.snapshot.threadNameTruncated)
     }
 
-    @Test func twoHundredWorkersCreatedAndEndedLeaveNoThreadOrDescriptorBehind() throws {
+    /// Played in a child process of its own (an exit test): the descriptors
+    /// counted are the whole process's, and the suites running in parallel
+    /// in the test process open and close their own meanwhile (seen: 458 →
+    /// 664 under `make test`), so counted there it judged other tests.
+    @Test func twoHundredWorkersCreatedAndEndedLeaveNoThreadOrDescriptorBehind() async throws {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+            let problems = ResourceTests.leftBehind()
+            if !problems.isEmpty {
+                FileHandle.standardError.write(Data(problems.joined(separator: "\n").utf8))
+                exit(1)
+            }
+        }
+        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(!message.contains("did not end") && !message.contains("run-loop descriptors"), "\(message)")
+    }
+
+    /// What 200 workers left behind once ended: each problem found.
+    static func leftBehind() -> [String] {
+        var problems: [String] = []
         let tag = "z\(uniqueTag())"
         let descriptorsBefore = runLoopDescriptorCount()
         // The registry stays alive and remembers up to 64 exited workers: they
         // must not hold their run loops (an eventfd, an epoll set and a timerfd
         // per mode each).
-        let registry = try runTwoHundredWorkers(tag: tag)
+        let registry: WorkerRegistry
+        do {
+            registry = try runTwoHundredWorkers(tag: tag, problems: &problems)
+        } catch {
+            return problems + ["workers could not be made: \(error)"]
+        }
         defer { withExtendedLifetime(registry) {} }
-        #expect(registry.allWorkers.count <= registry.limits.retainedExitedWorkers + 20)
-        #expect(registry.allWorkers.allSatisfy { $0.hasExited && $0.runLoop == nil })
-
+        if registry.allWorkers.count > registry.limits.retainedExitedWorkers + 20 {
+            problems.append("the registry keeps \(registry.allWorkers.count) workers")
+        }
+        if !registry.allWorkers.allSatisfy({ $0.hasExited && $0.runLoop == nil }) {
+            problems.append("an exited worker holds its run loop")
+        }
         // (Joined: each task leaves /proc a moment after its join returns.)
-        #expect(
-            waitUntil(timeout: 10) { !threadNames().contains { $0.hasPrefix(tag) } }, "every worker thread was joined")
+        if !waitUntil(timeout: 10, { !threadNames().contains { $0.hasPrefix(tag) } }) {
+            problems.append("a worker thread was not joined")
+        }
         // 200 workers hold at least 800 eventfd / epoll / timerfd descriptors
-        // while alive. Other suites run in parallel (HTTP servers have an epoll
-        // set and an eventfd each), so allow a little noise and give the count
-        // time to settle: a leak here would be hundreds.
-        let settled = Probe().waitUntil(10) { runLoopDescriptorCount() <= descriptorsBefore + 24 }
-        #expect(settled, "run-loop descriptors \(descriptorsBefore) → \(runLoopDescriptorCount())")
+        // while alive; a leak would be hundreds. Alone in this process, the
+        // count must come back to where it was (a few of libdispatch's own
+        // may be made on the way).
+        if !Probe().waitUntil(10, { runLoopDescriptorCount() <= descriptorsBefore + 8 }) {
+            problems.append("run-loop descriptors \(descriptorsBefore) → \(runLoopDescriptorCount())")
+        }
+        return problems
     }
 
     /// Creates 200 workers of every style and keep-alive, 20 alive at a time,
     /// gives each a timer, a port source and a perform, and ends them all.
-    private func runTwoHundredWorkers(tag: String) throws -> WorkerRegistry {
+    private static func runTwoHundredWorkers(tag: String, problems: inout [String]) throws -> WorkerRegistry {
         let (registry, _) = makeRegistry()
         let styles: [(RunStyle, KeepAlive)] = [
             (.loop, .port), (.loop, .timer), (.manual, .none), (.forever, .port), (.loop, .none),
@@ -71,9 +100,8 @@ import RunLoopTestSupport
                 workers.append(worker)
             }
             let finals = registry.endAll(timeout: 20)
-            for worker in workers {
-                let final = finals.first { $0.id == worker.id }?.snapshot
-                #expect(final?.state == .exited, "worker \(worker.id) did not end")
+            for worker in workers where finals.first(where: { $0.id == worker.id })?.snapshot?.state != .exited {
+                problems.append("worker \(worker.id) did not end")
             }
         }
         return registry
