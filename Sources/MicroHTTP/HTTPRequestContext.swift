@@ -18,8 +18,8 @@ struct MHDConnection: @unchecked Sendable {
 ///
 /// The reading events come from the connection's libmicrohttpd thread; a
 /// `deliver` from whoever answers (the control loop, a worker, a timer).
-// @unchecked: the state is reached only under the storage's lock; the
-// connection and peer are set at the start and never changed.
+// @unchecked: the state, connection and peer included, is reached only
+// under the storage's lock.
 struct HTTPRequestContext: @unchecked Sendable {
     /// The one object: the state and its lock.
     final class Storage: LockedBuffer<HTTPRequestState> {}
@@ -111,14 +111,17 @@ struct HTTPRequestContext: @unchecked Sendable {
         case uncharge(Int)
     }
 
-    /// Set at the start, never changed: read without the lock.
-    var connection: MHDConnection { storage.withUnsafeMutablePointerToHeader { $0.pointee.connection } }
-    var peer: PeerAddress? { storage.withUnsafeMutablePointerToHeader { $0.pointee.peer } }
+    /// Set at the start, never changed, but kept in the header the lock
+    /// guards: a step under the lock writes the header as a whole, so even
+    /// these are read under it (ThreadSanitizer saw the unlocked read race
+    /// with a `deliver` from another thread).
+    var connection: MHDConnection { storage.withLock { $0.connection } }
+    var peer: PeerAddress? { storage.withLock { $0.peer } }
 
     /// The one way the request moves on: one lock acquisition per event.
     func transition(_ event: Event) -> Action {
-        let connection = connection
-        return storage.withLock { s in
+        storage.withLock { s in
+            let connection = s.connection
             switch event {
             case .chunk(let chunk, let limit): return s.append(chunk, limit: limit)
             case .refusedTooLarge:
