@@ -129,11 +129,9 @@ struct HTTPRequestContext: @unchecked Sendable {
                 return s.answeredByLayer()
             case .access: return s.access()
             case .refused: return s.answeredByLayer()
-            // lock-ok: the state's own mutating step; it only returns what to do
-            case .handlerReturned: return s.handlerReturned()
+            case .handlerReturned: return s.handlerReturned()  // lock-ok: the state's own step, returns what to do
             case .suspended: return s.suspended(connection)
-            // lock-ok: stores the answer in the state; the caller resumes after the lock
-            case .deliver(let response): return s.deliver(response, connection)
+            case .deliver(let response): return s.deliver(response, connection)  // lock-ok: stores it; resumed after
             case .charged(let bytes):
                 s.heldBytes = bytes
                 return .none

@@ -105,16 +105,22 @@ extension Worker {
 
     /// One pass of `enqueue` under the book's lock; returns the modes that
     /// still need a carrier.
-    private func place(
-        _ request: PerformRequest, delayTimer: CFRunLoopTimer?, in b: inout WorkerBook,
-        made: inout [String: PerformCarrier], queued: inout Enqueued
-    ) throws(RunLoopError) -> [RunLoopMode] {
+    /// A perform (selector or block) may be queued: the thread is alive and
+    /// its queue below `--max-queued-commands`. Under the book's lock.
+    func admitPerform(in b: WorkerBook) throws(RunLoopError) {
         try b.checkAlive(id)
         guard b.performs.count < limits.maxQueuedCommands else {
             throw .limit(
                 .queueFull,
                 "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))")
         }
+    }
+
+    private func place(
+        _ request: PerformRequest, delayTimer: CFRunLoopTimer?, in b: inout WorkerBook,
+        made: inout [String: PerformCarrier], queued: inout Enqueued
+    ) throws(RunLoopError) -> [RunLoopMode] {
+        try admitPerform(in: b)
         for mode in request.modes { b.filled(mode.name) }
         queued.placement = b.placement(of: request.modes)
         queued.loop = b.loop

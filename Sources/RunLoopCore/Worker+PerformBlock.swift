@@ -27,12 +27,7 @@ extension Worker {
     /// first), then wakes the loop: CF itself does not.
     func performBlock(_ request: PerformRequest) throws(RunLoopError) {
         let (loop, placement) = try book.withLock { b throws(RunLoopError) in
-            try b.checkAlive(id)
-            guard b.performs.count < limits.maxQueuedCommands else {
-                throw .limit(
-                    .queueFull,
-                    "thread \(id) already has \(b.performs.count) queued performs (limit \(limits.maxQueuedCommands))")
-            }
+            try admitPerform(in: b)
             for mode in request.modes { b.filled(mode.name) }
             let placement = b.placement(of: request.modes)
             if b.loop != nil {

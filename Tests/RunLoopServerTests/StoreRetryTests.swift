@@ -129,10 +129,11 @@ struct StoreRetryTests {
         #expect(store.wait { $0.tries.count >= 2 })
         // Reads answered all the time: each failed try may be cut short, never below 0.25 s.
         let reader = Thread {
-            while store.state.withLock({ $0.tries.count < 6 }) {
+            // A read every millisecond until the sixth try: a wait on that
+            // condition paces the reads and ends them as soon as it holds.
+            repeat {
                 _ = try? recorder.reading { try $0.instances() }
-                usleep(1_000)
-            }
+            } while !store.wait(timeout: 0.001, { $0.tries.count >= 6 })
         }
         reader.start()
         #expect(store.wait { $0.tries.count >= 6 }, "the writer kept trying")
