@@ -184,7 +184,11 @@ extension PredictHarness {
 
     /// Plays every seed on `threads` threads at once (runs mostly sleep).
     /// A setup played late (see `PredictHarness.play`) is played again.
-    static func playAll(_ setups: [PredictSetup], threads: Int = 8) throws -> (
+    /// Setups played at once: eight, or two under ThreadSanitizer
+    /// (E2E_SLOWDOWN), where eight loops on two cores play most stimuli late.
+    static let playThreads = ServerProcess.slowdown > 1 ? 2 : 8
+
+    static func playAll(_ setups: [PredictSetup], threads: Int = playThreads) throws -> (
         failures: [(PredictSetup, [String])], replays: Int, unplayed: Int
     ) {
         let harness = PredictHarness()

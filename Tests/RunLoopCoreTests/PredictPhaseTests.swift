@@ -201,7 +201,8 @@ enum PhaseJudge {
         limits.maxPredictSteps = 100_000_000
         let registry = WorkerRegistry(limits: limits)
         let state = Locked((next: 0, done: 0, ranged: 0, unplayed: 0, failures: [(Plan, [String])]()))
-        let threads = 6
+        // Two at once under ThreadSanitizer (E2E_SLOWDOWN), as the predict differential.
+        let threads = ServerProcess.slowdown > 1 ? 2 : 6
         for _ in 0..<threads {
             Thread {
                 while true {

@@ -28,7 +28,10 @@ struct E2EStoreOperationsTests {
     func forgetInstances() async throws {
         let dir = try E2EHistoryTests.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let server = try await ServerProcess.started(["--data-dir", dir.path, "--instance-id", "me"])
+        // A minute's heartbeat: "alive" (beating as inserted) stays up for three
+        // minutes, however slowly this machine runs the test.
+        let server = try await ServerProcess.started(
+            ["--data-dir", dir.path, "--instance-id", "me", "--heartbeat-interval", "60"])
         defer { server.stop() }
         let c = server.client
         let path = dir.appendingPathComponent("history.sqlite").path
@@ -143,7 +146,7 @@ extension E2EStoreOperationsTests {
         let thread = try await c.createThread(["run": ["style": "loop"]])
         let pad = String(repeating: "y", count: 2_000)
         var pruned = 0.0
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(30 * ServerProcess.slowdown)
         while pruned == 0, Date() < deadline {
             for _ in 0..<20 {
                 _ = try await c.post(
@@ -161,7 +164,8 @@ extension E2EStoreOperationsTests {
         let mine = try E2EHistoryTests.sqlite(path, events, as: Int.self)
         #expect(Double(mine ?? 0) < written)
         // The line follows the count (written after the status changed).
-        _ = await offThePool { server.output.wait(timeout: 10) { $0.log.contains("history pruned") } }
+        let wait = 10 * ServerProcess.slowdown
+        _ = await offThePool { server.output.wait(timeout: wait) { $0.log.contains("history pruned") } }
         let line = server.log.split(separator: "\n").first { $0.contains("history pruned") }
         #expect(line?.contains("warning") == true, "\(line ?? "no prune line")")
         #expect(line?.contains("scope=instance") == true)

@@ -253,6 +253,8 @@ struct E2EClient: Sendable {
     func pollBlocking(
         _ path: String, timeout: Double = 10, until predicate: (TestHTTPResponse) -> Bool
     ) throws -> TestHTTPResponse {
+        // Scaled under ThreadSanitizer (E2E_SLOWDOWN), where every round trip is slower.
+        let timeout = timeout * ServerProcess.slowdown
         let deadline = Monotonic.now() + timeout
         var last = try sendBlocking("GET", path)
         while !predicate(last) {
