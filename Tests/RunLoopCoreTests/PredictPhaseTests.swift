@@ -201,8 +201,9 @@ enum PhaseJudge {
         limits.maxPredictSteps = 100_000_000
         let registry = WorkerRegistry(limits: limits)
         let state = Locked((next: 0, done: 0, ranged: 0, unplayed: 0, failures: [(Plan, [String])]()))
-        // Two at once under ThreadSanitizer (E2E_SLOWDOWN), as the predict differential.
-        let threads = ServerProcess.slowdown > 1 ? 2 : 6
+        // One at a time under ThreadSanitizer (E2E_SLOWDOWN): two at once still
+        // played 24 of 60 late there on a busy machine.
+        let threads = ServerProcess.slowdown > 1 ? 1 : 6
         for _ in 0..<threads {
             Thread {
                 while true {
@@ -229,7 +230,9 @@ enum PhaseJudge {
         print(
             "phase differential: \(plans.count) setups, \(failures.count) disagreements, \(unplayed) never played on time"
         )
-        #expect(unplayed * 10 <= plans.count, "\(unplayed) of \(plans.count) never played on time: too busy to judge")
+        #expect(
+            unplayed * PredictDifferentialTests.unplayedShare <= plans.count,
+            "\(unplayed) of \(plans.count) never played on time: too busy to judge")
         for (plan, problems) in failures {
             Issue.record("\(plan) disagrees: \(problems.joined(separator: "; "))")
         }

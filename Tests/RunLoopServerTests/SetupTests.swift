@@ -255,13 +255,14 @@ struct SetupTests {
         "while the setup is applied, /readyz and /api answer 503 not_ready and /healthz 200; SIGTERM stops it at once"
     )
     func notReadyWhileApplying() async throws {
-        // A perform that waits 240 s on a thread that never runs holds the setup (the server is
-        // stopped at the end, so the hold costs nothing; ThreadSanitizer once took 50 s to get here).
+        // A perform that waits a day on a thread that never runs holds the setup (the server is
+        // stopped at the end, so the hold costs nothing). No shorter hold is safe: under
+        // ThreadSanitizer a starved test process once took 4 minutes between two requests.
         let file = try Self.write([
             "threads": [
                 [
                     "run": ["style": "manual"],
-                    "performs": [["selector": "echo", "waitUntilDone": true, "timeout": 240]],
+                    "performs": [["selector": "echo", "waitUntilDone": true, "timeout": 86_400]],
                 ]
             ]
         ])
@@ -276,12 +277,14 @@ struct SetupTests {
             let port = freeLoopbackPort()
             started = try? ServerProcess.listening(
                 executable: binary,
-                arguments: ["--port", "\(port)", "--setup", file.path, "--public-dir", "/nonexistent"],
+                arguments: [
+                    "--port", "\(port)", "--setup", file.path, "--public-dir", "/nonexistent", "--max-wait", "86400",
+                ],
                 port: port, logged: "runloopd listening")
         }
         let server = try #require(started, "runloopd never listened on a port of its own")
         defer {
-            // A stop signal ends it at once, mid-setup (the perform's 240 s wait
+            // A stop signal ends it at once, mid-setup (the perform's day-long wait
             // is answered by the stop), not once the setup is over.
             server.send(signal: SIGTERM)
             #expect(server.waitForExit(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
@@ -295,7 +298,7 @@ struct SetupTests {
         let ready = try await c.get("/readyz")
         #expect(try await c.get("/healthz").status == 200)
         guard ready.status == 503 else {
-            Issue.record("the setup's 240 s hold was over before the checks: \(ready.status)")
+            Issue.record("the setup's one-day hold was over before the checks: \(ready.status)")
             return
         }
         #expect(threads.status == 503)
