@@ -15,6 +15,8 @@ public final class ServerProcess: @unchecked Sendable {
         /// Everything the process wrote to stderr so far.
         public var log = ""
         public var exitStatus: Int32?
+        /// Whether its stderr reached its end (every line written is in `log`).
+        public var logEnded = false
 
         /// Output seen so far (none by default).
         public init(log: String = "", exitStatus: Int32? = nil) {
@@ -156,6 +158,7 @@ public final class ServerProcess: @unchecked Sendable {
                 let text = String(decoding: buffer[..<count], as: UTF8.self)
                 output.update { $0.log += text }
             }
+            output.update { $0.logEnded = true }
         }
         process.terminationHandler = { finished in
             let status = finished.terminationStatus
@@ -170,9 +173,13 @@ public final class ServerProcess: @unchecked Sendable {
     public func send(signal: Int32) { kill(process.processIdentifier, signal) }
 
     /// Waits for the process to exit; its status, or nil after `timeout` seconds.
+    /// Once it exited, waits (5 s at most) for its stderr's end too, so that
+    /// `log` then holds its last lines (the exit is often seen first).
     public func waitForExit(timeout: Double) -> Int32? {
         output.wait(timeout: timeout) { $0.exitStatus != nil }
-        return output.value.exitStatus
+        guard let status = output.value.exitStatus else { return nil }
+        output.wait(timeout: 5) { $0.logEnded }
+        return status
     }
 
     /// A server its test never stopped (one it signalled itself, or a failed
