@@ -189,9 +189,13 @@ extension PredictHarness {
     static let playThreads = ServerProcess.slowdown > 1 ? 2 : 8
 
     /// A run judges only if at most 1 in `unplayedShare` setups never played
-    /// on time: one in ten, or one in two under ThreadSanitizer, where the
-    /// run looks for races in what it plays and every played setup is judged.
-    static let unplayedShare = ServerProcess.slowdown > 1 ? 2 : 10
+    /// on time. Every setup played on time is judged, whatever the load; one
+    /// played late is played again, and one never played on time is counted,
+    /// not judged. The share guards the harness (one that plays nothing on
+    /// time would judge nothing), not the machine: with two CPU hogs per core
+    /// beside it (`stress-ng --cpu 4`, issue 41) the phase differential played
+    /// 9 to 17 of 60 setups late on every attempt, and the suite must hold.
+    static let unplayedShare = 2
 
     static func playAll(_ setups: [PredictSetup], threads: Int = playThreads) throws -> (
         failures: [(PredictSetup, [String])], replays: Int, unplayed: Int
