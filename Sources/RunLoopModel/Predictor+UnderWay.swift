@@ -1,11 +1,9 @@
-import Foundation
-
 /// A run under way, played from now (`Worker.predictRunUnderWay`): its
 /// entry is past (no `entry` callout, no empty-mode check at entry), and a
 /// loop asleep now goes on from its sleep; a busy one from its next pass.
 extension RunSimulator {
     /// Where the run under way is now.
-    enum UnderWay {
+    package enum UnderWay {
         /// Asleep in its mode (`CFRunLoopIsWaiting`).
         case asleep
         /// Inside a pass (a callout, an observer): played from its next pass.

@@ -1,5 +1,3 @@
-import Foundation
-
 /// Predicts what one `CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled)`
 /// returns, by playing swift-corelibs-foundation's `__CFRunLoopRun` over a
 /// `LoopModel`: an empty mode finishes at entry; each pass notifies
@@ -12,7 +10,7 @@ import Foundation
 ///
 /// Callouts are taken to last no time. Where two things would be ready
 /// within `margin` seconds of each other, the order is a race.
-struct RunSimulator {
+package struct RunSimulator {
     var model: LoopModel
     let mode: String
     let seconds: Double

@@ -1,5 +1,3 @@
-import Foundation
-
 /// The predictor's callouts: version-0 sources and perform carriers, timers,
 /// port sources, observers, the turns they fall in, and outside stimuli.
 extension RunSimulator {
