@@ -19,39 +19,10 @@ extension RunSimulator {
     private mutating func playUnderWay(_ at: UnderWay) -> Prediction {
         entered = true
         turn = OpenTurn(wokeBy: nil, afterWake: at == .asleep)
-        if at == .asleep, let end = resumeFromSleep() { return end }
+        // Asleep: the rest of the pass it sleeps in (CF's blocks after the
+        // wake included), then on as from any pass.
+        if at == .asleep, let end = sleepAndHandle(handled: false) { return end }
         if let why = stuck { return unknown(why) }
-        while true {
-            if let end = pass() { return end }
-            if let why = stuck { return unknown(why) }
-            passes += 1
-            budget.left -= 1 + model.itemCount
-            if budget.left <= 0 { outOfBudget = true }
-            if passes >= Self.maxPasses || outOfBudget { return fastForward() }
-        }
-    }
-
-    /// The second half of the pass the loop sleeps in: what wakes it, what
-    /// it handles, CF's checks at the end of the pass.
-    private mutating func resumeFromSleep() -> Prediction? {
-        let live = sleep()
-        if case .never = live {
-            reasons.append(asleepText(timeoutSpent: timeoutSpent))
-            return Prediction(
-                mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
-                outcome: .init(exitReason: nil, cause: nil, atMs: nil), windowMs: nil, certain: races.isEmpty,
-                race: nil, reasons: reasons, turns: turns)
-        }
-        openTurn()
-        ignoringWakeUps = true
-        notify(.afterWaiting)
-        var handled = false
-        switch live {
-        case .timer: doTimers()
-        case .port(let index): handled = doSource1(index)
-        case .wakeUp: wakeSince = nil
-        case .never: break
-        }
-        return endOfPass(handled: handled)
+        return playPasses()
     }
 }
