@@ -17,7 +17,9 @@ public final class PredictBudget {
         left = self.steps
     }
 
-    /// Item-steps spent so far (the last pass may overshoot the budget).
+    /// Item-steps spent so far. The budget is checked after each pass and
+    /// before each timer fire, so it overshoots by at most one fire's scan
+    /// of the timers and one pass over the items (`PredictBudgetTests`).
     public var spent: Int { steps - left }
     /// Whether the budget ran out: a play was given up.
     public var ranOut: Bool { left <= 0 }

@@ -224,6 +224,9 @@ package struct RunSimulator {
     /// CF's checks at the end of a pass, in its order.
     mutating func endOfPass(handled: Bool) -> Prediction? {
         if let why = stuck { return unknown(why) }
+        // Given up inside the pass (its fires not all played): no end is
+        // judged from half a pass; `playPasses` gives the run up.
+        if outOfBudget { return nil }
         if handled && returnAfterSourceHandled {
             reasons.append("a source was handled and the run was asked to return after one")
             return finish(.handledSource, cause: .sourceHandled(lastSource, pass: passSources))
