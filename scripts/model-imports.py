@@ -108,12 +108,9 @@ def main():
     check_manifest(root, problems)
     if model == 0:
         problems.append(f"{MODEL}: no Swift files")
-    for problem in problems:
-        print(f"model-imports: {problem}", file=sys.stderr)
-    if problems:
-        return 1
-    print(f"model-imports: {model} files of {MODEL}, none can reach CF")
-    return 0
+    report = [f"model-imports: {p}" for p in problems] or [f"model-imports: {model} files of {MODEL}, none can reach CF"]
+    print("\n".join(report), file=sys.stderr if problems else sys.stdout)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
