@@ -101,6 +101,7 @@ lint:
 	$(SWIFT) format lint --strict --recursive $(FORMAT_PATHS)
 	python3 scripts/source-sizes.py
 	python3 scripts/js-cycles.py
+	python3 scripts/model-imports.py
 
 format:
 	$(SWIFT) format --in-place --recursive $(FORMAT_PATHS)

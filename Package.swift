@@ -22,9 +22,15 @@ let package = Package(
         // environment (`make release` sets it from git), else "unknown".
         .target(name: "CLinux", cSettings: [.define("RUNLOOPD_COMMIT", to: "\"\(buildCommit)\"")]),
         .target(name: "Primitives", dependencies: [.product(name: "HeapModule", package: "swift-collections")]),
+        // The model of CF: the predictor over a loop's snapshot (`LoopModel`) and the
+        // value types it speaks in. No Foundation, no CoreFoundation: it cannot call CF
+        // (scripts/model-imports.py, in `make lint`, holds its imports to a short list).
+        .target(name: "RunLoopModel", dependencies: ["Primitives"]),
         .target(
             name: "RunLoopCore",
-            dependencies: ["CLinux", "Primitives", .product(name: "DequeModule", package: "swift-collections")],
+            dependencies: [
+                "CLinux", "Primitives", "RunLoopModel", .product(name: "DequeModule", package: "swift-collections"),
+            ],
             exclude: ["README.md"]
         ),
         .systemLibrary(
@@ -97,7 +103,8 @@ let package = Package(
         .target(name: "CFOracle"),
         .executableTarget(name: "cf-oracle", dependencies: ["CFOracle"]),
         .testTarget(
-            name: "RunLoopCoreTests", dependencies: ["RunLoopCore", "Primitives", "RunLoopTestSupport", "CFOracle"],
+            name: "RunLoopCoreTests",
+            dependencies: ["RunLoopCore", "RunLoopModel", "Primitives", "RunLoopTestSupport", "CFOracle"],
             // Seeds of the predict differential test that ever failed, replayed every run.
             exclude: ["predict-failed-seeds.txt"]),
         // runloopd's own options: parsed in process, no server started.

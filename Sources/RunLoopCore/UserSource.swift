@@ -12,17 +12,6 @@ public enum SourceKind: String, Sendable, CaseIterable, Hashable {
     case port
 }
 
-/// Who put a timer or source in the loop: the user, or runloopd itself (the
-/// hidden objects Cocoa keeps too: a keep-alive, an `afterDelay` perform's timer).
-public enum ItemRole: String, Sendable, CaseIterable, Hashable {
-    /// Added through the API.
-    case user
-    /// The thread's keep-alive port or timer.
-    case keepAlive
-    /// The one-shot timer of an `afterDelay` perform.
-    case performDelay
-}
-
 /// What a user asks for when adding a source.
 public struct SourceSpec: Sendable {
     /// custom or port.

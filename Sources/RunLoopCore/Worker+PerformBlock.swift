@@ -1,22 +1,6 @@
 import CoreFoundation
 import Foundation
 
-/// How a queued perform reaches a worker's loop.
-public enum PerformVia: String, Sendable, CaseIterable, Hashable {
-    /// `performSelector:onThread:` (a version-0 source per mode, signalled
-    /// and the loop woken) or, with `afterDelay`, a one-shot timer: a
-    /// handled source for `returnAfterSourceHandled` (the timer never is).
-    case selector
-    /// `CFRunLoopPerformBlock` followed by `CFRunLoopWakeUp`: CF keeps the
-    /// block in the loop's block list, which keeps its modes from being
-    /// empty, and runs it in `__CFRunLoopDoBlocks`; running it never counts
-    /// as a handled source.
-    case block
-
-    /// How a block perform leaves its modes (the explainer's last removal).
-    static let ranHow = "ran (CF drops a block from its list when it runs it)"
-}
-
 /// Block performs (`CFRunLoopPerformBlock`, what Foundation's
 /// `RunLoop.perform(inModes:block:)` calls): queued from any thread, run by
 /// CF on the worker's thread in `__CFRunLoopDoBlocks`.

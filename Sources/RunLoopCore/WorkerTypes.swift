@@ -123,31 +123,6 @@ public enum WorkerState: String, Sendable, Hashable {
     case exited
 }
 
-/// A run-loop activity an observer can watch (`CFRunLoopActivity`).
-public enum Activity: String, Sendable, CaseIterable, Hashable {
-    /// `kCFRunLoopEntry` (1).
-    case entry
-    /// `kCFRunLoopBeforeTimers` (2).
-    case beforeTimers
-    /// `kCFRunLoopBeforeSources` (4).
-    case beforeSources
-    /// `kCFRunLoopBeforeWaiting` (32).
-    case beforeWaiting
-    /// `kCFRunLoopAfterWaiting` (64).
-    case afterWaiting
-    /// `kCFRunLoopExit` (128).
-    case exit
-
-    /// The CF bit.
-    public var bit: UInt { UInt(Activities(self).rawValue) }
-
-    /// The activity for a single CF bit.
-    public init?(bit: UInt) {
-        guard let match = Activity.allCases.first(where: { $0.bit == bit }) else { return nil }
-        self = match
-    }
-}
-
 /// A set of run-loop activities with CF's own raw values
 /// (`CFRunLoopActivity`), as an observer's mask.
 public struct Activities: OptionSet, Sendable, Hashable {

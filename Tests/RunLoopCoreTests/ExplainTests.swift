@@ -4,6 +4,7 @@ import RunLoopTestSupport
 import Testing
 
 @testable import RunLoopCore
+@testable import RunLoopModel
 
 /// The explainer through RunLoopCore's public API (no HTTP): causes, turns,
 /// load, warnings and stalls are there for programs that embed the engine.

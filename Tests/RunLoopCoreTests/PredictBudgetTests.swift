@@ -38,11 +38,13 @@ struct PredictBudgetTests {
         #expect(played.map { $0 <= 1000 / 31 + 1 } == true, "\(p.reasons)")
         #expect(registry.diagnostics.predictionsGivenUp == 1)
         let spent = registry.diagnostics.predictSteps
-        #expect(spent >= 1000 && spent < 1000 + 31 * 31, "\(spent)")
+        // Overshot by at most one fire's scan of the 30 timers and one pass
+        // over the 31 items (PredictBudgetBoundTests).
+        #expect(spent >= 1000 && spent <= 1000 + 30 + 32, "\(spent)")
         // /why's predictions (one per mode) share one budget of the limit's.
         _ = worker.why()
         #expect(registry.diagnostics.predictionsGivenUp == 2)
-        #expect(registry.diagnostics.predictSteps - spent < 1000 + 31 * 31)
+        #expect(registry.diagnostics.predictSteps - spent <= 1000 + 30 + 32)
     }
 
     @Test("all requests together get the limit's steps a second, overshoot owed")

@@ -114,7 +114,7 @@ struct PredictHarness {
         let stimuli = setup.stimuli.map { slot, what in
             Stimulus(at: built.anchor + Double(slot) * q - read, stimulus(what, built, &placeholders))
         }
-        let prediction = Worker.predict(
+        let prediction = Predictor.predict(
             model, mode: setup.runMode, seconds: seconds, returnAfterSourceHandled: setup.returnAfterSourceHandled,
             stimuli: stimuli)
         let box = Locked<Ended?>(nil)

@@ -96,8 +96,8 @@ struct APIWordsTests {
 
     @Test func causeCodesAreTheOnesTheEngineGives() throws {
         // Every ExitCause is made in ExitCause.swift with a literal code.
-        let source = Self.text("Sources/RunLoopCore/Explain/ExitCause.swift")
+        let source = Self.text("Sources/RunLoopModel/ExitCause.swift")
         let given = Set(source.matches(of: /code: "([a-z_]+)"/).map { String($0.output.1) })
-        Self.expectSame(Self.causeCodes, given, "Sources/RunLoopCore/Explain/ExitCause.swift")
+        Self.expectSame(Self.causeCodes, given, "Sources/RunLoopModel/ExitCause.swift")
     }
 }

@@ -20,7 +20,7 @@ extension Worker {
         try book.withLock { b throws(RunLoopError) in try b.checkAlive(id) }
         let budget = requestBudget()
         defer { account(budget) }
-        return Self.predict(
+        return Predictor.predict(
             loopModel(), mode: mode.name, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
             stimuli: stimuli, budget: budget, phaseKnown: phaseKnown)
     }
@@ -36,7 +36,7 @@ extension Worker {
         let own = ownRun
         let budget = requestBudget()
         defer { account(budget) }
-        var prediction = Self.predict(
+        var prediction = Predictor.predict(
             model, mode: own.mode.name, seconds: own.seconds, returnAfterSourceHandled: own.returnAfterSourceHandled,
             budget: budget)
         prediction.reasons.insert(
@@ -60,74 +60,20 @@ extension Worker {
         }
     }
 
-    /// What a run with these parameters does on `model` (pure: no worker
-    /// involved). Where timing decides, each race is played both ways.
-    /// `phaseKnown`: the run begins now, so its repeating timers' phases
-    /// are known (a run under way, a test that starts it at once); false:
-    /// it begins when a request reaches the loop, and each phase of those
-    /// timers is played too (`widenByPhase`).
+    /// `Predictor.predict`: the model's answer on a snapshot, under the
+    /// name it had when the model lived in the engine.
     public static func predict(
         _ model: LoopModel, mode: String, seconds: Double, returnAfterSourceHandled: Bool,
         stimuli: [Stimulus] = [], margin: Double = 0.002, budget: PredictBudget = PredictBudget(),
         phaseKnown: Bool = true
     ) -> Prediction {
-        let base = predictAtPhase(
+        Predictor.predict(
             model, mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
-            stimuli: stimuli, margin: margin, budget: budget)
-        guard !phaseKnown, stimuli.isEmpty else { return base }
-        return widenByPhase(
-            base, model, mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
-            margin: margin, budget: budget)
+            stimuli: stimuli, margin: margin, budget: budget, phaseKnown: phaseKnown)
     }
 
-    /// `predict` at the repeating timers' phases of now.
-    static func predictAtPhase(
-        _ model: LoopModel, mode: String, seconds: Double, returnAfterSourceHandled: Bool,
-        stimuli: [Stimulus], margin: Double, budget: PredictBudget, underWay: RunSimulator.UnderWay? = nil
-    ) -> Prediction {
-        func play(flip: Int?) -> (Prediction, Int, gaveUp: Bool) {
-            var sim = RunSimulator(
-                model: model, mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
-                stimuli: stimuli, margin: margin)
-            sim.flip = flip
-            sim.budget = budget
-            let prediction = underWay.map { sim.runUnderWay($0) } ?? sim.run()
-            return (prediction, sim.decisions, sim.outOfBudget)
-        }
-        var (base, decisions, _) = play(flip: nil)
-        if model.depth > 0 {
-            base.reasons.insert(
-                "the thread is inside \(model.depth) run\(model.depth == 1 ? "" : "s") now: this run would be nested in them",
-                at: 0)
-        }
-        guard decisions > 0 else { return base }
-        var outcomes = [base.outcome]
-        var whys = base.reasons
-        for flip in 0..<min(decisions, 4) where budget.left > 0 {
-            let (other, _, gaveUp) = play(flip: flip)
-            if gaveUp { break }  // not an outcome: the work ran out
-            outcomes.append(other.outcome)
-            whys.append(contentsOf: other.reasons.filter { !whys.contains($0) })
-        }
-        let key: (Prediction.Outcome) -> String = { o in
-            "\(o.exitReason?.name ?? "none")|\(o.cause?.code ?? "")|\(o.cause.map { "\($0.details)" } ?? "")"
-        }
-        var distinct: [Prediction.Outcome] = []
-        for outcome in outcomes where !distinct.contains(where: { key($0) == key(outcome) }) {
-            distinct.append(outcome)
-        }
-        let times = outcomes.compactMap(\.atMs)
-        if let lo = times.min(), let hi = times.max(), hi > lo { base.windowMs = [lo, hi] }
-        if distinct.count > 1 {
-            base.certain = false
-            base.race = Prediction.Race(
-                outcomes: distinct,
-                why: "timing decides: " + (base.reasons.last ?? "two things are ready at nearly the same moment"))
-        } else {
-            base.certain = true
-        }
-        return base
-    }
+    /// `Predictor.phasesNotPlayed`, under its old name.
+    public static let phasesNotPlayed = Predictor.phasesNotPlayed
 
     /// What a `signal` action on this loop does: the source, and its wake-up.
     /// (One aimed at another thread's loop changes nothing here.)
@@ -197,5 +143,14 @@ extension Worker {
                     signals: signalAction(snap.action)))
         }
         return model
+    }
+}
+
+extension Worker {
+    /// A block perform as the predictor reads it.
+    static func blockModel(_ request: PerformRequest) -> LoopModel.Perform {
+        LoopModel.Perform(
+            id: request.id, keys: request.modes.map(\.name), selector: request.call.selector,
+            nested: LoopModel.NestedRun(request.call))
     }
 }

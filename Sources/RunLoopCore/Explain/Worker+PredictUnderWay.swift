@@ -62,7 +62,7 @@ extension Worker {
         }
         let budget = requestBudget()
         defer { account(budget) }
-        var prediction = Self.predictAtPhase(
+        var prediction = Predictor.predictAtPhase(
             model, mode: frame.mode, seconds: facts.leftSeconds,
             returnAfterSourceHandled: frame.returnAfterSourceHandled, stimuli: stimuli, margin: 0.002,
             budget: budget, underWay: asleep ? .asleep : .busy)

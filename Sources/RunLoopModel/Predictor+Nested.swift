@@ -1,5 +1,3 @@
-import Foundation
-
 /// A callout that runs the loop again (`runNested`): CF gives the nested
 /// run a per-run record of its own (its stop flag, its ignored wake-ups),
 /// while the loop's items, their timer descriptors, the wake-up

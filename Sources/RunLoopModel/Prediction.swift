@@ -1,5 +1,3 @@
-import Foundation
-
 /// What a run will return, said before it runs (`Worker.predict`).
 public struct Prediction: Sendable {
     /// One possible end of the run.

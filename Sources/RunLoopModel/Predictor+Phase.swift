@@ -1,5 +1,3 @@
-import Foundation
-
 /// A repeating timer's phase: a run that is not under way yet begins when a
 /// request reaches the loop, at a point of each repeating timer's period
 /// nobody chooses to the millisecond, and how many fires fall before the
@@ -11,7 +9,7 @@ import Foundation
 /// gives the count as a range, `certain` false, when it is not the same at
 /// every such moment. A run under way (its deadline fixed) has one phase:
 /// its count is told exactly.
-extension Worker {
+extension Predictor {
     /// The delays (seconds) of the run's start at which it is played besides
     /// now: around each point where a timer's fire crosses the deadline, and
     /// between two such points. None for a run without a timeout, or without

@@ -1,5 +1,4 @@
-import CoreFoundation
-import Foundation
+import FoundationEssentials
 
 /// Why one `CFRunLoopRunInMode` call returned: the four `CFRunLoopRunResult`s.
 ///
@@ -14,11 +13,6 @@ public enum ExitReason: Int32, Sendable, CaseIterable, Hashable {
     /// `kCFRunLoopRunHandledSource` (4): a source was handled and the run was
     /// asked to return after one.
     case handledSource = 4
-
-    /// Maps CF's result. Returns `nil` for a value CF never documented.
-    public init?(_ result: CFRunLoopRunResult) {
-        self.init(rawValue: result.rawValue)
-    }
 
     /// The name users see (`"finished"`, `"stopped"`, `"timedOut"`, `"handledSource"`).
     public var name: String {

@@ -1,5 +1,3 @@
-import Foundation
-
 /// A run with many turns left (a 1 ms repeating timer in a 300 s run): once
 /// only repeating timers without a fire limit remain and nothing comes from
 /// outside, their fires until the deadline are counted, not played.

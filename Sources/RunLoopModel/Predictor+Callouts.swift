@@ -1,5 +1,3 @@
-import Foundation
-
 /// The predictor's callouts: version-0 sources and perform carriers, timers,
 /// port sources, observers, the turns they fall in, and outside stimuli.
 extension RunSimulator {
@@ -94,6 +92,14 @@ extension RunSimulator {
         var remembered = armedBefore
         for index in due where model.timers[index].valid && !model.timers[index].firing {
             guard model.timers[index].next <= limit, stuck == nil else { continue }
+            // The budget is checked before each fire, not only after the
+            // pass: n timers due together cost n scans of n, and a pass
+            // begun with its last steps would spend all of them (90,301
+            // steps for 300 timers). The run is given up after this pass.
+            guard budget.left > 0 else {
+                outOfBudget = true
+                break
+            }
             // Before each fire CF arms the timerfd at the mode's next timer,
             // the firing one left out, if that date changed: a timer due in
             // this same batch makes it readable again at once, and once the

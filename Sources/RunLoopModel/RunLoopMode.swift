@@ -1,6 +1,3 @@
-import CoreFoundation
-import Foundation
-
 /// A run-loop mode as users name it: `"default"`, `"common"`, or any custom name.
 ///
 /// `"default"` maps to `kCFRunLoopDefaultMode` and `"common"` to the real
@@ -44,17 +41,8 @@ public struct RunLoopMode: Hashable, Sendable, CustomStringConvertible {
     /// Whether this is the common-modes set.
     public var isCommon: Bool { self == .common }
 
-    /// The CF mode to pass to CF calls: the real constants for default and common.
-    public var cfMode: CFRunLoopMode {
-        switch name {
-        case "default": return kCFRunLoopDefaultMode
-        case "common": return kCFRunLoopCommonModes
-        default: return CFStrings.make(name)
-        }
-    }
-
-    static let cfDefaultName = "kCFRunLoopDefaultMode"
-    static let cfCommonName = "kCFRunLoopCommonModes"
+    package static let cfDefaultName = "kCFRunLoopDefaultMode"
+    package static let cfCommonName = "kCFRunLoopCommonModes"
     static let cocoaDefaultName = "NSDefaultRunLoopMode"
     static let cocoaCommonName = "NSRunLoopCommonModes"
 
@@ -141,31 +129,5 @@ public struct RunLoopMode: Hashable, Sendable, CustomStringConvertible {
         return previous[y.count]
     }
 
-    /// Maps a mode CF reports (e.g. from `CFRunLoopCopyCurrentMode`) to its user name.
-    public static func name(ofCF mode: CFRunLoopMode?) -> String? {
-        guard let mode else { return nil }
-        let raw = CFStrings.string(mode)
-        if raw == cfDefaultName { return "default" }
-        if raw == cfCommonName { return "common" }
-        return raw
-    }
-
     public var description: String { name }
-}
-
-/// Conversions between Swift strings and CF strings without Foundation bridging.
-enum CFStrings {
-    /// A new CFString holding `string`'s UTF-8.
-    static func make(_ string: String) -> CFString {
-        var bytes = Array(string.utf8)
-        return CFStringCreateWithBytes(nil, &bytes, bytes.count, CFStringBuiltInEncodings.UTF8.rawValue, false)
-    }
-
-    /// The Swift string for a CF string.
-    static func string(_ cf: CFString) -> String {
-        let length = CFStringGetLength(cf)
-        var units = [UniChar](repeating: 0, count: length)
-        CFStringGetCharacters(cf, CFRange(location: 0, length: length), &units)
-        return String(decoding: units, as: UTF16.self)
-    }
 }

@@ -1,5 +1,3 @@
-import Foundation
-
 /// Predicts what one `CFRunLoopRunInMode(mode, seconds, returnAfterSourceHandled)`
 /// returns, by playing swift-corelibs-foundation's `__CFRunLoopRun` over a
 /// `LoopModel`: an empty mode finishes at entry; each pass notifies
@@ -12,7 +10,7 @@ import Foundation
 ///
 /// Callouts are taken to last no time. Where two things would be ready
 /// within `margin` seconds of each other, the order is a race.
-struct RunSimulator {
+package struct RunSimulator {
     var model: LoopModel
     let mode: String
     let seconds: Double
@@ -156,6 +154,13 @@ struct RunSimulator {
                 "CFRunLoopStop was called by an entry observer: CF checks the stop flag before the first pass")
             return finish(.stopped, cause: .stop(stopOrigin ?? stopBy))
         }
+        return playPasses()
+    }
+
+    /// `__CFRunLoopRun`'s loop, for a run from its entry or one under way:
+    /// passes until the run ends or is stuck; past `maxPasses`, or once the
+    /// budget is spent, only `fastForward` is left.
+    mutating func playPasses() -> Prediction {
         while true {
             if let end = pass() { return end }
             if let why = stuck { return unknown(why) }
@@ -173,30 +178,38 @@ struct RunSimulator {
         notify(.beforeTimers)
         notify(.beforeSources)
         doBlocks()
-        var handled = doSources0()
+        let handled = doSources0()
         if handled { doBlocks() }
         if let why = stuck { return unknown(why) }
-        let poll = handled || seconds <= 0
-        let live: Live
-        if poll {
-            live = readyNow() ?? .never
-        } else {
-            notify(.beforeWaiting)
-            closeTurn(end: .sleep)
-            live = sleep()
-            if case .never = live {
-                reasons.append(asleepText(timeoutSpent: timeoutSpent))
-                return Prediction(
-                    mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
-                    outcome: .init(exitReason: nil, cause: nil, atMs: nil), windowMs: nil, certain: races.isEmpty,
-                    race: nil, reasons: reasons, turns: turns)
-            }
-            openTurn()
-            // CF ignores wake-ups from here (before `afterWaiting`) until the
-            // next pass: one an afterWaiting observer makes is dropped.
-            ignoringWakeUps = true
-            notify(.afterWaiting)
+        if handled || seconds <= 0 { return handle(readyNow() ?? .never, handled: handled) }
+        notify(.beforeWaiting)
+        closeTurn(end: .sleep)
+        return sleepAndHandle(handled: handled)
+    }
+
+    /// The second half of a pass that sleeps (a run under way that sleeps
+    /// now is played from here): what wakes the loop, then `handle`.
+    mutating func sleepAndHandle(handled: Bool) -> Prediction? {
+        let live = sleep()
+        if case .never = live {
+            reasons.append(asleepText(timeoutSpent: timeoutSpent))
+            return Prediction(
+                mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
+                outcome: .init(exitReason: nil, cause: nil, atMs: nil), windowMs: nil, certain: races.isEmpty,
+                race: nil, reasons: reasons, turns: turns)
         }
+        openTurn()
+        // CF ignores wake-ups from here (before `afterWaiting`) until the
+        // next pass: one an afterWaiting observer makes is dropped.
+        ignoringWakeUps = true
+        notify(.afterWaiting)
+        return handle(live, handled: handled)
+    }
+
+    /// What the pass found ready (the timers, a port, a wake-up), the blocks
+    /// after it, and CF's checks at the end of the pass.
+    mutating func handle(_ live: Live, handled: Bool) -> Prediction? {
+        var handled = handled
         ignoringWakeUps = true
         switch live {
         case .timer: doTimers()
@@ -211,6 +224,9 @@ struct RunSimulator {
     /// CF's checks at the end of a pass, in its order.
     mutating func endOfPass(handled: Bool) -> Prediction? {
         if let why = stuck { return unknown(why) }
+        // Given up inside the pass (its fires not all played): no end is
+        // judged from half a pass; `playPasses` gives the run up.
+        if outOfBudget { return nil }
         if handled && returnAfterSourceHandled {
             reasons.append("a source was handled and the run was asked to return after one")
             return finish(.handledSource, cause: .sourceHandled(lastSource, pass: passSources))

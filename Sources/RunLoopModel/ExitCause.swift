@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// Why a run ended, beyond CF's four results: a stable `code`, one sentence
 /// for people, and the objects involved (`details`: ids, seconds, counts).
@@ -46,11 +50,18 @@ public enum StopOrigin: Sendable, Hashable {
 
 /// What emptied a mode: the last item whose removal left it without sources
 /// or timers.
-struct Removal: Sendable, Hashable {
-    var kind: String
-    var id: String
-    var how: String
-    var mono: Double
+package struct Removal: Sendable, Hashable {
+    package var kind: String
+    package var id: String
+    package var how: String
+    package var mono: Double
+
+    package init(kind: String, id: String, how: String, mono: Double) {
+        self.kind = kind
+        self.id = id
+        self.how = how
+        self.mono = mono
+    }
 }
 
 extension ExitCause {
@@ -58,7 +69,7 @@ extension ExitCause {
     /// fields, kept for compatibility); `pass` every source and perform
     /// handled in the pass that ended the run, in order (`handled`), `more`
     /// those beyond the list's bound.
-    static func sourceHandled(_ callout: CalloutRef?, pass: [CalloutRef] = [], more: Int = 0) -> ExitCause {
+    package static func sourceHandled(_ callout: CalloutRef?, pass: [CalloutRef] = [], more: Int = 0) -> ExitCause {
         var cause = sourceHandled(callout)
         guard !pass.isEmpty else { return cause }
         cause.details["handled"] = .array(
@@ -85,7 +96,7 @@ extension ExitCause {
     /// custom source waits for the next run; a mode's queued performs share
     /// that mode's one custom source and all go in its callout; a port
     /// message is read after the custom sources, in the same pass.
-    static func passRule(_ pass: [CalloutRef]) -> String {
+    package static func passRule(_ pass: [CalloutRef]) -> String {
         let performs = pass.filter { $0.kind == .perform }.count
         let ports = pass.filter { $0.kind == .port }.count
         var parts = [
@@ -101,7 +112,7 @@ extension ExitCause {
         return parts.joined(separator: "; ")
     }
 
-    static func sourceHandled(_ callout: CalloutRef?) -> ExitCause {
+    package static func sourceHandled(_ callout: CalloutRef?) -> ExitCause {
         guard let callout else {
             return ExitCause(
                 code: "source_handled", message: "a source was handled and the run was asked to return after one")
@@ -118,7 +129,7 @@ extension ExitCause {
         return ExitCause(code: "source_handled", message: message, details: details)
     }
 
-    static func deadline(seconds: Double, timerFires: Int) -> ExitCause {
+    package static func deadline(seconds: Double, timerFires: Int) -> ExitCause {
         var message = "the run's \(Self.seconds(seconds)) passed"
         if timerFires > 0 {
             message +=
@@ -130,7 +141,7 @@ extension ExitCause {
             details: ["seconds": .number(seconds), "timerFires": .number(Double(timerFires))])
     }
 
-    static func stop(_ origin: StopOrigin?) -> ExitCause {
+    package static func stop(_ origin: StopOrigin?) -> ExitCause {
         switch origin {
         case .request(let by, let requestId)?:
             var details: [String: Value] = ["by": .string(by)]
@@ -154,7 +165,7 @@ extension ExitCause {
         }
     }
 
-    static func modeEmpty(_ mode: String, emptiedBy: Removal?) -> ExitCause {
+    package static func modeEmpty(_ mode: String, emptiedBy: Removal?) -> ExitCause {
         guard let emptiedBy else {
             return ExitCause(
                 code: "mode_empty",
@@ -172,7 +183,7 @@ extension ExitCause {
             ])
     }
 
-    static func modeMissing(_ mode: String) -> ExitCause {
+    package static func modeMissing(_ mode: String) -> ExitCause {
         ExitCause(
             code: "mode_missing",
             message:
@@ -182,7 +193,7 @@ extension ExitCause {
 
     /// A `finished` cause in a mode named close to a known one gets the hint
     /// ("did you mean default?") and `details.didYouMean`.
-    func hinting(_ modeName: String) -> ExitCause {
+    package func hinting(_ modeName: String) -> ExitCause {
         guard let mode = try? RunLoopMode(modeName), let suggestion = mode.suggestion else { return self }
         var cause = self
         cause.message +=
@@ -191,9 +202,18 @@ extension ExitCause {
         return cause
     }
 
-    static func seconds(_ value: Double) -> String {
+    package static func seconds(_ value: Double) -> String {
         if value >= 1e9 { return "unbounded wait" }
-        let text = value.rounded() == value ? String(Int(value)) : String(format: "%g", value)
+        let text = value.rounded() == value ? String(Int(value)) : printfG(value)
         return "\(text) s"
+    }
+
+    /// `value` as C's `%g` writes it (six significant digits), without
+    /// Foundation's `String(format:)`.
+    static func printfG(_ value: Double) -> String {
+        let size = 32
+        var buffer = [CChar](repeating: 0, count: size)
+        _ = withVaList([value]) { vsnprintf(&buffer, size, "%g", $0) }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

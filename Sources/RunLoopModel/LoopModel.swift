@@ -1,5 +1,3 @@
-import Foundation
-
 /// A worker's loop as the predictor sees it: plain values, read once (as
 /// `Worker.why()` reads), with every time in seconds from the moment it
 /// was read. Modes are expanded: an item in `common` lists every common mode.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What kind of code a loop called out to.
 public enum CalloutKind: String, Sendable, CaseIterable, Hashable {
@@ -26,10 +26,10 @@ public struct CalloutRef: Sendable, Hashable {
     public var selector: String?
     /// A delayed perform fires from a timer: CF counts it as a timer, never as
     /// a handled source.
-    var throughTimer = false
+    package var throughTimer = false
     /// A block perform (`CFRunLoopPerformBlock`): CF runs it in
     /// `__CFRunLoopDoBlocks` and never counts it as a handled source.
-    var viaBlock = false
+    package var viaBlock = false
 
     /// Creates a reference.
     public init(kind: CalloutKind, id: String, selector: String? = nil) {
@@ -39,7 +39,7 @@ public struct CalloutRef: Sendable, Hashable {
     }
 
     /// Whether CF counts it as a handled source (`returnAfterSourceHandled`).
-    var countsAsSource: Bool {
+    package var countsAsSource: Bool {
         switch kind {
         case .source, .port: return true
         case .perform: return !throughTimer && !viaBlock
@@ -54,6 +54,11 @@ public struct Callout: Sendable, Hashable {
     public var ref: CalloutRef
     /// How long it ran, in milliseconds.
     public var ms: Double
+
+    package init(ref: CalloutRef, ms: Double) {
+        self.ref = ref
+        self.ms = ms
+    }
 }
 
 /// What woke a turn, inferred from the first callout after `afterWaiting`.
@@ -80,6 +85,11 @@ public struct WokeBy: Sendable, Hashable {
     public var kind: WakeKind
     /// The object's id, when one woke the loop.
     public var id: String?
+
+    package init(kind: WakeKind, id: String? = nil) {
+        self.kind = kind
+        self.id = id
+    }
 }
 
 /// How a turn ended.
@@ -116,4 +126,21 @@ public struct TurnRecord: Sendable, Hashable {
     public var droppedCallouts: Int
     /// How it ended.
     public var end: TurnEnd
+
+    package init(
+        turn: Int, run: Int, depth: Int, mode: String, startedAt: Date, wokeBy: WokeBy, sleptMs: Double,
+        busyMs: Double, callouts: [Callout], droppedCallouts: Int, end: TurnEnd
+    ) {
+        self.turn = turn
+        self.run = run
+        self.depth = depth
+        self.mode = mode
+        self.startedAt = startedAt
+        self.wokeBy = wokeBy
+        self.sleptMs = sleptMs
+        self.busyMs = busyMs
+        self.callouts = callouts
+        self.droppedCallouts = droppedCallouts
+        self.end = end
+    }
 }

@@ -1,5 +1,3 @@
-import Foundation
-
 extension RunSimulator {
     /// The sentence for a run that sleeps with nothing due, signalled or
     /// holding a message, made from what the mode holds: what the API can

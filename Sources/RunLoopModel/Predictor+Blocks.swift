@@ -1,5 +1,3 @@
-import Foundation
-
 /// Block performs (`CFRunLoopPerformBlock`) in the predictor: CF keeps them
 /// in one list per loop, each with its modes (one name, `common`, or a set
 /// of names). `__CFRunLoopModeIsEmpty` counts a block of the mode as
@@ -37,14 +35,5 @@ extension RunSimulator {
             callout(ref, nested: block.nested)
         }
         model.blocks = kept + model.blocks
-    }
-}
-
-extension Worker {
-    /// A block perform as the predictor reads it.
-    static func blockModel(_ request: PerformRequest) -> LoopModel.Perform {
-        LoopModel.Perform(
-            id: request.id, keys: request.modes.map(\.name), selector: request.call.selector,
-            nested: LoopModel.NestedRun(request.call))
     }
 }
