@@ -321,7 +321,7 @@ final class ServiceMetrics: Sendable {
             out.sample("runloopd_stalls_total", [("severity", severity)], Double(stalls[severity]?.value ?? 0))
         }
         out.family("runloopd_warnings_active", .gauge, "Diagnostic warnings active now, by code.")
-        for code in WarningTable.codes {
+        for code in WarningCode.allCases.map(\.rawValue) {
             out.sample("runloopd_warnings_active", [("code", code)], Double(s.warningsActive[code] ?? 0))
         }
     }
