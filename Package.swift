@@ -21,7 +21,11 @@ let package = Package(
         // The commit `runloopd --version` names: RUNLOOPD_COMMIT in the build's
         // environment (`make release` sets it from git), else "unknown".
         .target(name: "CLinux", cSettings: [.define("RUNLOOPD_COMMIT", to: "\"\(buildCommit)\"")]),
-        .target(name: "Primitives", dependencies: [.product(name: "HeapModule", package: "swift-collections")]),
+        // The API's words (error, warning and exit-cause codes): no dependencies, so
+        // embed-files links them to write openapi.json's enums at build time.
+        .target(name: "APIWords"),
+        .target(
+            name: "Primitives", dependencies: ["APIWords", .product(name: "HeapModule", package: "swift-collections")]),
         // The model of CF: the predictor over a loop's snapshot (`LoopModel`) and the
         // value types it speaks in. No Foundation, no CoreFoundation: it cannot call CF
         // (scripts/model-imports.py, in `make lint`, holds its imports to a short list).
@@ -82,7 +86,7 @@ let package = Package(
         .target(name: "RunloopdClient"),
         // The experiment player (`runloopd play`) and its client over RunloopdClient.
         .target(name: "LabPlayer", dependencies: ["RunloopdClient", "RunLoopServer", "RunLoopCore", "Primitives"]),
-        .executableTarget(name: "embed-files"),
+        .executableTarget(name: "embed-files", dependencies: ["APIWords"]),
         .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["embed-files"]),
         .executableTarget(
             name: "runloopd",

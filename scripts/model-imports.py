@@ -8,7 +8,8 @@ predictor over a `LoopModel` snapshot), the engine (a real run) and plain CF
 - every file of the model imports only modules in MODEL_IMPORTS: no
   Foundation (on Linux it is built on CoreFoundation), no CoreFoundation, no
   Dispatch; FoundationEssentials, Swift's own Foundation core, holds no CF;
-- the module it depends on, Primitives, imports only PRIMITIVES_IMPORTS;
+- the module it depends on, Primitives, imports only PRIMITIVES_IMPORTS, and
+  the API's words Primitives re-exports (APIWords) only APIWORDS_IMPORTS;
 - Package.swift gives RunLoopModel no dependency but Primitives;
 - no code in the model (comments and string literals aside: its sentences
   name CF's functions) names a CF symbol (`CFRunLoop…`, `kCF…`).
@@ -22,7 +23,9 @@ import sys
 MODEL = "Sources/RunLoopModel"
 MODEL_IMPORTS = {"FoundationEssentials", "Primitives", "Synchronization", "Glibc", "Musl"}
 PRIMITIVES = "Sources/Primitives"
-PRIMITIVES_IMPORTS = {"Dispatch", "HeapModule", "Synchronization", "Glibc", "Musl"}
+PRIMITIVES_IMPORTS = {"APIWords", "Dispatch", "HeapModule", "Synchronization", "Glibc", "Musl"}
+APIWORDS = "Sources/APIWords"
+APIWORDS_IMPORTS = set()
 MODEL_DEPENDENCIES = ["Primitives"]
 
 IMPORT = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*import\s+(?:(?:typealias|struct|class|enum|protocol|let|var|func)\s+)?([A-Za-z_]\w*)")
@@ -105,6 +108,7 @@ def main():
     problems = []
     model = check_imports(root, MODEL, MODEL_IMPORTS, problems)
     check_imports(root, PRIMITIVES, PRIMITIVES_IMPORTS, problems)
+    check_imports(root, APIWORDS, APIWORDS_IMPORTS, problems)
     check_manifest(root, problems)
     if model == 0:
         problems.append(f"{MODEL}: no Swift files")

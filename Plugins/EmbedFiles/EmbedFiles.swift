@@ -5,7 +5,8 @@ import PackagePlugin
 /// sources are in git and the binary copied alone to an empty folder still
 /// serves everything (`--public-dir` and `--experiments-dir` only override):
 ///
-/// - `API/openapi.json` of the target → `OpenAPISpec.json` (one raw string);
+/// - `API/openapi.json` of the target → `OpenAPISpec.json` (one raw string),
+///   its enums filled from the Swift words (`APIWords.OpenAPIEnums`);
 /// - every file under the package's `Public/` → `EmbeddedPublic.files`;
 /// - every `*.json` in the package's `experiments/` → `EmbeddedExperiments.files`.
 ///
@@ -23,7 +24,7 @@ struct EmbedFiles: BuildToolPlugin {
             .buildCommand(
                 displayName: "Embedding openapi.json",
                 executable: tool,
-                arguments: ["string", path(openapi), path(work.appending(path: "OpenAPISpec.swift")), "OpenAPISpec"],
+                arguments: ["openapi", path(openapi), path(work.appending(path: "OpenAPISpec.swift")), "OpenAPISpec"],
                 inputFiles: [openapi],
                 outputFiles: [work.appending(path: "OpenAPISpec.swift")]
             )

@@ -69,7 +69,7 @@ extension Worker {
         if added, let loop { add(loop) }
         touch()
         noteMode(mode)
-        unwarn("empty_mode_asleep")
+        unwarn(.emptyModeAsleep)
         return added
     }
 

@@ -90,7 +90,7 @@ extension Worker {
             livelockFlag.store(true, ordering: .relaxed)
             diagnostics.countLivelock()
             warn(
-                "livelock", severity: "warning", subjects: [id],
+                .livelock, severity: "warning", subjects: [id],
                 message:
                     "\(id) spent \(ExitCause.seconds(newLivelock.cpu)) of CPU in nested runs (depth \(newLivelock.depth)) without getting back to its outermost run (budget \(ExitCause.seconds(limits.maxNestCPUSeconds)), --max-nest-cpu): its nested runs are stopped and new ones refused until its loop sleeps",
                 details: [
@@ -103,7 +103,7 @@ extension Worker {
             if let loop = CFRunLoopGetCurrent() { CFRunLoopStop(loop) }
         } else if reason == .depth || reason == .stack {
             warn(
-                "nesting_limit", severity: "warning", subjects: [id], message: error.message,
+                .nestingLimit, severity: "warning", subjects: [id], message: error.message,
                 details: ["limit": .number(Double(limits.maxNesting)), "reason": .string(reason.rawValue)])
         }
         throw error
@@ -150,12 +150,12 @@ extension Worker {
     /// the book had it (cleared there when the outermost run returned).
     func runFinishedInBudget(remaining: Int, wasLivelocked: Bool) {
         if wasLivelocked && remaining == 0 { livelockEnded() }
-        if remaining <= 1 { unwarn("nesting_limit", subject: id) }
+        if remaining <= 1 { unwarn(.nestingLimit, subject: id) }
     }
 
     private func livelockEnded() {
         livelockFlag.store(false, ordering: .relaxed)
-        unwarn("livelock", subject: id)
+        unwarn(.livelock, subject: id)
     }
 }
 

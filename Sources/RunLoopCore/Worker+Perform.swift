@@ -159,7 +159,7 @@ extension Worker {
         }
         if let change = queued.change { applyCarrierChanges(from: change, on: queued.loop, loopThread: false) }
         for mode in request.modes { noteMode(mode) }
-        unwarn("empty_mode_asleep")
+        unwarn(.emptyModeAsleep)
         if queued.placement != .runningInMode { watchPerform(request, idle: queued.placement == .idle) }
     }
 
@@ -286,7 +286,7 @@ extension Worker {
                 guard pending(worker), worker.book.withLock({ $0.runStack.isEmpty }) else { return }
                 let style = worker.policy.style
                 worker.warn(
-                    "perform_on_idle_loop", severity: "info", subjects: [request.id],
+                    .performOnIdleLoop, severity: "info", subjects: [request.id],
                     message:
                         "perform \(request.id) (\(request.call.selector)) waits: \(worker.id) is not running its loop"
                         + (style == .manual ? " (a manual thread runs only when asked: POST its run)" : ""),
@@ -318,8 +318,8 @@ extension Worker {
         }
         emit(.perform(thread: id, result: result))
         request.reply.answer(result)
-        unwarn("perform_on_idle_loop", subject: request.id)
-        unwarn("mode_never_runs", subject: request.id)
+        unwarn(.performOnIdleLoop, subject: request.id)
+        unwarn(.modeNeverRuns, subject: request.id)
     }
 
     /// Cancels delayed performs of `selector` whose timers have not fired

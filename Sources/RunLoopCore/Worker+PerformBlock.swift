@@ -38,7 +38,7 @@ extension Worker {
         }
         book.notifyAll()
         for mode in request.modes { noteMode(mode) }
-        unwarn("empty_mode_asleep")
+        unwarn(.emptyModeAsleep)
         if placement != .runningInMode { watchPerform(request, idle: placement == .idle) }
     }
 

@@ -155,8 +155,8 @@ extension Worker {
         }
         book.notifyAll()
         if let turn = summary.turn { publish(turn, at: ended) }
-        if cannotWake { unwarn("loop_cannot_wake", subject: mode.name) }
-        unwarn("empty_mode_asleep", subject: mode.name)
+        if cannotWake { unwarn(.loopCannotWake, subject: mode.name) }
+        unwarn(.emptyModeAsleep, subject: mode.name)
         for reply in waiting { reply(.success(exit)) }
         if wasLivelocked || remaining <= 1 { runFinishedInBudget(remaining: remaining, wasLivelocked: wasLivelocked) }
         emit(.runExit(thread: id, exit: exit))

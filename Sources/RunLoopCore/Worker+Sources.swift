@@ -21,8 +21,8 @@ extension Worker {
         if let loop { CFRunLoopAddSource(loop, record.source, checked.mode.cfMode) }
         touch()
         noteMode(checked.mode)
-        unwarn("loop_cannot_wake")
-        unwarn("empty_mode_asleep")
+        unwarn(.loopCannotWake)
+        unwarn(.emptyModeAsleep)
         // No `mode_never_runs` watch here: an unsignalled source waits for
         // nothing. Signals and messages start the watch.
         return record.snapshot
@@ -54,7 +54,7 @@ extension Worker {
                 source.recordAction(runSelector(action).map(\.value))
             }
         }
-        unwarn("lost_wakeup", subject: source.id)
+        unwarn(.lostWakeup, subject: source.id)
         let snap = source.snapshot
         emit(
             .source(thread: id, source: source.id, kind: source.spec.kind, fired: snap.fired, messages: messages.count))
@@ -123,7 +123,7 @@ extension Worker {
         }
         let modes = record.modes
         record.invalidate()
-        unwarn("lost_wakeup", subject: sourceId)
+        unwarn(.lostWakeup, subject: sourceId)
         afterRemoval(from: modes, wakeUp: wakeUp)
         return record.snapshot
     }
@@ -209,7 +209,7 @@ extension Worker {
                 "\(id) sleeps in \(mode), which is now empty, and nothing left in it can wake the loop: CF checks for an empty mode only after a wake-up, and removing a source or timer does not wake it; "
                 + wake + (seconds < 1e9 ? ", or it times out after \(ExitCause.seconds(seconds))" : "")
         }
-        warn("empty_mode_asleep", severity: "warning", subjects: [mode], message: message, details: details)
+        warn(.emptyModeAsleep, severity: "warning", subjects: [mode], message: message, details: details)
         return true
     }
 
@@ -231,7 +231,7 @@ extension Worker {
             guard record.isValid, record.snapshot.signalled, let loop = worker.runLoop, CFRunLoopIsWaiting(loop)
             else { return }
             worker.warn(
-                "lost_wakeup", severity: "warning", subjects: [record.id],
+                .lostWakeup, severity: "warning", subjects: [record.id],
                 message:
                     "source \(record.id) was signalled without a wake-up while \(worker.id) slept: it stays unhandled until something wakes the loop (call CFRunLoopWakeUp after CFRunLoopSourceSignal)",
                 details: [

@@ -40,8 +40,8 @@ extension Worker {
         noteTimerAdded(to: [checked.mode.name])
         touch()
         noteMode(checked.mode)
-        unwarn("loop_cannot_wake")
-        unwarn("empty_mode_asleep")
+        unwarn(.loopCannotWake)
+        unwarn(.emptyModeAsleep)
         // A timer waits for something only once it is due: the check comes
         // that long after its first fire date.
         watchModes([checked.mode.name], item: timerId, kind: "timer", dueIn: checked.delay ?? checked.interval) {
@@ -78,7 +78,7 @@ extension Worker {
         if record.spec.repeats && behind > interval && !dueWhileIdle {
             let skipped = Int((behind / interval).rounded(.down))
             warn(
-                "timer_behind", severity: "warning", subjects: [record.id],
+                .timerBehind, severity: "warning", subjects: [record.id],
                 message:
                     "timer \(record.id) fired \(Int((behind * 1000).rounded())) ms after the fire date CF had set (its lateness, as lateness.lastMs shows it), more than its \(ExitCause.seconds(interval)) interval: \(skipped) fire\(skipped == 1 ? " was" : "s were") skipped (CF never fires a repeating timer twice to catch up)",
                 details: [
@@ -87,7 +87,7 @@ extension Worker {
                     "skipped": .number(Double(skipped)),
                 ])
         } else {
-            unwarn("timer_behind", subject: record.id)
+            unwarn(.timerBehind, subject: record.id)
         }
     }
 

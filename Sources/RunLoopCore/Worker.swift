@@ -162,7 +162,7 @@ public final class Worker: Sendable {
         emit(.thread(snapshot, change: .created))
         if policy.style.endsThread && keepAlive == .none {
             warn(
-                "loop_cannot_wake", severity: "warning", subjects: [policy.keepAliveMode.name],
+                .loopCannotWake, severity: "warning", subjects: [policy.keepAliveMode.name],
                 message:
                     "\(id) runs \(policy.style.cocoaName) with keepAlive none: its mode \(policy.keepAliveMode.name) is empty, so the run finishes at once and the thread ends at birth",
                 details: ["mode": .string(policy.keepAliveMode.name)])
@@ -261,7 +261,9 @@ public final class Worker: Sendable {
         final.endedAt = endedAt
         emit(.thread(final, change: .exited))
         // Whatever it warned about ended with it (the warnings stay listed).
-        diagnostics.warnings.resolve(thread: id) { $0.code != "loop_cannot_wake" || !self.policy.style.endsThread }
+        diagnostics.warnings.resolve(thread: id) {
+            $0.code != WarningCode.loopCannotWake.rawValue || !self.policy.style.endsThread
+        }
         // CF's thread-exit destructor releases its own reference; with ours gone
         // too the loop is freed and its descriptors closed. Ours is taken out
         // of the book and dropped after the lock: if it were the last one, CF

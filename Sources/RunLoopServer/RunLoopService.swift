@@ -173,7 +173,7 @@ public final class RunLoopService: Sendable {
                     "thread": .string(stall.thread), "stall": .string(stall.id), "severity": .string(stall.severity),
                     "ms": .stringConvertible(stall.ms.rounded()),
                 ])
-        case .warning(let warning) where warning.code != "stall":
+        case .warning(let warning) where warning.code != WarningCode.stall.rawValue:
             // A stall's own warning is the stall line above.
             // A service-wide warning (store_unavailable) has no thread: none is named.
             var metadata: Logger.Metadata = [

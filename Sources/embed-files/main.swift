@@ -1,3 +1,5 @@
+import APIWords
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -9,7 +11,10 @@
 // The tool of the EmbedFiles build plugin (Plugins/EmbedFiles):
 //   embed-files string <file> <Out.swift> <Name>
 //     writes `enum Name { static let json = ... }`, the file verbatim (without
-//     its final newline) in a raw string literal (openapi.json);
+//     its final newline) in a raw string literal;
+//   embed-files openapi <file> <Out.swift> <Name>
+//     the same for openapi.json, its `x-runloopd-enum` annotations filled
+//     with the Swift words' enums (`OpenAPIEnums.fill`);
 //   embed-files folder <root> <Out.swift> <Name> <relative path>...
 //     writes `enum Name { static let files: [EmbeddedFile] }`, each file under
 //     <root> by its relative path: text as a raw string literal, anything that
@@ -102,8 +107,15 @@ extension String {
 
 let arguments = CommandLine.arguments
 switch (arguments.count, arguments.count > 1 ? arguments[1] : "") {
-case (5, "string"):
+case (5, "string"), (5, "openapi"):
     var document = String(decoding: readFile(arguments[2]), as: UTF8.self)
+    if arguments[1] == "openapi" {
+        do {
+            document = try OpenAPIEnums.fill(document)
+        } catch {
+            fail("\(arguments[2]): \(error)")
+        }
+    }
     while document.hasSuffix("\n") { document.removeLast() }
     writeFile(
         """
@@ -141,7 +153,7 @@ case (5..., "folder"):
 
         """, to: arguments[3])
 default:
-    say("usage: embed-files string <file> <Out.swift> <Name>")
+    say("usage: embed-files string|openapi <file> <Out.swift> <Name>")
     say("       embed-files folder <root> <Out.swift> <Name> <relative path>...")
     exit(2)
 }

@@ -50,7 +50,7 @@ struct LoopBudgetTests {
         #expect(error.code == "nesting_limit")
         #expect(worker.snapshot.depth == 4 && worker.snapshot.depthMax == 4)
         #expect(registry.diagnostics.nestedRunsRefused["depth", default: 0] >= 2)
-        #expect(!registry.diagnostics.warnings.list(thread: worker.id, code: "nesting_limit", active: true).isEmpty)
+        #expect(!registry.diagnostics.warnings.list(thread: worker.id, code: .nestingLimit, active: true).isEmpty)
         // The end unwinds the nest at once.
         #expect(worker.endAndWait(timeout: 10) != nil, "the end did not unwind four nested runs")
     }
@@ -95,7 +95,7 @@ struct LoopBudgetTests {
         #expect(exit.reason == .timedOut)
         #expect(registry.diagnostics.livelocksDetected >= 1)
         #expect(registry.diagnostics.nestedRunsRefused["livelock", default: 0] >= 1)
-        let warnings = registry.diagnostics.warnings.list(thread: worker.id, code: "livelock")
+        let warnings = registry.diagnostics.warnings.list(thread: worker.id, code: .livelock)
         #expect(!warnings.isEmpty && warnings.allSatisfy { !$0.active }, "ended with the run: \(warnings)")
         #expect(!worker.snapshot.livelocked)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Primitives
 import RunLoopCore
 import Testing
 
@@ -15,10 +16,14 @@ struct OpenAPIContractTests {
         return (try? String(contentsOf: file, encoding: .utf8)) ?? ""
     }()
 
-    /// The document in the checkout (not the compiled copy, which is as old
-    /// as the last build: `swift test --skip-build` after an edit of
-    /// openapi.json tests the edit; `embeddedIsFresh` says when to build).
-    static let document: Value = (try? JSON.parse(Array(sourceText.utf8))) ?? .null
+    /// The checkout's file with its `x-runloopd-enum` annotations filled from
+    /// the Swift words, as the build fills the compiled copy (`OpenAPIEnums`).
+    static let filledText: String = (try? OpenAPIEnums.fill(sourceText)) ?? ""
+
+    /// The document in the checkout, its enums filled (not the compiled copy,
+    /// which is as old as the last build: `swift test --skip-build` after an
+    /// edit of openapi.json tests the edit; `embeddedIsFresh` says when to build).
+    static let document: Value = (try? JSON.parse(Array(filledText.utf8))) ?? .null
 
     /// `operationId` → (method, path, operation).
     static var operations: [String: (method: String, path: String, operation: Value)] {
@@ -34,11 +39,11 @@ struct OpenAPIContractTests {
     @Test("the embedded document is openapi.json (the EmbedFiles build plugin)")
     func embeddedIsFresh() throws {
         #expect(!Self.sourceText.isEmpty, "openapi.json not found next to OpenAPIDocument.swift")
-        var committed = Self.sourceText
+        var committed = try OpenAPIEnums.fill(Self.sourceText)
         while committed.hasSuffix("\n") { committed.removeLast() }
         #expect(
             OpenAPISpec.json == committed,
-            "the compiled document differs from openapi.json: the EmbedFiles plugin did not run")
+            "the compiled document differs from openapi.json with its enums filled: build again")
         #expect(Self.document["openapi"] == "3.1.0")
     }
 

@@ -4,9 +4,7 @@ import Primitives
 /// A warning about a loop: one of the classic mistakes (a signal without a
 /// wake-up, work waiting in a mode that never runs, …) or a stall.
 public struct LoopWarning: Sendable, Hashable {
-    /// `lost_wakeup`, `mode_never_runs`, `perform_on_idle_loop`,
-    /// `loop_cannot_wake`, `timer_behind`, `stall`, `busy_loop`,
-    /// `mode_misnamed`, `empty_mode_asleep`, `nesting_limit`, `livelock`.
+    /// A `WarningCode`'s raw value (`lost_wakeup`, `stall`, …): the wire text.
     public var code: String
     /// `info`, `warning`, or for a stall its severity (`micro`, `hang`, `severe`).
     public var severity: String
@@ -66,10 +64,10 @@ public final class WarningTable: Sendable {
     /// active or changes severity; seeing an active one again only counts.
     /// `counts` false: the same occurrence seen again (a stall escalating), not a new one.
     public func raise(
-        _ code: String, severity: String, thread: String, subjects: [String], message: String,
+        _ code: WarningCode, severity: String, thread: String, subjects: [String], message: String,
         details: [String: Value] = [:], counts: Bool = true
     ) {
-        let key = Key(code: code, thread: thread, subject: subjects.joined(separator: ","))
+        let key = Key(code: code.rawValue, thread: thread, subject: subjects.joined(separator: ","))
         let now = Date()
         let changed: LoopWarning? = table.withLock { t in
             if var existing = t.warnings[key] {
@@ -84,7 +82,8 @@ public final class WarningTable: Sendable {
                 return news ? existing : nil
             }
             let warning = LoopWarning(
-                code: code, severity: severity, thread: thread, subjects: subjects, message: message, details: details,
+                code: code.rawValue, severity: severity, thread: thread, subjects: subjects, message: message,
+                details: details,
                 firstAt: now, lastAt: now, count: 1, active: true)
             t.warnings[key] = warning
             t.order.append(key)
@@ -106,14 +105,14 @@ public final class WarningTable: Sendable {
     /// did not change meanwhile (one raised again in between is judged again).
     @discardableResult
     public func resolve(
-        _ code: String? = nil, thread: String, subject: String? = nil,
+        _ code: WarningCode? = nil, thread: String, subject: String? = nil,
         where matches: (LoopWarning) -> Bool = { _ in true }
     ) -> [LoopWarning] {
         var resolved: [LoopWarning] = []
         while true {
             let candidates: [(Key, LoopWarning)] = table.withLock { t in
                 (t.byThread[thread] ?? []).compactMap { key in
-                    guard code == nil || key.code == code,
+                    guard code == nil || key.code == code?.rawValue,
                         subject == nil || key.subject == subject, let warning = t.warnings[key], warning.active
                     else { return nil }
                     return (key, warning)
@@ -144,10 +143,10 @@ public final class WarningTable: Sendable {
     }
 
     /// Warnings, oldest first, filtered.
-    public func list(thread: String? = nil, code: String? = nil, active: Bool? = nil) -> [LoopWarning] {
+    public func list(thread: String? = nil, code: WarningCode? = nil, active: Bool? = nil) -> [LoopWarning] {
         table.withLock { t in
             (thread.map { t.byThread[$0] ?? [] } ?? t.order).compactMap { key -> LoopWarning? in
-                guard code == nil || key.code == code,
+                guard code == nil || key.code == code?.rawValue,
                     let warning = t.warnings[key], active == nil || warning.active == active
                 else { return nil }
                 return warning
@@ -163,10 +162,4 @@ public final class WarningTable: Sendable {
             return counts
         }
     }
-
-    /// Every warning code runloopd raises.
-    public static let codes = [
-        "lost_wakeup", "mode_never_runs", "perform_on_idle_loop", "loop_cannot_wake", "timer_behind", "stall",
-        "busy_loop", "store_unavailable", "mode_misnamed", "empty_mode_asleep", "nesting_limit", "livelock",
-    ]
 }

@@ -218,7 +218,7 @@ final class Watchdog: Sendable {
     private func report(_ stall: Stall, _ change: StallChange) {
         emit(.stall(stall, change: change))
         warnings.raise(
-            "stall", severity: stall.severity, thread: stall.thread, subjects: [stall.callout.id],
+            .stall, severity: stall.severity, thread: stall.thread, subjects: [stall.callout.id],
             message: Self.message(stall, running: true),
             details: [
                 "stall": .string(stall.id), "kind": .string(stall.callout.kind.rawValue),
@@ -230,13 +230,13 @@ final class Watchdog: Sendable {
     func ended(_ stall: Stall) {
         emit(.stallEnded(stall))
         warnings.raise(
-            "stall", severity: stall.severity, thread: stall.thread, subjects: [stall.callout.id],
+            .stall, severity: stall.severity, thread: stall.thread, subjects: [stall.callout.id],
             message: Self.message(stall, running: false),
             details: [
                 "stall": .string(stall.id), "kind": .string(stall.callout.kind.rawValue),
                 "selector": stall.callout.selector.map(Value.string) ?? .null, "ms": .number(stall.ms.rounded()),
             ], counts: false)
-        warnings.resolve("stall", thread: stall.thread, subject: stall.callout.id)
+        warnings.resolve(.stall, thread: stall.thread, subject: stall.callout.id)
     }
 
     static func severity(_ level: Int) -> String {

@@ -40,7 +40,7 @@ extension Worker {
         if warned.load(ordering: .relaxed) > 0,
             openWarnings.withLock({ keys in keys.contains { $0.hasPrefix("mode_never_runs|") } })
         {
-            let resolved = diagnostics.warnings.resolve("mode_never_runs", thread: id) {
+            let resolved = diagnostics.warnings.resolve(.modeNeverRuns, thread: id) {
                 $0.details["mode"]?.string == mode
             }
             forget(resolved.map { Self.warningKey($0.code, $0.subjects) })
@@ -48,7 +48,7 @@ extension Worker {
         if cannotWake {
             let (seconds, port) = book.withLock { ($0.runStack.last?.seconds ?? 0, $0.keepAliveItem) }
             warn(
-                "loop_cannot_wake", severity: "info", subjects: [mode],
+                .loopCannotWake, severity: "info", subjects: [mode],
                 message: Self.cannotWakeMessage(thread: id, mode: mode, seconds: seconds, keepAlivePort: port),
                 details: ["mode": .string(mode), "seconds": .number(seconds)])
         }
@@ -111,13 +111,13 @@ extension Worker {
         guard let busy, busy.changed else { return }
         if busy.ratio > options.busyThreshold {
             warn(
-                "busy_loop", severity: "warning", subjects: [id],
+                .busyLoop, severity: "warning", subjects: [id],
                 message:
                     "\(id) was busy \(Int((busy.ratio * 100).rounded())) % of the last \(ExitCause.seconds(options.busyWindow)): it hardly sleeps",
                 details: ["utilization": .number((busy.ratio * 1000).rounded() / 1000)])
             later(options.busyWindow) { $0.recheckBusy() }
         } else {
-            unwarn("busy_loop", subject: id)
+            unwarn(.busyLoop, subject: id)
         }
     }
 
@@ -146,7 +146,7 @@ extension Worker {
             return true
         }
         switch quiet {
-        case true?: unwarn("busy_loop", subject: id)
+        case true?: unwarn(.busyLoop, subject: id)
         case false?: later(options.busyWindow) { $0.recheckBusy() }
         case nil: break
         }

@@ -8,8 +8,10 @@ extension Worker {
     // MARK: - Warnings
 
     /// Raises a warning about this worker.
-    func warn(_ code: String, severity: String, subjects: [String], message: String, details: [String: Value] = [:]) {
-        let key = Self.warningKey(code, subjects)
+    func warn(
+        _ code: WarningCode, severity: String, subjects: [String], message: String, details: [String: Value] = [:]
+    ) {
+        let key = Self.warningKey(code.rawValue, subjects)
         openWarnings.withLock { keys in
             keys.insert(key)
             warned.store(keys.count, ordering: .relaxed)
@@ -20,12 +22,14 @@ extension Worker {
 
     /// Resolves this worker's warning `code` about `subject` (any subject when
     /// nil). Free when the worker has no open warning; a set lookup otherwise.
-    func unwarn(_ code: String, subject: String? = nil) {
+    func unwarn(_ code: WarningCode, subject: String? = nil) {
         guard warned.load(ordering: .relaxed) > 0 else { return }
         let open = openWarnings.withLock { keys -> Bool in
             let matching =
-                subject.map { keys.contains(Self.warningKey(code, [$0])) ? [Self.warningKey(code, [$0])] : [] }
-                ?? keys.filter { $0.hasPrefix(code + "|") }
+                subject.map {
+                    keys.contains(Self.warningKey(code.rawValue, [$0])) ? [Self.warningKey(code.rawValue, [$0])] : []
+                }
+                ?? keys.filter { $0.hasPrefix(code.rawValue + "|") }
             guard !matching.isEmpty else { return false }
             keys.subtract(matching)
             warned.store(keys.count, ordering: .relaxed)
@@ -60,7 +64,7 @@ extension Worker {
     func noteMode(_ mode: RunLoopMode) {
         guard let suggestion = mode.suggestion, let hint = mode.hint else { return }
         warn(
-            "mode_misnamed", severity: "warning", subjects: [mode.name], message: hint,
+            .modeMisnamed, severity: "warning", subjects: [mode.name], message: hint,
             details: ["mode": .string(mode.name), "didYouMean": .string(suggestion)])
     }
 
@@ -94,7 +98,7 @@ extension Worker {
             }
             guard !ran, !parked, let mode = expanded.first else { return }
             worker.warn(
-                "mode_never_runs", severity: "warning", subjects: [item],
+                .modeNeverRuns, severity: "warning", subjects: [item],
                 message:
                     "\(kind) \(item) waits in \(expanded.joined(separator: ", ")), which \(worker.id) has not run for \(ExitCause.seconds(waited)); it runs only when the loop runs in one of those modes",
                 details: ["mode": .string(mode), "modes": .array(expanded.map(Value.string))])

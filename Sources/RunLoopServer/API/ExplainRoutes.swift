@@ -1,4 +1,5 @@
 import Foundation
+import Primitives
 import RunLoopCore
 
 /// The explainer: turns, what keeps a loop alive, warnings. Run on the control loop.
@@ -28,9 +29,13 @@ extension API {
         r.add(.get, "/api/warnings") { ctx throws(RunLoopError) in
             let query = ctx.request.query
             let thread = query["thread"].flatMap { $0.isEmpty ? nil : $0 }
-            let code = query["code"]
-            if let code, !WarningTable.codes.contains(code) {
-                throw .badValue("code", "code must be one of \(WarningTable.codes.joined(separator: ", "))")
+            var code: WarningCode?
+            if let text = query["code"] {
+                guard let known = WarningCode(rawValue: text) else {
+                    let all = WarningCode.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw .badValue("code", "code must be one of \(all)")
+                }
+                code = known
             }
             var active: Bool?
             if let text = query["active"] {

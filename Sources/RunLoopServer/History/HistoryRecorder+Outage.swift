@@ -21,7 +21,7 @@ extension HistoryRecorder {
             logger.warning("history store failing", metadata: ["store": "\(store.kind)", "error": "\(message)"])
         }
         warnings.raise(
-            "store_unavailable", severity: "warning", thread: "", subjects: [store.kind],
+            .storeUnavailable, severity: "warning", thread: "", subjects: [store.kind],
             message:
                 "the \(store.kind) history store fails (\(message)); events are queued (up to \(options.queueCapacity)) and written when it answers again",
             details: ["store": .string(store.kind), "location": .string(store.location), "error": .string(message)],
@@ -54,7 +54,7 @@ extension HistoryRecorder {
         let was = state.withLock { $0.status.lastError != nil }
         if was {
             logger.info("history store answers again", metadata: ["store": "\(store.kind)"])
-            warnings.resolve("store_unavailable", thread: "")
+            warnings.resolve(.storeUnavailable, thread: "")
         }
         state.withLock { s in
             if s.status.lastError != nil, let from = s.status.outage?.from {

@@ -1,4 +1,5 @@
 import Foundation
+import Primitives
 import RunLoopCore
 
 /// One playable experiment: a titled, sourced list of HTTP steps with what to
@@ -55,7 +56,7 @@ public struct Experiment: Sendable {
 
     /// A warning an experiment causes on purpose.
     public struct ExpectedWarning: Sendable, Hashable {
-        /// A warning code (`WarningTable.codes`).
+        /// A warning code (a `WarningCode`'s raw value).
         public var code: String
         /// Why the experiment raises it, for people.
         public var reason: String
@@ -114,8 +115,8 @@ public struct Experiment: Sendable {
         for (index, item) in items.enumerated() {
             let at = "expectedWarnings.\(index)"
             guard case .object(let entry) = item else { throw bad("\(at) must be an object with code and reason") }
-            guard let code = entry["code"]?.string, WarningTable.codes.contains(code) else {
-                throw bad("\(at).code must be one of \(WarningTable.codes.joined(separator: ", "))")
+            guard let code = entry["code"]?.string, WarningCode(rawValue: code) != nil else {
+                throw bad("\(at).code must be one of \(WarningCode.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             guard let reason = entry["reason"]?.string,
                 !reason.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty

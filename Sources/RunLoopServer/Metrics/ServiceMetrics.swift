@@ -21,11 +21,12 @@ final class ServiceMetrics: Sendable {
     ]
     static let performOutcomes = ["ok", "deadline", "thread_ended", "cancelled", "failed"]
     /// The refusal reasons known in advance (each present from the start at 0):
-    /// the limits' 429 codes, then the 503s. Others are added when first seen.
-    static let refusalReasons = [
-        "too_many_threads", "too_many_timers", "too_many_sources", "too_many_observers", "too_many_clients",
-        "too_many_clients_per_ip", "queue_full", "thread_create_failed", "no_descriptors", "overloaded", "not_ready",
-        "shutting_down", "store_unavailable", "nesting_limit", "livelock",
+    /// the limits' 429 codes, then the 503s; docs/metrics.md lists them
+    /// (`RefusalReasonTests`, both ways). Others are added when first seen.
+    static let refusalReasons: [ErrorCode] = [
+        .tooManyThreads, .tooManyTimers, .tooManySources, .tooManyObservers, .tooManyClients, .tooManyClientsPerIP,
+        .queueFull, .threadCreateFailed, .noDescriptors, .overloaded, .notReady, .shuttingDown, .storeUnavailable,
+        .nestingLimit, .livelock,
     ]
     static let threadStates: [WorkerState] = [.running, .waiting, .idle, .exited]
 
@@ -41,7 +42,7 @@ final class ServiceMetrics: Sendable {
     private let performs = Dictionary(uniqueKeysWithValues: performOutcomes.map { ($0, Counter()) })
     private let wakeups = Dictionary(uniqueKeysWithValues: WakeKind.allCases.map { ($0, Counter()) })
     private let stalls = Dictionary(uniqueKeysWithValues: DiagnosticsOptions.severities.map { ($0, Counter()) })
-    private let refusals = Locked(Dictionary(uniqueKeysWithValues: refusalReasons.map { ($0, Counter()) }))
+    private let refusals = Locked(Dictionary(uniqueKeysWithValues: refusalReasons.map { ($0.rawValue, Counter()) }))
     /// The answers by route and status and their durations by route: one
     /// lock per answer (its count and its duration together).
     private let answered = Locked(AnsweredTable())
@@ -321,7 +322,7 @@ final class ServiceMetrics: Sendable {
             out.sample("runloopd_stalls_total", [("severity", severity)], Double(stalls[severity]?.value ?? 0))
         }
         out.family("runloopd_warnings_active", .gauge, "Diagnostic warnings active now, by code.")
-        for code in WarningTable.codes {
+        for code in WarningCode.allCases.map(\.rawValue) {
             out.sample("runloopd_warnings_active", [("code", code)], Double(s.warningsActive[code] ?? 0))
         }
     }

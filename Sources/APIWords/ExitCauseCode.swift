@@ -1,6 +1,7 @@
-/// Every `ExitCause.code` runloopd gives: the one list that openapi.json's
-/// `ExitCause.code` enum and docs/explain.md's "Why a run ended" table are
-/// held against, both ways (`APIWordsTests`), as `ExitCause.swift`'s codes are.
+/// Every `ExitCause.code` runloopd gives: the one list. The build writes it
+/// into openapi.json's `ExitCause.code` enum (`OpenAPIEnums`);
+/// docs/explain.md's "Why a run ended" table is held against it, both ways
+/// (`APIWordsTests`), as `ExitCause.swift`'s codes are.
 public enum ExitCauseCode: String, CaseIterable, Sendable {
     case sourceHandled = "source_handled"
     case deadline

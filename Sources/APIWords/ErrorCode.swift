@@ -1,13 +1,15 @@
 /// Every error code runloopd answers with: the one typed list. An error
 /// answer's `error.code` (`RunLoopError`, `HTTPRefusal`, the API's own
-/// refusals) is made only from a case here, and `ErrorCodeTests` holds this
-/// list against openapi.json's `ErrorBody.code` enum and docs/api.md's
-/// Errors table, both ways. A new code: a case here (its raw value is the
-/// wire text), then the enum and the table (ARCHITECTURE.md, "Where to add").
+/// refusals) is made only from a case here; the build writes this list into
+/// openapi.json's `ErrorBody.code` enum (`OpenAPIEnums`), and
+/// `ErrorCodeTests` holds it against docs/api.md's Errors table, both ways.
+/// A new code: a case here (its raw value is the wire text), then its row in
+/// the table (ARCHITECTURE.md, "Where to add").
 ///
-/// In `Primitives` because every layer answers with these words: the HTTP
-/// layer's own refusals (`MicroHTTP`), the engine's errors (`RunLoopCore`)
-/// and the API's (`RunLoopServer`).
+/// In `APIWords`, which `Primitives` re-exports, because every layer answers
+/// with these words: the HTTP layer's own refusals (`MicroHTTP`), the
+/// engine's errors (`RunLoopCore`) and the API's (`RunLoopServer`); and the
+/// build tool that fills openapi.json links it.
 public enum ErrorCode: String, CaseIterable, Sendable, Hashable {
     // 400: the request is malformed.
     case badJSON = "bad_json"
