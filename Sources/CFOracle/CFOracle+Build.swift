@@ -141,7 +141,7 @@ extension Player {
                 callout("observer o\(index)", source: false) { act(plan.action, label: "observer o\(index)") }
             }
             CFRunLoopAddObserver(loop, observer, cfMode(plan.mode))
-            keep.append(observer as AnyObject)
+            observers.append(observer!)
         }
     }
 

@@ -130,6 +130,7 @@ final class Player: @unchecked Sendable {
     var sources: [CFRunLoopSource] = []
     var fds: [Int32] = []
     var delayed: [CFRunLoopTimer?] = []
+    var observers: [CFRunLoopObserver] = []
     var keep: [AnyObject] = []
     /// How late past its slot anything may be before the play is not as planned.
     static let lateMs = 8.0
@@ -235,6 +236,16 @@ final class Player: @unchecked Sendable {
         case "invalidateTimer":
             CFRunLoopTimerInvalidate(timers[index])
             if wake { CFRunLoopWakeUp(loop) }
+        case "removeSource":
+            // As runloopd's API: refused (no wake-up either) for an
+            // invalidated source or one not in the mode.
+            let mode = cfMode(stimulus.keys?.first ?? "default")
+            guard CFRunLoopSourceIsValid(sources[index]), CFRunLoopContainsSource(loop, sources[index], mode) else {
+                return
+            }
+            CFRunLoopRemoveSource(loop, sources[index], mode)
+            if wake { CFRunLoopWakeUp(loop) }
+        case "invalidateObserver": CFRunLoopObserverInvalidate(observers[index])
         case "perform":
             let label = locked { s in
                 defer { s.stimulusPerforms += 1 }
