@@ -128,19 +128,21 @@ extension Player {
     }
 
     func makeSource0(order: Int, _ info: SourceInfo) -> CFRunLoopSource {
-        keep.append(info)
         var context = CFRunLoopSourceContext()
         context.version = 0
         context.info = Unmanaged.passUnretained(info).toOpaque()
+        context.retain = SourceInfo.retain
+        context.release = SourceInfo.release
         context.perform = { info in SourceInfo.from(info)?.perform() }
         return CFRunLoopSourceCreate(kCFAllocatorDefault, order, &context)
     }
 
     func makeSource1(order: Int, _ info: SourceInfo) -> CFRunLoopSource {
-        keep.append(info)
         var context = CFRunLoopSourceContext1()
         context.version = 1
         context.info = Unmanaged.passUnretained(info).toOpaque()
+        context.retain = SourceInfo.retain
+        context.release = SourceInfo.release
         context.getPort = { info in SourceInfo.from(info)?.port ?? -1 }
         context.perform = { info in SourceInfo.from(info)?.perform() }
         return withUnsafeMutablePointer(to: &context) { pointer in
