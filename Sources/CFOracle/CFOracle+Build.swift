@@ -73,6 +73,13 @@ extension Player {
             let interval = Double(plan.intervalSlots ?? 0) * q
             let timer = CFRunLoopTimerCreateWithHandler(nil, date, interval, 0, 0) { [self] timer in
                 let label = "timer t\(index)"
+                // How far behind the fire date CF had set it fires (as
+                // runloopd's timers measure it): a loop thread held off the
+                // CPU about a quantum is off no grid, but its timers are late.
+                // (One due before a run that starts later is late by design.)
+                if plan.firstSlot > setup.startSlot {
+                    late((CFAbsoluteTimeGetCurrent() - CFRunLoopTimerGetNextFireDate(timer)) * 1000)
+                }
                 callout(label, source: false) {
                     let fires = locked { s in
                         s.timerFires[index, default: 0] += 1
@@ -141,7 +148,7 @@ extension Player {
                 callout("observer o\(index)", source: false) { act(plan.action, label: "observer o\(index)") }
             }
             CFRunLoopAddObserver(loop, observer, cfMode(plan.mode))
-            keep.append(observer as AnyObject)
+            observers.append(observer!)
         }
     }
 

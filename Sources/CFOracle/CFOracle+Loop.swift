@@ -13,6 +13,11 @@ extension Player {
         let loop = CFRunLoopGetCurrent()!
         self.loop = loop
         build(loop)
+        // Building must end well before the first slot (a timer due at
+        // slot 1 must find port messages written while building already
+        // sent), whenever the run starts: as runloopd's harness checks.
+        let builtAt = CFAbsoluteTimeGetCurrent()
+        if (builtAt - anchor) * 1000 > q * 1000 - Self.lateMs { late((builtAt - anchor) * 1000) }
         locked { $0.built = true }
         lock.broadcast()
         let startAt = anchor + Double(setup.startSlot) * q
@@ -128,19 +133,21 @@ extension Player {
     }
 
     func makeSource0(order: Int, _ info: SourceInfo) -> CFRunLoopSource {
-        keep.append(info)
         var context = CFRunLoopSourceContext()
         context.version = 0
         context.info = Unmanaged.passUnretained(info).toOpaque()
+        context.retain = SourceInfo.retain
+        context.release = SourceInfo.release
         context.perform = { info in SourceInfo.from(info)?.perform() }
         return CFRunLoopSourceCreate(kCFAllocatorDefault, order, &context)
     }
 
     func makeSource1(order: Int, _ info: SourceInfo) -> CFRunLoopSource {
-        keep.append(info)
         var context = CFRunLoopSourceContext1()
         context.version = 1
         context.info = Unmanaged.passUnretained(info).toOpaque()
+        context.retain = SourceInfo.retain
+        context.release = SourceInfo.release
         context.getPort = { info in SourceInfo.from(info)?.port ?? -1 }
         context.perform = { info in SourceInfo.from(info)?.perform() }
         return withUnsafeMutablePointer(to: &context) { pointer in

@@ -35,6 +35,17 @@ public enum CFOracle {
     public static func play(_ setup: OracleSetup) -> OracleResult {
         Player(setup).play()
     }
+
+    /// Test hook: `beforeStimuli` runs on the calling thread once the loop
+    /// is built, before the first stimulus, and gets a call that waits for
+    /// the run to return (a stand-in for that thread taken off the CPU).
+    public static func play(
+        _ setup: OracleSetup, beforeStimuli: @escaping (_ waitForRunEnd: () -> Void) -> Void
+    ) -> OracleResult {
+        let player = Player(setup)
+        player.beforeStimuli = beforeStimuli
+        return player.play()
+    }
 }
 
 /// `eventfd(2)`, reached through the C library (Glibc's module does not import it).
@@ -58,7 +69,8 @@ let activityBits: [String: CFOptionFlags] = [
     "afterWaiting": 1 << 6, "exit": 1 << 7,
 ]
 
-/// The info a version-0 or version-1 source's C callbacks reach.
+/// The info a version-0 or version-1 source's C callbacks reach; its source
+/// owns it (the context's retain and release).
 final class SourceInfo {
     let perform: () -> Void
     let port: Int32
@@ -68,6 +80,13 @@ final class SourceInfo {
     }
     static func from(_ info: UnsafeRawPointer?) -> SourceInfo? {
         info.map { Unmanaged<SourceInfo>.fromOpaque($0).takeUnretainedValue() }
+    }
+    static let retain: @convention(c) (UnsafeRawPointer?) -> UnsafeRawPointer? = { info in
+        if let info { _ = Unmanaged<SourceInfo>.fromOpaque(info).retain() }
+        return info
+    }
+    static let release: @convention(c) (UnsafeRawPointer?) -> Void = { info in
+        if let info { Unmanaged<SourceInfo>.fromOpaque(info).release() }
     }
 }
 
@@ -130,6 +149,8 @@ final class Player: @unchecked Sendable {
     var sources: [CFRunLoopSource] = []
     var fds: [Int32] = []
     var delayed: [CFRunLoopTimer?] = []
+    var observers: [CFRunLoopObserver] = []
+    var beforeStimuli: ((_ waitForRunEnd: () -> Void) -> Void)?
     var keep: [AnyObject] = []
     /// How late past its slot anything may be before the play is not as planned.
     static let lateMs = 8.0
@@ -151,9 +172,18 @@ final class Player: @unchecked Sendable {
 
     func play() -> OracleResult {
         anchor = CFAbsoluteTimeGetCurrent()
-        let thread = Thread { [self] in loopThread() }
-        thread.stackSize = 4 << 20
-        thread.start()
+        guard let thread = startLoopThread() else {
+            return OracleResult(
+                run: OracleResult.Run(exitReason: "none", handled: [], turns: [], ms: 0), nested: [], lateMs: 1000)
+        }
+        defer {
+            // The loop thread's run loop is torn down when the thread exits
+            // (CF's thread-specific data), reaching its sources' infos: only
+            // once it is gone do the tables go, and with them the closures
+            // that hold this player (the cycle is broken, nothing leaks).
+            pthread_join(thread, nil)
+            breakCycles()
+        }
         lock.lock()
         while !state.built { lock.wait() }
         lock.unlock()
@@ -168,9 +198,20 @@ final class Player: @unchecked Sendable {
             _ = write(fd, &one, 8)
             late((CFAbsoluteTimeGetCurrent() - anchor - Double(slot) * q) * 1000)
         }
+        beforeStimuli?(waitForRunEnd)
         for stimulus in setup.stimuli.sorted(by: { $0.slot < $1.slot }) {
             let due = anchor + Double(stimulus.slot) * q
-            if waitUntil(due) { break }
+            let ended = waitUntil(due)
+            // The run it aimed at already over, though it ended after the
+            // stimulus's slot: this thread came late (off the CPU) and the
+            // run went on without it (a stop never made lets it reach its
+            // deadline). Not played as planned. A run that ended before the
+            // slot is the plan: later stimuli are not made.
+            if let end = subjectEnd() {
+                if end > due { late((CFAbsoluteTimeGetCurrent() - due) * 1000) }
+                break
+            }
+            if ended { break }
             apply(stimulus)
             late((CFAbsoluteTimeGetCurrent() - due) * 1000)
         }
@@ -192,6 +233,52 @@ final class Player: @unchecked Sendable {
         return OracleResult(
             run: subject.map(run) ?? OracleResult.Run(exitReason: "none", handled: [], turns: [], ms: 0),
             nested: done.filter { $0.record.depth > depth }.map(run), lateMs: lateMs)
+    }
+
+    /// The loop's thread: joinable (a Foundation `Thread` is not), 4 MiB of
+    /// stack for the nested runs.
+    func startLoopThread() -> pthread_t? {
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setstacksize(&attributes, 4 << 20)
+        var thread = pthread_t()
+        let me = Unmanaged.passRetained(self).toOpaque()
+        let made = pthread_create(
+            &thread, &attributes,
+            { raw in
+                Unmanaged<Player>.fromOpaque(raw!).takeRetainedValue().loopThread()
+                return nil
+            }, me)
+        guard made == 0 else {
+            Unmanaged<Player>.fromOpaque(me).release()
+            return nil
+        }
+        return thread
+    }
+
+    /// Drops every CF object and info this player holds (their handlers and
+    /// infos hold the player), after the loop thread has exited.
+    func breakCycles() {
+        timers.removeAll()
+        sources.removeAll()
+        observers.removeAll()
+        delayed.removeAll()
+        keep.removeAll()
+        locked { $0.carriers.removeAll() }
+        loop = nil
+    }
+
+    /// When the run asked for returned (nil: it has not).
+    func subjectEnd() -> Double? {
+        locked { s in s.done.first { $0.record.subject }?.end }
+    }
+
+    /// Waits until the run asked for has returned (the test hook's wait).
+    func waitForRunEnd() {
+        lock.lock()
+        defer { lock.unlock() }
+        while !state.ended && !state.done.contains(where: { $0.record.subject }) { lock.wait() }
     }
 
     /// Waits until `date` unless the loop thread ends first; returns whether it ended.
@@ -235,6 +322,16 @@ final class Player: @unchecked Sendable {
         case "invalidateTimer":
             CFRunLoopTimerInvalidate(timers[index])
             if wake { CFRunLoopWakeUp(loop) }
+        case "removeSource":
+            // As runloopd's API: refused (no wake-up either) for an
+            // invalidated source or one not in the mode.
+            let mode = cfMode(stimulus.keys?.first ?? "default")
+            guard CFRunLoopSourceIsValid(sources[index]), CFRunLoopContainsSource(loop, sources[index], mode) else {
+                return
+            }
+            CFRunLoopRemoveSource(loop, sources[index], mode)
+            if wake { CFRunLoopWakeUp(loop) }
+        case "invalidateObserver": CFRunLoopObserverInvalidate(observers[index])
         case "perform":
             let label = locked { s in
                 defer { s.stimulusPerforms += 1 }

@@ -118,7 +118,8 @@ public struct OracleSetup: Codable, Sendable {
     public struct Stimulus: Codable, Sendable {
         public var slot: Int
         /// stop, wakeUp, signal, message, invalidateSource, invalidateTimer,
-        /// perform (a block with `block`), cancelDelayed.
+        /// removeSource (source `index` from the mode `keys[0]`),
+        /// invalidateObserver, perform (a block with `block`), cancelDelayed.
         public var kind: String
         public var index: Int?
         public var wakeUp: Bool?

@@ -139,12 +139,17 @@ public struct LoopModel: Sendable {
         /// A `signal` action: the custom source it signals, and whether it
         /// wakes the loop too.
         public var signals: (source: String, wakeUp: Bool)?
+        /// The run its callout starts (a `runNested` action), if any.
+        public var nested: NestedRun?
+        /// Its callout is under way: CF skips a firing observer.
+        var firing = false
         public var valid = true
 
         public init(
             id: String, activities: Set<Activity>, repeats: Bool, modes: Set<String>, order: Int,
-            selector: String? = nil, signals: (source: String, wakeUp: Bool)? = nil
+            selector: String? = nil, signals: (source: String, wakeUp: Bool)? = nil, nested: NestedRun? = nil
         ) {
+            self.nested = nested
             self.signals = signals
             self.id = id
             self.activities = activities
@@ -214,6 +219,10 @@ public struct Stimulus: Sendable {
         case invalidateSource(String, wakeUp: Bool)
         /// `CFRunLoopTimerInvalidate`.
         case invalidateTimer(String, wakeUp: Bool)
+        /// `CFRunLoopRemoveSource` from one mode (by name; never wakes the loop unless asked).
+        case removeSourceMode(String, mode: String, wakeUp: Bool)
+        /// `CFRunLoopObserverInvalidate`.
+        case invalidateObserver(String)
         /// A perform queued now (`performSelector:onThread:`): signal + wake-up.
         case perform(LoopModel.Perform)
         /// A block perform queued now (`CFRunLoopPerformBlock` + `CFRunLoopWakeUp`).

@@ -206,22 +206,38 @@ extension RunSimulator {
         if ref.selector == "stop" {
             stopped = true
             stopBy = .selector(callout: ref)
-            wake()
+            wakeFromLoop()
         }
+    }
+
+    /// `wake()` made by a callout on the loop's own thread.
+    mutating func wakeFromLoop() {
+        let before = wakeSince
+        wake()
+        if before == nil && wakeSince != nil { wakeByLoop = true }
     }
 
     /// `__CFRunLoopDoObservers`: the mode's observers of `activity`, by order.
     mutating func notify(_ activity: Activity) {
         let indices = model.observers.indices.filter {
             let o = model.observers[$0]
-            return o.valid && o.activities.contains(activity) && o.modes.contains(mode)
+            return o.valid && !o.firing && o.activities.contains(activity) && o.modes.contains(mode)
         }.sorted { model.observers[$0].order < model.observers[$1].order }
-        for index in indices {
+        // CF collects them first, then calls each still valid (a nested run
+        // an earlier one started may have invalidated it).
+        for index in indices where model.observers[index].valid {
             if !model.observers[index].repeats { model.observers[index].valid = false }
             let observer = model.observers[index]
-            callout(CalloutRef(kind: .observer, id: observer.id, selector: observer.selector))
-            // The `signal` selector (a source of this loop): as from outside.
-            if let (source, wakeUp) = observer.signals { apply(.signal(source: source, wakeUp: wakeUp)) }
+            model.observers[index].firing = true
+            callout(CalloutRef(kind: .observer, id: observer.id, selector: observer.selector), nested: observer.nested)
+            model.observers[index].firing = false
+            // The `signal` selector (a source of this loop): as from outside,
+            // but its wake-up comes after all that was ready at this moment.
+            if let (source, wakeUp) = observer.signals {
+                let valid = model.sources.contains { $0.id == source && $0.valid }
+                apply(.signal(source: source, wakeUp: false))
+                if wakeUp && valid { wakeFromLoop() }
+            }
         }
     }
 
@@ -249,7 +265,7 @@ extension RunSimulator {
     /// `CFRunLoopWakeUp`: the wake-up descriptor is readable from now on
     /// (a second wake-up before CF reads it changes nothing).
     mutating func wake() {
-        if wakeSince == nil && !ignoringWakeUps { wakeSince = now }
+        if wakeSince == nil && !ignoringWakeUps { (wakeSince, wakeByLoop) = (now, false) }
     }
 
     mutating func apply(_ kind: Stimulus.Kind) {
@@ -288,6 +304,18 @@ extension RunSimulator {
                 armNext(in: timer.modes)
             }
             if wake { self.wake() }
+        case .removeSourceMode(let id, let name, let wake):
+            // runloopd refuses it for an invalidated source or one not in the mode.
+            if let index = model.sources.firstIndex(where: { $0.id == id && $0.valid }),
+                model.sources[index].modeNames.contains(name)
+            {
+                model.sources[index].modeNames.removeAll { $0 == name }
+                model.sources[index].modes = model.expand(model.sources[index].modeNames)
+                removed("source", id, how: "was removed from the mode", from: [name])
+                if wake { self.wake() }
+            }
+        case .invalidateObserver(let id):
+            if let index = model.observers.firstIndex(where: { $0.id == id }) { model.observers[index].valid = false }
         case .perform(let perform):
             // A carrier already signalled is not signalled (nor the loop
             // woken) again: a burst of performs costs one wake-up.

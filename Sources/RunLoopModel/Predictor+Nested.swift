@@ -16,6 +16,7 @@ extension RunSimulator {
             stimuli: stimuli, margin: margin, start: now, depth: depth + 1)
         inner.carriers = carriers
         inner.wakeSince = wakeSince
+        inner.wakeByLoop = wakeByLoop
         inner.portSince = portSince
         inner.fds = fds
         inner.lastRemoval = lastRemoval
@@ -34,6 +35,7 @@ extension RunSimulator {
         model = inner.model
         carriers = inner.carriers
         wakeSince = inner.wakeSince
+        wakeByLoop = inner.wakeByLoop
         portSince = inner.portSince
         fds = inner.fds
         lastRemoval = inner.lastRemoval

@@ -34,6 +34,9 @@ package struct RunSimulator {
     /// wake-up outside a run, or between waking and the next pass, is
     /// ignored (CF's per-run `ignoreWakeUps`).
     var wakeSince: Double?
+    /// That wake-up was made by a callout (the loop's own thread): after
+    /// everything already ready at its moment, never a race with it.
+    var wakeByLoop = false
     var ignoringWakeUps = false
     /// Per port source (index): since when its descriptor is readable.
     var portSince: [Int: Double] = [:]
@@ -181,7 +184,7 @@ package struct RunSimulator {
         let handled = doSources0()
         if handled { doBlocks() }
         if let why = stuck { return unknown(why) }
-        if handled || seconds <= 0 { return handle(readyNow() ?? .never, handled: handled) }
+        if handled || seconds <= 0 { return handle(readyNow() ?? .never, handled: handled, polled: true) }
         notify(.beforeWaiting)
         closeTurn(end: .sleep)
         return sleepAndHandle(handled: handled)
@@ -202,19 +205,32 @@ package struct RunSimulator {
         // CF ignores wake-ups from here (before `afterWaiting`) until the
         // next pass: one an afterWaiting observer makes is dropped.
         ignoringWakeUps = true
+        // CF read the descriptor that woke it (a timerfd, a port's or the
+        // wake-up eventfd) in its wait: a run an afterWaiting observer
+        // nests does not find it ready.
+        var taken: (armed: Double?, queued: Int) = (nil, 0)
+        switch live {
+        case .timer: (taken.armed, armed) = (armed, nil)
+        case .port(let index): (taken.queued, model.sources[index].queued) = (model.sources[index].queued, 0)
+        case .wakeUp: wakeSince = nil
+        case .never: break
+        }
         notify(.afterWaiting)
-        return handle(live, handled: handled)
+        if case .timer = live, armed == nil { armed = taken.armed }
+        if case .port(let index) = live { model.sources[index].queued += taken.queued }
+        return handle(live, handled: handled, polled: false)
     }
 
     /// What the pass found ready (the timers, a port, a wake-up), the blocks
-    /// after it, and CF's checks at the end of the pass.
-    mutating func handle(_ live: Live, handled: Bool) -> Prediction? {
+    /// after it, and CF's checks at the end of the pass. `polled`: found by a
+    /// poll (a slept pass took its wake-up before `afterWaiting`).
+    mutating func handle(_ live: Live, handled: Bool, polled: Bool) -> Prediction? {
         var handled = handled
         ignoringWakeUps = true
         switch live {
         case .timer: doTimers()
         case .port(let index): handled = doSource1(index) || handled
-        case .wakeUp: wakeSince = nil
+        case .wakeUp: if polled { wakeSince = nil }
         case .never: break
         }
         doBlocks()
@@ -286,13 +302,16 @@ package struct RunSimulator {
         where source.valid && source.port && source.queued > 0 && source.modes.contains(mode) {
             ready.append((portSince[index] ?? now, "port \(source.id)'s message", .port(index)))
         }
-        if let since = wakeSince { ready.append((since, "a wake-up", .wakeUp(timeout: false))) }
+        if let since = wakeSince {
+            ready.append((since + (wakeByLoop ? 1e-7 : 0), "a wake-up", .wakeUp(timeout: false)))
+        }
         ready.sort { $0.since < $1.since }
         // Readiness that began before the loop was read (a message sent, a
         // timer due) is a fact with its time, not a plan: its order is known.
         // One before the read and one after it: the first was first.
         let known = ready.count > 1 && ready[0].since < 0
-        if ready.count > 1 && !(known && ready[1].since >= 0)
+        let afterCallout = wakeByLoop && ready.count > 1 && ready[1].what == "a wake-up"
+        if ready.count > 1 && !(known && ready[1].since >= 0) && !afterCallout
             && ready[1].since - ready[0].since < (known ? 0.0002 : margin)
         {
             races.append(

@@ -49,6 +49,8 @@ extension PredictSetup {
                     switch plan.action {
                     case .stop?: .init(kind: "stop")
                     case .signal(let source, let wakeUp)?: .init(kind: "signal", source: source, wakeUp: wakeUp)
+                    case .runNested(let mode, let slots, let rash)?:
+                        .init(kind: "runNested", mode: mode, slots: slots, returnAfterSourceHandled: rash)
                     case nil: nil
                     }
                 return .init(
@@ -66,6 +68,10 @@ extension PredictSetup {
                     return .init(slot: slot, kind: "invalidateSource", index: source, wakeUp: wakeUp)
                 case .invalidateTimer(let timer, let wakeUp):
                     return .init(slot: slot, kind: "invalidateTimer", index: timer, wakeUp: wakeUp)
+                case .removeSource(let source, let mode, let wakeUp):
+                    return .init(slot: slot, kind: "removeSource", index: source, wakeUp: wakeUp, keys: [mode])
+                case .invalidateObserver(let observer):
+                    return .init(slot: slot, kind: "invalidateObserver", index: observer)
                 case .perform(let keys, let stop): return .init(slot: slot, kind: "perform", keys: keys, stop: stop)
                 case .block(let keys, let stop):
                     return .init(slot: slot, kind: "perform", keys: keys, stop: stop, block: true)

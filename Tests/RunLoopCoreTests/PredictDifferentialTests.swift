@@ -201,32 +201,7 @@ extension PredictHarness {
         failures: [(PredictSetup, [String])], replays: Int, unplayed: Int
     ) {
         let harness = PredictHarness()
-        let state = Locked((next: 0, done: 0, replays: 0, unplayed: 0, failures: [(PredictSetup, [String])]()))
-        for _ in 0..<threads {
-            Thread {
-                while true {
-                    let index = state.withLock { s in
-                        defer { s.next += 1 }
-                        return s.next
-                    }
-                    guard index < setups.count else { break }
-                    let setup = setups[index]
-                    var problems: [String]?
-                    var attempt = 0
-                    while problems == nil && attempt < attempts {
-                        attempt += 1
-                        do { problems = try harness.play(setup) } catch { problems = ["setup failed: \(error)"] }
-                    }
-                    state.withLock { s in
-                        s.replays += attempt - 1
-                        if let problems, !problems.isEmpty { s.failures.append((setup, problems)) }
-                        if problems == nil { s.unplayed += 1 }
-                    }
-                }
-                state.withLock { $0.done += 1 }
-                state.notifyAll()
-            }.start()
-        }
-        return state.withLock(when: { $0.done == threads }) { ($0.failures, $0.replays, $0.unplayed) }
+        let outcome = ParallelPlays.play(setups, threads: threads, attempts: attempts) { try harness.play($0) }
+        return (outcome.failures, outcome.replays, outcome.unplayed)
     }
 }

@@ -44,6 +44,9 @@ struct PredictSetup: CustomStringConvertible, Sendable {
     enum ObserverAction: Equatable {
         case stop
         case signal(source: Int, wakeUp: Bool)
+        /// `runNested` from the observer's callout: a run of `slots` slots
+        /// in `mode` (CF skips an observer while its callout runs).
+        case runNested(mode: String, slots: Int, returnAfterSourceHandled: Bool)
     }
     /// A callout inside the run that runs the loop again (`runNested`):
     /// the item that makes it (a timer, a signalled custom source or a
@@ -76,6 +79,10 @@ struct PredictSetup: CustomStringConvertible, Sendable {
         case message(source: Int)
         case invalidateSource(Int, wakeUp: Bool)
         case invalidateTimer(Int, wakeUp: Bool)
+        /// `CFRunLoopRemoveSource` of a source from one of its modes (by name).
+        case removeSource(Int, mode: String, wakeUp: Bool)
+        /// `CFRunLoopObserverInvalidate`.
+        case invalidateObserver(Int)
         case perform(keys: [String], stop: Bool)
         /// A block perform (`via: block`) queued during the run.
         case block(keys: [String], stop: Bool)
@@ -142,6 +149,11 @@ struct PredictSetup: CustomStringConvertible, Sendable {
             // Block performs (issue 38), from a generator of their own.
             builder.rng = SplitMix(seed ^ 0x626C_6F63_6B73_2121)
             builder.addBlocks()
+            // Observers that run the loop nested and removals during the
+            // run, from a generator of their own.
+            builder.rng = SplitMix(seed ^ 0x7265_6D6F_7665_2121)
+            builder.addNestingObserver()
+            builder.addRemoval()
         }
         return builder.setup
     }

@@ -54,6 +54,10 @@ extension PredictHarness {
                 case .signal(let source, let wakeUp)?:
                     SelectorCall(
                         selector: "signal", args: ["source": .string(built.sources[source]), "wakeup": .bool(wakeUp)])
+                case .runNested(let mode, let slots, let rash)?:
+                    PredictSetup.CalloutRunPlan(
+                        from: .source(0), mode: mode, slots: slots, returnAfterSourceHandled: rash
+                    ).call
                 case nil: nil
                 }
             let id = try worker.addObserver(
@@ -84,6 +88,9 @@ extension PredictHarness {
         case .message(let source): return .message(source: built.sources[source])
         case .invalidateSource(let source, let wake): return .invalidateSource(built.sources[source], wakeUp: wake)
         case .invalidateTimer(let timer, let wake): return .invalidateTimer(built.timers[timer], wakeUp: wake)
+        case .removeSource(let source, let mode, let wake):
+            return .removeSourceMode(built.sources[source], mode: mode, wakeUp: wake)
+        case .invalidateObserver(let observer): return .invalidateObserver(built.observers[observer])
         case .perform(let keys, let stop):
             let placeholder = "stim\(placeholders.count)-perform"
             placeholders.append(placeholder)
@@ -116,6 +123,10 @@ extension PredictHarness {
         case .invalidateSource(let source, let wake):
             _ = try? worker.invalidateSource(built.sources[source], wakeUp: wake)
         case .invalidateTimer(let timer, let wake): _ = try? worker.invalidateTimer(built.timers[timer], wakeUp: wake)
+        case .removeSource(let source, let mode, let wake):
+            guard let mode = try? RunLoopMode(mode) else { return nil }
+            _ = try? worker.removeSourceMode(built.sources[source], mode: mode, wakeUp: wake)
+        case .invalidateObserver(let observer): _ = try? worker.invalidateObserver(built.observers[observer])
         case .perform(let keys, let stop):
             let modes = keys.compactMap { try? RunLoopMode($0) }
             return try? worker.perform(PerformSpec(call: Self.call(stop: stop, name: "stim"), modes: modes))

@@ -205,35 +205,15 @@ enum PhaseJudge {
         var limits = Limits()
         limits.maxPredictSteps = 100_000_000
         let registry = WorkerRegistry(limits: limits)
-        let state = Locked((next: 0, done: 0, ranged: 0, unplayed: 0, failures: [(Plan, [String])]()))
         // One at a time under ThreadSanitizer (E2E_SLOWDOWN): two at once still
-        // played 24 of 60 late there on a busy machine.
+        // played 24 of 60 late there on a busy machine. Up to 12 plays: on a
+        // machine with two CPU hogs per core most plays are late, and a late
+        // play is not judged but played again.
         let threads = ServerProcess.slowdown > 1 ? 1 : 6
-        for _ in 0..<threads {
-            Thread {
-                while true {
-                    let index = state.withLock { s in
-                        defer { s.next += 1 }
-                        return s.next
-                    }
-                    guard index < plans.count else { break }
-                    let plan = Self.plan(plans[index])
-                    var problems: [String]?
-                    // Up to 12 plays: on a machine with two CPU hogs per core most
-                    // plays are late, and a late play is not judged but played again.
-                    for _ in 0..<12 where problems == nil {
-                        do { problems = try Self.play(plan, registry: registry) } catch { problems = ["\(error)"] }
-                    }
-                    state.withLock { s in
-                        if let problems, !problems.isEmpty { s.failures.append((plan, problems)) }
-                        if problems == nil { s.unplayed += 1 }
-                    }
-                }
-                state.withLock { $0.done += 1 }
-                state.notifyAll()
-            }.start()
+        let outcome = ParallelPlays.play(plans.map(Self.plan), threads: threads, attempts: 12) {
+            try Self.play($0, registry: registry)
         }
-        let (failures, unplayed) = state.withLock(when: { $0.done == threads }) { ($0.failures, $0.unplayed) }
+        let (failures, unplayed) = (outcome.failures, outcome.unplayed)
         print(
             "phase differential: \(plans.count) setups, \(failures.count) disagreements, \(unplayed) never played on time"
         )

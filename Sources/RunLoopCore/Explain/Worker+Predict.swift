@@ -140,7 +140,7 @@ extension Worker {
                 LoopModel.Observer(
                     id: snap.id, activities: Set(snap.activities), repeats: snap.repeats,
                     modes: model.expand([snap.mode]), order: snap.order, selector: snap.action?.selector,
-                    signals: signalAction(snap.action)))
+                    signals: signalAction(snap.action), nested: LoopModel.NestedRun(snap.action)))
         }
         return model
     }
