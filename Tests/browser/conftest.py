@@ -70,6 +70,10 @@ def driver():
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver")
     drv = webdriver.Chrome(service=service, options=opts)
+    # chromedriver's answers may take minutes on a machine with two CPU hogs
+    # per core beside the suite (issue 41: 120 s, Selenium's default, ran out
+    # twice): a wait is a deadline on the page's state, not on chromedriver.
+    drv.command_executor._client_config.timeout = 600
     drv.set_window_size(1280, 900)
     # The tests share this page and leave threads behind; they are about the cards, so the
     # page shows cards whatever the count (test_scale.py switches to the table).

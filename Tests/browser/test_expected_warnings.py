@@ -78,7 +78,10 @@ def test_an_expected_warning_is_muted_an_unexpected_one_is_not(driver):
         assert f"sev-{severity}" in sbadge.get_attribute("class").split()
         assert sbadge.value_of_css_property("background-color") != grey  # its severity's colour, not the muted grey
         # the unexpected one comes first
-        items = [li.get_attribute("data-thread") for li in driver.find_elements(By.CSS_SELECTOR, "#warnings-list > li")]
+        # read in one script: the list re-renders as warnings come, and an item
+        # found then read in two steps can be gone in between (stale element)
+        items = driver.execute_script(
+            "return [...document.querySelectorAll('#warnings-list > li')].map(li => li.dataset.thread)")
         assert items.index(unplanned) < items.index(planned), items
     finally:
         api("DELETE", f"/api/threads/{unplanned}")
