@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Primitives
 import RunLoopStore
+import RunLoopTestSupport
 import Testing
 
 @testable import RunLoopCore
@@ -151,6 +152,9 @@ struct StoreRetryTests {
         defer { recorder.stop(timeout: 5) }
         recorder.record(.instance(change: "note", details: [:]), seq: 1_000)
         #expect(store.wait { $0.committed.count >= 1 })
+        // The recorder notes the commit once the store's call returned: after
+        // the store counted it (under ThreadSanitizer, read between the two once).
+        #expect(waitUntil(timeout: 10 * ServerProcess.slowdown) { recorder.status.lastCommitAt != nil })
         let committedAt = try #require(recorder.status.lastCommitAt)
         store.turn(reads: false, writes: false)
         let tries = store.state.withLock { $0.tries.count }
