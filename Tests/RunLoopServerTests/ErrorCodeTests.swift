@@ -15,8 +15,9 @@ struct ErrorCodeTests {
     static let codes = Set(ErrorCode.allCases.map(\.rawValue))
 
     /// Every backticked lower-case code in the "codes" column of docs/api.md's
-    /// Errors table (header names such as `Retry-After` are not codes).
-    static func errorsTableCodes() -> Set<String> {
+    /// Errors table (header names such as `Retry-After` are not codes); with
+    /// `status`, only that status's rows.
+    static func errorsTableCodes(status: String? = nil) -> Set<String> {
         var codes = Set<String>()
         var inTable = false
         for line in APIWordsTests.text("docs/api.md").split(separator: "\n", omittingEmptySubsequences: false) {
@@ -27,7 +28,8 @@ struct ErrorCodeTests {
             guard inTable else { continue }
             guard line.hasPrefix("|") else { break }
             let cells = line.split(separator: "|", omittingEmptySubsequences: false)
-            guard cells.count > 3 else { continue }
+            guard cells.count > 3, status.map({ cells[1].trimmingCharacters(in: .whitespaces) == $0 }) ?? true
+            else { continue }
             for match in cells[3].matches(of: /`([a-z][a-z_]*)`/) { codes.insert(String(match.output.1)) }
         }
         return codes

@@ -24,20 +24,7 @@ struct RefusalReasonTests {
 
     /// The codes of docs/api.md's Errors table, by the row's status.
     static func errorsTableCodes(status: String) -> Set<String> {
-        var codes = Set<String>()
-        var inTable = false
-        for line in APIWordsTests.text("docs/api.md").split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("| status | when | codes |") {
-                inTable = true
-                continue
-            }
-            guard inTable else { continue }
-            guard line.hasPrefix("|") else { break }
-            let cells = line.split(separator: "|", omittingEmptySubsequences: false)
-            guard cells.count > 3, cells[1].trimmingCharacters(in: .whitespaces) == status else { continue }
-            for match in cells[3].matches(of: /`([a-z][a-z_]*)`/) { codes.insert(String(match.output.1)) }
-        }
-        return codes
+        ErrorCodeTests.errorsTableCodes(status: status)
     }
 
     @Test func refusalReasonsMatchMetricsDoc() {
