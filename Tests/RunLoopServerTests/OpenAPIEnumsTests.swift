@@ -89,4 +89,19 @@ struct OpenAPIEnumsTests {
             try OpenAPIEnums.fill("{ \"type\": \"string\", \"x-runloopd-enum\": \"ErrorCode\" }")
         }
     }
+
+    @Test("a key written twice in one object stops the build, wherever it is")
+    func fillRefusesDuplicateKeys() throws {
+        // TimerRequest once had two "anyOf"s; every reader kept the last,
+        // so the schema the fuzzer used was not the one last written.
+        let twice = "{\n  \"a\": {\n    \"anyOf\": [1],\n    \"b\": \"x:y\",\n    \"anyOf\": [2]\n  }\n}"
+        let found = OpenAPIEnums.duplicateKeys(in: twice)
+        #expect(found.map(\.key) == ["anyOf"] && found.map(\.line) == [5])
+        #expect(throws: OpenAPIEnums.Failure.self) { try OpenAPIEnums.fill(twice) }
+        // The same key in sibling objects, in an array's objects, or as a
+        // string value is not a duplicate; an escaped quote does not end a key.
+        let fine = #"{"a": {"k": 1}, "b": {"k": [{"k": "k"}, {"k": "\"k"}]}, "k": "a", "\"k": 2}"#
+        #expect(OpenAPIEnums.duplicateKeys(in: fine).isEmpty)
+        #expect(OpenAPIEnums.duplicateKeys(in: OpenAPIContractTests.sourceText).isEmpty)
+    }
 }
