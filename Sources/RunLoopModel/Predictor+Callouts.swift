@@ -265,7 +265,11 @@ extension RunSimulator {
     /// `CFRunLoopWakeUp`: the wake-up descriptor is readable from now on
     /// (a second wake-up before CF reads it changes nothing).
     mutating func wake() {
-        if wakeSince == nil && !ignoringWakeUps { (wakeSince, wakeByLoop) = (now, false) }
+        if wakeSince == nil && !ignoringWakeUps {
+            (wakeSince, wakeByLoop) = (now, false)
+            sequence += 1
+            wakeSequence = sequence
+        }
     }
 
     mutating func apply(_ kind: Stimulus.Kind) {
@@ -321,10 +325,14 @@ extension RunSimulator {
             // woken) again: a burst of performs costs one wake-up.
             let wakes = perform.keys.contains { carriers[$0] != true }
             model.performs.append(perform)
+            model.everFilled.formUnion(model.expand(perform.keys))
             for key in perform.keys { carriers[key] = true }
             if wakes { wake() }
         case .performBlock(let block):
             model.blocks.append(block)
+            // Something was added to its modes: emptied later, a run there
+            // finishes with mode_empty, not mode_missing.
+            model.everFilled.formUnion(model.expand(block.keys))
             wake()
         case .cancelDelayed(let ids):
             for index in model.timers.indices

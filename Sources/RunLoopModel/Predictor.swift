@@ -44,6 +44,17 @@ package struct RunSimulator {
     /// its earliest timer's fire date, or the date it kept after its last
     /// timer left (CF on Linux never disarms it).
     var fds: [String: Double] = [:]
+    /// epoll's ready list, per mode's descriptor set (level-triggered): a
+    /// descriptor handed to CF goes back to the list's tail at that moment
+    /// and keeps that place, read or not, until a later wait passes over it
+    /// unready. Readable again before then (a timerfd re-armed at a past
+    /// date, a second wake-up), it is handed back from that place, not from
+    /// when it became readable again. Keyed by `"mode|timer"`, `"mode|wake"`.
+    var places: [String: Place] = [:]
+    /// Orders what the loop itself makes ready at one moment (a callout's
+    /// wake-up, a descriptor put back on the list): callouts take no time here.
+    var sequence = 0
+    var wakeSequence = 0
     /// The deadlines of the runs this one is nested in: CF delivers each
     /// run's timeout as a `CFRunLoopWakeUp`, which wakes the innermost run.
     var outerTimeouts: [Double] = []
@@ -83,6 +94,14 @@ package struct RunSimulator {
         var wokeBy: WokeBy?
         var afterWake: Bool
         var callouts: [CalloutRef] = []
+    }
+
+    /// A place on epoll's ready list: when, then in what order at that moment.
+    struct Place: Comparable {
+        var since: Double
+        var sequence: Int
+
+        static func < (a: Place, b: Place) -> Bool { (a.since, a.sequence) < (b.since, b.sequence) }
     }
 
     enum Live {
@@ -215,6 +234,7 @@ package struct RunSimulator {
         case .wakeUp: wakeSince = nil
         case .never: break
         }
+        handedBack(live)
         notify(.afterWaiting)
         if case .timer = live, armed == nil { armed = taken.armed }
         if case .port(let index) = live { model.sources[index].queued += taken.queued }
@@ -227,6 +247,7 @@ package struct RunSimulator {
     mutating func handle(_ live: Live, handled: Bool, polled: Bool) -> Prediction? {
         var handled = handled
         ignoringWakeUps = true
+        if polled { handedBack(live) }
         switch live {
         case .timer: doTimers()
         case .port(let index): handled = doSource1(index) || handled
@@ -296,21 +317,36 @@ package struct RunSimulator {
             outerTimeouts.removeFirst()
             wake()
         }
-        var ready: [(since: Double, what: String, live: Live)] = []
-        if let due = armed, due <= now + 1e-9 { ready.append((due, "the timer descriptor", .timer)) }
+        // Each readable descriptor at its place; `byLoop`: the place was
+        // made by the loop's own thread, after all that was ready then.
+        var ready: [(since: Double, sequence: Int, byLoop: Bool, what: String, live: Live)] = []
+        let timerPlace = places["\(mode)|timer"]
+        let wakePlace = places["\(mode)|wake"]
+        let timerReadable = armed.map { $0 <= now + 1e-9 } ?? false
+        if let due = armed, timerReadable {
+            let place = timerPlace ?? Place(since: due, sequence: 0)
+            ready.append((place.since, place.sequence, timerPlace != nil, "the timer descriptor", .timer))
+        }
         for (index, source) in model.sources.enumerated()
         where source.valid && source.port && source.queued > 0 && source.modes.contains(mode) {
-            ready.append((portSince[index] ?? now, "port \(source.id)'s message", .port(index)))
+            ready.append((portSince[index] ?? now, 0, false, "port \(source.id)'s message", .port(index)))
         }
         if let since = wakeSince {
-            ready.append((since + (wakeByLoop ? 1e-7 : 0), "a wake-up", .wakeUp(timeout: false)))
+            let place = wakePlace ?? Place(since: since + (wakeByLoop ? 1e-7 : 0), sequence: wakeSequence)
+            let byLoop = wakePlace != nil || wakeByLoop
+            ready.append((place.since, place.sequence, byLoop, "a wake-up", .wakeUp(timeout: false)))
         }
-        ready.sort { $0.since < $1.since }
+        ready.sort { ($0.since, $0.sequence) < ($1.since, $1.sequence) }
+        // The wait passes over every place before the one it hands back: a
+        // descriptor there no longer readable leaves the list.
+        let first = ready.first.map { Place(since: $0.since, sequence: $0.sequence) }
+        if let place = timerPlace, !timerReadable, first.map({ place < $0 }) ?? true { places["\(mode)|timer"] = nil }
+        if let place = wakePlace, wakeSince == nil, first.map({ place < $0 }) ?? true { places["\(mode)|wake"] = nil }
         // Readiness that began before the loop was read (a message sent, a
         // timer due) is a fact with its time, not a plan: its order is known.
         // One before the read and one after it: the first was first.
         let known = ready.count > 1 && ready[0].since < 0
-        let afterCallout = wakeByLoop && ready.count > 1 && ready[1].what == "a wake-up"
+        let afterCallout = ready.count > 1 && ready[1].byLoop
         if ready.count > 1 && !(known && ready[1].since >= 0) && !afterCallout
             && ready[1].since - ready[0].since < (known ? 0.0002 : margin)
         {
@@ -319,6 +355,19 @@ package struct RunSimulator {
             if decide() { return ready[1].live }
         }
         return ready.first?.live
+    }
+
+    /// The wait handed `live` to CF: level-triggered, epoll puts it back at
+    /// the tail of the mode's ready list now (a port keeps its own date).
+    mutating func handedBack(_ live: Live) {
+        let key: String
+        switch live {
+        case .timer: key = "\(mode)|timer"
+        case .wakeUp: key = "\(mode)|wake"
+        case .port, .never: return
+        }
+        sequence += 1
+        places[key] = Place(since: now + 1e-7, sequence: sequence)
     }
 
     /// Sleeps until one descriptor is ready; applies the stimuli that come
