@@ -117,7 +117,7 @@ extension RunSimulator {
             budget.left -= model.timers.count
             if let next = othersNext, next != remembered {
                 remembered = next
-                armed = next
+                arm(mode, at: next, byLoop: true)
             }
             rearm.formUnion(fire(index))
         }
@@ -305,7 +305,7 @@ extension RunSimulator {
                 let timer = model.timers[index]
                 let how = timer.role == .keepAlive ? "(the keep-alive timer) was invalidated" : "was invalidated"
                 removed("timer", id, how: how, from: timer.modeNames)
-                armNext(in: timer.modes)
+                armNext(in: timer.modes, byLoop: false)
             }
             if wake { self.wake() }
         case .removeSourceMode(let id, let name, let wake):
@@ -341,7 +341,7 @@ extension RunSimulator {
                 removed(
                     "perform", model.timers[index].id, how: "was cancelled before its delay passed",
                     from: model.timers[index].modeNames)
-                armNext(in: model.timers[index].modes)
+                armNext(in: model.timers[index].modes, byLoop: false)
             }
         }
     }

@@ -19,7 +19,7 @@ extension RunSimulator {
         inner.wakeByLoop = wakeByLoop
         inner.portSince = portSince
         inner.fds = fds
-        (inner.places, inner.sequence, inner.wakeSequence) = (places, sequence, wakeSequence)
+        (inner.armedAt, inner.sequence, inner.wakeSequence) = (armedAt, sequence, wakeSequence)
         inner.lastRemoval = lastRemoval
         inner.budget = budget
         inner.flip = flip
@@ -39,7 +39,7 @@ extension RunSimulator {
         wakeByLoop = inner.wakeByLoop
         portSince = inner.portSince
         fds = inner.fds
-        (places, sequence, wakeSequence) = (inner.places, inner.sequence, inner.wakeSequence)
+        (armedAt, sequence, wakeSequence) = (inner.armedAt, inner.sequence, inner.wakeSequence)
         lastRemoval = inner.lastRemoval
         stimuli = inner.stimuli
         decisions = inner.decisions

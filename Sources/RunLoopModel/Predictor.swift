@@ -44,13 +44,12 @@ package struct RunSimulator {
     /// its earliest timer's fire date, or the date it kept after its last
     /// timer left (CF on Linux never disarms it).
     var fds: [String: Double] = [:]
-    /// epoll's ready list, per mode's descriptor set (level-triggered): a
-    /// descriptor handed to CF goes back to the list's tail at that moment
-    /// and keeps that place, read or not, until a later wait passes over it
-    /// unready. Readable again before then (a timerfd re-armed at a past
-    /// date, a second wake-up), it is handed back from that place, not from
-    /// when it became readable again. Keyed by `"mode|timer"`, `"mode|wake"`.
-    var places: [String: Place] = [:]
+    /// CF adds its descriptors to epoll edge-triggered: one joins the ready
+    /// list when it becomes readable, and a wait hands back the one that
+    /// joined first. A timerfd armed at a date already past becomes readable
+    /// at that moment, not at the date: per mode, when that was (nil: at
+    /// its date). Arms made while the loop was read are not known: at its date.
+    var armedAt: [String: Place] = [:]
     /// Orders what the loop itself makes ready at one moment (a callout's
     /// wake-up, a descriptor put back on the list): callouts take no time here.
     var sequence = 0
@@ -133,7 +132,9 @@ package struct RunSimulator {
             for key in perform.keys { carriers[key] = true }
         }
         fds = model.staleTimerfd
-        armNext(in: Set(model.timers.filter(\.valid).flatMap(\.modes)))
+        for name in Set(model.timers.filter(\.valid).flatMap(\.modes)) {
+            if let next = nextFire(in: name) { fds[name] = next }
+        }
         // A port with messages is readable since its oldest was sent: a timer
         // due before that is handed back first (epoll's ready list is first
         // in, first out), one due after it second.
@@ -148,7 +149,10 @@ package struct RunSimulator {
     /// The run's own mode's timerfd.
     var armed: Double? {
         get { fds[mode] }
-        set { fds[mode] = newValue }
+        set {
+            fds[mode] = newValue
+            if newValue == nil { armedAt[mode] = nil }
+        }
     }
 
     // MARK: - The run
@@ -234,7 +238,6 @@ package struct RunSimulator {
         case .wakeUp: wakeSince = nil
         case .never: break
         }
-        handedBack(live)
         notify(.afterWaiting)
         if case .timer = live, armed == nil { armed = taken.armed }
         if case .port(let index) = live { model.sources[index].queued += taken.queued }
@@ -247,7 +250,6 @@ package struct RunSimulator {
     mutating func handle(_ live: Live, handled: Bool, polled: Bool) -> Prediction? {
         var handled = handled
         ignoringWakeUps = true
-        if polled { handedBack(live) }
         switch live {
         case .timer: doTimers()
         case .port(let index): handled = doSource1(index) || handled
@@ -317,31 +319,23 @@ package struct RunSimulator {
             outerTimeouts.removeFirst()
             wake()
         }
-        // Each readable descriptor at its place; `byLoop`: the place was
-        // made by the loop's own thread, after all that was ready then.
+        // Each readable descriptor at its place on the list; `byLoop`: it
+        // was made readable by the loop's own thread, after all that was
+        // ready at that moment.
         var ready: [(since: Double, sequence: Int, byLoop: Bool, what: String, live: Live)] = []
-        let timerPlace = places["\(mode)|timer"]
-        let wakePlace = places["\(mode)|wake"]
-        let timerReadable = armed.map { $0 <= now + 1e-9 } ?? false
-        if let due = armed, timerReadable {
-            let place = timerPlace ?? Place(since: due, sequence: 0)
-            ready.append((place.since, place.sequence, timerPlace != nil, "the timer descriptor", .timer))
+        if let due = armed, due <= now + 1e-9 {
+            let place = armedAt[mode] ?? Place(since: due, sequence: 0)
+            ready.append((place.since, place.sequence, place.sequence > 0, "the timer descriptor", .timer))
         }
         for (index, source) in model.sources.enumerated()
         where source.valid && source.port && source.queued > 0 && source.modes.contains(mode) {
             ready.append((portSince[index] ?? now, 0, false, "port \(source.id)'s message", .port(index)))
         }
         if let since = wakeSince {
-            let place = wakePlace ?? Place(since: since + (wakeByLoop ? 1e-7 : 0), sequence: wakeSequence)
-            let byLoop = wakePlace != nil || wakeByLoop
-            ready.append((place.since, place.sequence, byLoop, "a wake-up", .wakeUp(timeout: false)))
+            let place = Place(since: since + (wakeByLoop ? 1e-7 : 0), sequence: wakeSequence)
+            ready.append((place.since, place.sequence, wakeByLoop, "a wake-up", .wakeUp(timeout: false)))
         }
         ready.sort { ($0.since, $0.sequence) < ($1.since, $1.sequence) }
-        // The wait passes over every place before the one it hands back: a
-        // descriptor there no longer readable leaves the list.
-        let first = ready.first.map { Place(since: $0.since, sequence: $0.sequence) }
-        if let place = timerPlace, !timerReadable, first.map({ place < $0 }) ?? true { places["\(mode)|timer"] = nil }
-        if let place = wakePlace, wakeSince == nil, first.map({ place < $0 }) ?? true { places["\(mode)|wake"] = nil }
         // Readiness that began before the loop was read (a message sent, a
         // timer due) is a fact with its time, not a plan: its order is known.
         // One before the read and one after it: the first was first.
@@ -355,19 +349,6 @@ package struct RunSimulator {
             if decide() { return ready[1].live }
         }
         return ready.first?.live
-    }
-
-    /// The wait handed `live` to CF: level-triggered, epoll puts it back at
-    /// the tail of the mode's ready list now (a port keeps its own date).
-    mutating func handedBack(_ live: Live) {
-        let key: String
-        switch live {
-        case .timer: key = "\(mode)|timer"
-        case .wakeUp: key = "\(mode)|wake"
-        case .port, .never: return
-        }
-        sequence += 1
-        places[key] = Place(since: now + 1e-7, sequence: sequence)
     }
 
     /// Sleeps until one descriptor is ready; applies the stimuli that come
@@ -409,9 +390,33 @@ package struct RunSimulator {
     /// `__CFArmNextTimerInMode` for each of `modes`: its timerfd is armed at
     /// its earliest timer; with none left it keeps what it had (CF on Linux
     /// never disarms it), or stays quiet once read.
-    mutating func armNext(in modes: Set<String>) {
+    /// `byLoop`: armed on the loop's thread (a timer's fire), not by a
+    /// change from outside.
+    mutating func armNext(in modes: Set<String>, byLoop: Bool = true) {
         for name in modes {
-            if let next = nextFire(in: name) { fds[name] = next }
+            if let next = nextFire(in: name) { arm(name, at: next, byLoop: byLoop) }
+        }
+    }
+
+    /// `timerfd_settime` on `name`'s timerfd: a date already past makes it
+    /// readable now, where it joins epoll's ready list; one readable before
+    /// keeps its place (edge-triggered: no new edge).
+    mutating func arm(_ name: String, at date: Double, byLoop: Bool) {
+        let before = fds[name]
+        fds[name] = date
+        if let before, before <= now + 1e-9 {
+            if date > now + 1e-9 {
+                armedAt[name] = nil
+            } else if armedAt[name] == nil {
+                armedAt[name] = Place(since: before, sequence: 0)
+            }
+            return
+        }
+        if date <= now + 1e-9 {
+            sequence += 1
+            armedAt[name] = Place(since: now + (byLoop ? 1e-7 : 0), sequence: byLoop ? sequence : 0)
+        } else {
+            armedAt[name] = nil
         }
     }
 
