@@ -223,6 +223,14 @@ struct E2EClient: Sendable {
             timeout: timeout)
     }
 
+    /// `perform` of `echo` with `n` on `thread`, waiting for its answer (in the
+    /// history: a perform and its request).
+    func echo(on thread: String, _ n: Int) async throws -> TestHTTPResponse {
+        try await post(
+            "/api/threads/\(thread)/perform",
+            ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true])
+    }
+
     /// Creates a thread; returns its id.
     func createThread(_ body: Value = [:]) async throws -> String {
         let response = try await post("/api/threads", body)
