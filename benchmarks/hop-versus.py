@@ -20,13 +20,7 @@ import subprocess
 import sys
 import time
 
-
-def free_port():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
+from benchkit import free_port
 
 
 def start(binary, flags):

@@ -19,23 +19,16 @@ import os
 import re
 import resource
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
+from benchkit import free_port
+
 BODY = '{"selector":"echo","args":{"n":1},"waitUntilDone":true}'
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def http(port, method, path, body=None):

@@ -241,22 +241,24 @@ final class UserSource: @unchecked Sendable, SourceCallbacks, ModeScheduled {
         }
     }
 
-    func sourceScheduled(mode: CFRunLoopMode?) {
-        let name = mode.flatMap { RunLoopMode.name(ofCF: $0) } ?? "?"
-        state.withLock { s in
-            s.scheduled += 1
-            s.scheduledIn[name, default: 0] += 1
-        }
-        onModeChange(self, name, true)
-    }
+    func sourceScheduled(mode: CFRunLoopMode?) { modeChanged(mode, added: true) }
 
-    func sourceCancelled(mode: CFRunLoopMode?) {
+    func sourceCancelled(mode: CFRunLoopMode?) { modeChanged(mode, added: false) }
+
+    /// CF scheduled the source in `mode` (`added`) or cancelled it there:
+    /// counted under the lock, told after it.
+    private func modeChanged(_ mode: CFRunLoopMode?, added: Bool) {
         let name = mode.flatMap { RunLoopMode.name(ofCF: $0) } ?? "?"
         state.withLock { s in
-            s.cancelled += 1
-            s.cancelledIn[name, default: 0] += 1
+            if added {
+                s.scheduled += 1
+                s.scheduledIn[name, default: 0] += 1
+            } else {
+                s.cancelled += 1
+                s.cancelledIn[name, default: 0] += 1
+            }
         }
-        onModeChange(self, name, false)
+        onModeChange(self, name, added)
     }
 
     func sourcePerform() {

@@ -262,6 +262,13 @@ extension RunSimulator {
         }
     }
 
+    /// Records the invalidation of a source or a timer; runloopd's own
+    /// keep-alive (`keepAlive`: "port" or "timer") is named as such.
+    mutating func invalidated(_ kind: String, _ id: String, role: ItemRole, keepAlive: String, from names: [String]) {
+        let how = role == .keepAlive ? "(the keep-alive \(keepAlive)) was invalidated" : "was invalidated"
+        removed(kind, id, how: how, from: names)
+    }
+
     /// `CFRunLoopWakeUp`: the wake-up descriptor is readable from now on
     /// (a second wake-up before CF reads it changes nothing).
     mutating func wake() {
@@ -295,16 +302,14 @@ extension RunSimulator {
             if let index = model.sources.firstIndex(where: { $0.id == id && $0.valid }) {
                 model.sources[index].valid = false
                 let source = model.sources[index]
-                let how = source.role == .keepAlive ? "(the keep-alive port) was invalidated" : "was invalidated"
-                removed("source", id, how: how, from: source.modeNames)
+                invalidated("source", id, role: source.role, keepAlive: "port", from: source.modeNames)
             }
             if wake { self.wake() }
         case .invalidateTimer(let id, let wake):
             if let index = model.timers.firstIndex(where: { $0.id == id && $0.valid }) {
                 model.timers[index].valid = false
                 let timer = model.timers[index]
-                let how = timer.role == .keepAlive ? "(the keep-alive timer) was invalidated" : "was invalidated"
-                removed("timer", id, how: how, from: timer.modeNames)
+                invalidated("timer", id, role: timer.role, keepAlive: "timer", from: timer.modeNames)
                 armNext(in: timer.modes, byLoop: false)
             }
             if wake { self.wake() }

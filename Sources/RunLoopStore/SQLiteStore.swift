@@ -213,13 +213,7 @@ public final class SQLiteStore: HistoryStore {
 
     /// Runs `body` inside one write transaction.
     func writingDatabase<T>(_ body: (Database) throws -> T) throws -> T {
-        do {
-            return try database().write { db in try body(db) }
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw StoreError("\(location): \(Self.reason(error))")
-        }
+        try onDatabase { pool in try pool.write { db in try body(db) } }
     }
 
     private func reading<T>(_ body: (HistoryLogic) throws -> T) throws -> T {
@@ -228,8 +222,14 @@ public final class SQLiteStore: HistoryStore {
     }
 
     func readingDatabase<T>(_ body: (Database) throws -> T) throws -> T {
+        try onDatabase { pool in try pool.read { db in try body(db) } }
+    }
+
+    /// Runs `access` on the open pool; any error but a `StoreError` is
+    /// thrown as one that names this file.
+    private func onDatabase<T>(_ access: (DatabasePool) throws -> T) throws -> T {
         do {
-            return try database().read { db in try body(db) }
+            return try access(database())
         } catch let error as StoreError {
             throw error
         } catch {

@@ -33,10 +33,7 @@ extension E2EHistoryTests {
         #expect(warning.status == 200)
         let loop = try await c.createThread(["run": ["style": "loop"]])
         for n in 1...30 {
-            let r = try await c.post(
-                "/api/threads/\(loop)/perform",
-                ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true])
-            #expect(r.status == 200)
+            #expect(try await c.echo(on: loop, n).status == 200)
         }
         let history = try await c.get("/api/history")
         #expect(history.status == 503)
@@ -94,12 +91,12 @@ extension E2EHistoryTests {
             close(ends[1])
         }
         let pipeName = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(ends[1])")
-        let listing = FileManager.default.temporaryDirectory.appendingPathComponent("fds-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: listing) }
-        #expect(Self.shell("ls -l /proc/$$/fd > '\(listing.path)'") == 0)
-        let seen = try String(contentsOf: listing, encoding: .utf8)
-        #expect(seen.contains("total"), "no listing: \(seen)")
-        #expect(!seen.contains(pipeName), "the child holds \(pipeName): \(seen)")
+        try withTemporaryPath("fds") { listing in
+            #expect(Self.shell("ls -l /proc/$$/fd > '\(listing.path)'") == 0)
+            let seen = try String(contentsOf: listing, encoding: .utf8)
+            #expect(seen.contains("total"), "no listing: \(seen)")
+            #expect(!seen.contains(pipeName), "the child holds \(pipeName): \(seen)")
+        }
     }
 
     /// `shell`, awaited off the cooperative pool.
@@ -123,8 +120,7 @@ extension E2EHistoryTests {
         var server = try await ServerProcess.started(args)
         let c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
-        let first = try await c.post(
-            "/api/threads/\(loop)/perform", ["selector": "echo", "args": ["n": 1], "waitUntilDone": true])
+        let first = try await c.echo(on: loop, 1)
         #expect(first.status == 200)
         let store = try await c.poll("/api/store") { $0["queued"] == 0 && ($0["written"].number ?? 0) > 0 }
         let path = try #require(store["location"].string)
@@ -135,8 +131,7 @@ extension E2EHistoryTests {
         holding.allowsUnsafeTransactions = true
         let holder = try DatabaseQueue(path: path, configuration: holding)
         try await holder.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
-        let second = try await c.post(
-            "/api/threads/\(loop)/perform", ["selector": "echo", "args": ["n": 2], "waitUntilDone": true])
+        let second = try await c.echo(on: loop, 2)
         #expect(second.status == 200, "answers never wait for the store")
         _ = try await c.poll("/api/store") { ($0["queued"].number ?? 0) > 0 }
         let signalledAt = Date()

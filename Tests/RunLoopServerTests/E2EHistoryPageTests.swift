@@ -9,41 +9,38 @@ import Testing
 struct E2EHistoryPageTests {
     @Test("limit=1…7 over performs kept with their requests: N or N + 1 events, the pages walk every one")
     func limits() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("page-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let server = try await ServerProcess.started(["--data-dir", dir.path, "--instance-id", "pages"])
-        defer { server.stop() }
-        let c = server.client
-        let thread = try await c.createThread(["run": ["style": "loop"]])
-        for n in 1...8 {
-            let answer = try await c.post(
-                "/api/threads/\(thread)/perform",
-                ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true])
-            #expect(answer.status == 200)
-        }
-        // Written: the 8 performs (and their requests) are in the store.
-        let deadline = Date().addingTimeInterval(20)
-        var kept = 0
-        while kept < 8, Date() < deadline {
-            kept = try await c.get("/api/history?type=perform&limit=100")["events"].items.count
-        }
-        #expect(kept == 8)
-        let all = try await c.get("/api/history?limit=1000")["events"].items.count
-        for limit in 1...7 {
-            let page = try await c.get("/api/history?limit=\(limit)")
-            let count = page["events"].items.count
-            #expect(count == limit || count == limit + 1, "limit=\(limit): \(count) events")
-            // Walking the pages reads every event once.
-            var walked = count
-            var next = page["next"]
-            var pages = 0
-            while let cursor = next.string, pages < 100 {
-                let more = try await c.get("/api/history?limit=\(limit)&cursor=\(cursor)")
-                walked += more["events"].items.count
-                next = more["next"]
-                pages += 1
+        try await withTemporaryPath("page") { dir in
+            let server = try await ServerProcess.started(["--data-dir", dir.path, "--instance-id", "pages"])
+            defer { server.stop() }
+            let c = server.client
+            let thread = try await c.createThread(["run": ["style": "loop"]])
+            for n in 1...8 {
+                #expect(try await c.echo(on: thread, n).status == 200)
             }
-            #expect(walked == all, "limit=\(limit)")
+            // Written: the 8 performs (and their requests) are in the store.
+            let deadline = Date().addingTimeInterval(20)
+            var kept = 0
+            while kept < 8, Date() < deadline {
+                kept = try await c.get("/api/history?type=perform&limit=100")["events"].items.count
+            }
+            #expect(kept == 8)
+            let all = try await c.get("/api/history?limit=1000")["events"].items.count
+            for limit in 1...7 {
+                let page = try await c.get("/api/history?limit=\(limit)")
+                let count = page["events"].items.count
+                #expect(count == limit || count == limit + 1, "limit=\(limit): \(count) events")
+                // Walking the pages reads every event once.
+                var walked = count
+                var next = page["next"]
+                var pages = 0
+                while let cursor = next.string, pages < 100 {
+                    let more = try await c.get("/api/history?limit=\(limit)&cursor=\(cursor)")
+                    walked += more["events"].items.count
+                    next = more["next"]
+                    pages += 1
+                }
+                #expect(walked == all, "limit=\(limit)")
+            }
         }
     }
 }

@@ -85,10 +85,7 @@ struct E2EHistoryTests {
         var c = server.client
         let loop = try await c.createThread(["run": ["style": "loop"]])
         for n in 1...3 {
-            let r = try await c.post(
-                "/api/threads/\(loop)/perform",
-                ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true])
-            #expect(r.status == 200)
+            #expect(try await c.echo(on: loop, n).status == 200)
         }
         let manual = try await c.manualThread()
         #expect(try await c.delete("/api/threads/\(manual)").status == 200)
@@ -247,11 +244,7 @@ struct E2EHistoryTests {
         stream.disconnect()
         // Missed while disconnected.
         for n in 1...3 {
-            #expect(
-                try await c.post(
-                    "/api/threads/\(loop)/perform",
-                    ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true]
-                ).status == 200)
+            #expect(try await c.echo(on: loop, n).status == 200)
         }
         server.send(signal: SIGINT)
         #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0)

@@ -60,67 +60,67 @@ struct E2EMetricsTests {
 
     @Test("every family has HELP and TYPE, the order holds between scrapes, counters start at 0")
     func conventions() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        try await ServerProcess.with(["--data-dir", dir.path, "--max-threads", "1"]) { server in
-            let c = server.client
-            let first = try await Self.scrape(c)
-            #expect(first.orphans.isEmpty, "samples outside their family: \(first.orphans)")
-            for family in first.families {
-                #expect(!(first.help[family] ?? "").isEmpty, "no HELP for \(family)")
-                #expect(["counter", "gauge", "histogram"].contains(first.types[family] ?? ""), "\(family)")
-                if first.types[family] == "counter" { #expect(family.hasSuffix("_total"), "\(family)") }
-            }
-            // Present from the start at 0: every known limit, stall, perform and exit label.
-            for reason in ["too_many_threads", "too_many_timers", "queue_full", "too_many_clients", "overloaded"] {
-                #expect(first.samples["runloopd_limit_refusals_total{reason=\"\(reason)\"}"] == 0, "\(reason)")
-            }
-            for severity in ["micro", "hang", "severe"] {
-                #expect(first.samples["runloopd_stalls_total{severity=\"\(severity)\"}"] == 0)
-            }
-            #expect(first.samples["runloopd_performs_total{outcome=\"ok\"}"] == 0)
-            #expect(first.samples["runloopd_store_pruned_total"] == 0)
-            #expect(first.samples["runloopd_store_up"] == 1)
-            // Units in names: the utilization is a ratio; the unit-less old name is gone.
-            #expect(first.types["runloopd_loop_utilization_ratio"] == "gauge")
-            #expect(first.types["runloopd_loop_utilization"] == nil)
-            // The build, the start time and the process.
-            let version = try await c.get("/api/version")["version"].string ?? "?"
-            #expect(first.samples["runloopd_build_info{version=\"\(version)\",store=\"sqlite\"}"] == 1)
-            let start = try #require(first.samples["runloopd_start_time_seconds"])
-            let processStart = try #require(first.samples["process_start_time_seconds"])
-            #expect(abs(start - Date().timeIntervalSince1970) < 600)
-            #expect(abs(start - processStart) < 60)
-            #expect((first.samples["process_resident_memory_bytes"] ?? 0) > 1_000_000)
-            #expect(
-                (first.samples["process_virtual_memory_bytes"] ?? 0)
-                    >= (first.samples["process_resident_memory_bytes"] ?? 0))
-            let fds = try #require(first.samples["process_open_fds"])
-            #expect(fds >= 3 && fds <= (first.samples["process_max_fds"] ?? 0))
-            #expect(first.types["process_cpu_seconds_total"] == "counter")
-            #expect(first.types["runloopd_fleet_instances"] == "gauge")
-            // Read from the store when scraped (a first scrape may come before the answer).
-            let fleet = try await c.poll("/metrics") {
-                Scrape($0.text).samples["runloopd_fleet_instances{state=\"up\"}"] != nil
-            }
-            #expect(Scrape(fleet.text).samples["runloopd_fleet_instances{state=\"up\"}"] == 1)
-            #expect(Scrape(fleet.text).samples["runloopd_fleet_instances{state=\"lost\"}"] == 0)
+        try await withTemporaryPath("metrics") { dir in
+            try await ServerProcess.with(["--data-dir", dir.path, "--max-threads", "1"]) { server in
+                let c = server.client
+                let first = try await Self.scrape(c)
+                #expect(first.orphans.isEmpty, "samples outside their family: \(first.orphans)")
+                for family in first.families {
+                    #expect(!(first.help[family] ?? "").isEmpty, "no HELP for \(family)")
+                    #expect(["counter", "gauge", "histogram"].contains(first.types[family] ?? ""), "\(family)")
+                    if first.types[family] == "counter" { #expect(family.hasSuffix("_total"), "\(family)") }
+                }
+                // Present from the start at 0: every known limit, stall, perform and exit label.
+                for reason in ["too_many_threads", "too_many_timers", "queue_full", "too_many_clients", "overloaded"] {
+                    #expect(first.samples["runloopd_limit_refusals_total{reason=\"\(reason)\"}"] == 0, "\(reason)")
+                }
+                for severity in ["micro", "hang", "severe"] {
+                    #expect(first.samples["runloopd_stalls_total{severity=\"\(severity)\"}"] == 0)
+                }
+                #expect(first.samples["runloopd_performs_total{outcome=\"ok\"}"] == 0)
+                #expect(first.samples["runloopd_store_pruned_total"] == 0)
+                #expect(first.samples["runloopd_store_up"] == 1)
+                // Units in names: the utilization is a ratio; the unit-less old name is gone.
+                #expect(first.types["runloopd_loop_utilization_ratio"] == "gauge")
+                #expect(first.types["runloopd_loop_utilization"] == nil)
+                // The build, the start time and the process.
+                let version = try await c.get("/api/version")["version"].string ?? "?"
+                #expect(first.samples["runloopd_build_info{version=\"\(version)\",store=\"sqlite\"}"] == 1)
+                let start = try #require(first.samples["runloopd_start_time_seconds"])
+                let processStart = try #require(first.samples["process_start_time_seconds"])
+                #expect(abs(start - Date().timeIntervalSince1970) < 600)
+                #expect(abs(start - processStart) < 60)
+                #expect((first.samples["process_resident_memory_bytes"] ?? 0) > 1_000_000)
+                #expect(
+                    (first.samples["process_virtual_memory_bytes"] ?? 0)
+                        >= (first.samples["process_resident_memory_bytes"] ?? 0))
+                let fds = try #require(first.samples["process_open_fds"])
+                #expect(fds >= 3 && fds <= (first.samples["process_max_fds"] ?? 0))
+                #expect(first.types["process_cpu_seconds_total"] == "counter")
+                #expect(first.types["runloopd_fleet_instances"] == "gauge")
+                // Read from the store when scraped (a first scrape may come before the answer).
+                let fleet = try await c.poll("/metrics") {
+                    Scrape($0.text).samples["runloopd_fleet_instances{state=\"up\"}"] != nil
+                }
+                #expect(Scrape(fleet.text).samples["runloopd_fleet_instances{state=\"up\"}"] == 1)
+                #expect(Scrape(fleet.text).samples["runloopd_fleet_instances{state=\"lost\"}"] == 0)
 
-            // Work that adds label sets (routes, a refusal, a histogram per route), then the same order.
-            _ = try await c.createThread()
-            #expect(try await c.post("/api/threads", [:]).status == 429)
-            _ = try await c.get("/api/nope")
-            let second = try await Self.scrape(c)
-            #expect(second.families == first.families)
-            #expect(second.samples["runloopd_limit_refusals_total{reason=\"too_many_threads\"}"] == 1)
-            // One set of latency buckets for every histogram.
-            let histograms = second.families.filter { second.types[$0] == "histogram" }
-            #expect(histograms.count == 4, "\(histograms)")
-            let expected = Set(ServiceMetricsBuckets.bounds + ["+Inf"])
-            for family in histograms {
-                let seen = second.bounds(family)
-                #expect(!seen.isEmpty, "\(family)")
-                #expect(Set(seen) == expected, "\(family): \(Set(seen).symmetricDifference(expected))")
+                // Work that adds label sets (routes, a refusal, a histogram per route), then the same order.
+                _ = try await c.createThread()
+                #expect(try await c.post("/api/threads", [:]).status == 429)
+                _ = try await c.get("/api/nope")
+                let second = try await Self.scrape(c)
+                #expect(second.families == first.families)
+                #expect(second.samples["runloopd_limit_refusals_total{reason=\"too_many_threads\"}"] == 1)
+                // One set of latency buckets for every histogram.
+                let histograms = second.families.filter { second.types[$0] == "histogram" }
+                #expect(histograms.count == 4, "\(histograms)")
+                let expected = Set(ServiceMetricsBuckets.bounds + ["+Inf"])
+                for family in histograms {
+                    let seen = second.bounds(family)
+                    #expect(!seen.isEmpty, "\(family)")
+                    #expect(Set(seen) == expected, "\(family): \(Set(seen).symmetricDifference(expected))")
+                }
             }
         }
     }

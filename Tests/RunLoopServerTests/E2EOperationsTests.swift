@@ -10,78 +10,74 @@ import RunLoopTestSupport
 struct E2EOperationsTests {
     @Test("SIGHUP rereads a rotated --token-file (the old token stops working) and never stops the process")
     func sighupReloadsTheTokenFile() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("token-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: file) }
-        let (old, new) = ("old-secret-0123456789", "new-secret-9876543210")
-        try Data("\(old)\n".utf8).write(to: file)
-        let server = try await ServerProcess.started(["--token-file", file.path])
-        defer { server.stop() }
-        let c = server.client
-        func status(_ token: String) async throws -> Int {
-            try await c.send("GET", "/api/threads", headers: [("Authorization", "Bearer \(token)")]).status
+        try await withTemporaryPath("token") { file in
+            let (old, new) = ("old-secret-0123456789", "new-secret-9876543210")
+            try Data("\(old)\n".utf8).write(to: file)
+            let server = try await ServerProcess.started(["--token-file", file.path])
+            defer { server.stop() }
+            let c = server.client
+            func status(_ token: String) async throws -> Int {
+                try await c.send("GET", "/api/threads", headers: [("Authorization", "Bearer \(token)")]).status
+            }
+            #expect(try await status(old) == 200)
+            // A rotated secret: the file changes, then SIGHUP.
+            #expect(try await server.rotateToken(to: new, in: file), "\(server.log)")
+            #expect(!server.log.contains(new) && !server.log.contains(old), "the token itself is never logged")
+            #expect(try await status(new) == 200)
+            #expect(try await status(old) == 401)
+            // A file that now holds a token too short: the current one stays, with a warning.
+            try Data("short\n".utf8).write(to: file)
+            server.send(signal: SIGHUP)
+            #expect(await server.logged(timeout: 10) { $0.contains("SIGHUP: kept the old token") }, "\(server.log)")
+            #expect(try await status(new) == 200)
+            // Written 0644 (the usual umask): readable by others, warned about at start and on reload.
+            #expect(server.log.components(separatedBy: "is readable by every user").count - 1 >= 2, "\(server.log)")
+            // Still serving; SIGTERM still stops it cleanly.
+            server.send(signal: SIGTERM)
+            #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
         }
-        #expect(try await status(old) == 200)
-        // A rotated secret: the file changes, then SIGHUP.
-        try Data("\(new)\n".utf8).write(to: file)
-        server.send(signal: SIGHUP)
-        #expect(
-            await server.logged(timeout: 10) { $0.contains("SIGHUP: reloaded") && $0.contains("tokenRotated=true") },
-            "\(server.log)")
-        #expect(!server.log.contains(new) && !server.log.contains(old), "the token itself is never logged")
-        #expect(try await status(new) == 200)
-        #expect(try await status(old) == 401)
-        // A file that now holds a token too short: the current one stays, with a warning.
-        try Data("short\n".utf8).write(to: file)
-        server.send(signal: SIGHUP)
-        #expect(await server.logged(timeout: 10) { $0.contains("SIGHUP: kept the old token") }, "\(server.log)")
-        #expect(try await status(new) == 200)
-        // Written 0644 (the usual umask): readable by others, warned about at start and on reload.
-        #expect(server.log.components(separatedBy: "is readable by every user").count - 1 >= 2, "\(server.log)")
-        // Still serving; SIGTERM still stops it cleanly.
-        server.send(signal: SIGTERM)
-        #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
     }
 
     @Test("SIGHUP rereads --log-level-file: the new level takes effect, a bad file keeps it, the process lives")
     func sighupReloadsTheLogLevel() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("level-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: file) }
-        try Data("warning\n".utf8).write(to: file)
-        // --log-level says info, the file says warning: the file wins.
-        let server = try await ServerProcess.started([
-            "--log-level", "info", "--log-level-file", file.path, "--log-format", "json",
-        ])
-        defer { server.stop() }
-        let c = server.client
-        func lines() -> [Value] {
-            server.log.split(separator: "\n").compactMap { try? JSON.parse(Array($0.utf8)) }
+        try await withTemporaryPath("level") { file in
+            try Data("warning\n".utf8).write(to: file)
+            // --log-level says info, the file says warning: the file wins.
+            let server = try await ServerProcess.started([
+                "--log-level", "info", "--log-level-file", file.path, "--log-format", "json",
+            ])
+            defer { server.stop() }
+            let c = server.client
+            func lines() -> [Value] {
+                server.log.split(separator: "\n").compactMap { try? JSON.parse(Array($0.utf8)) }
+            }
+            // At warning, no access line: the marker request leaves no trace.
+            _ = try await c.send("GET", "/api/version", headers: [("X-Request-Id", "at-warning")])
+            try Data("debug\n".utf8).write(to: file)
+            server.send(signal: SIGHUP)
+            #expect(
+                await server.logged(timeout: 10) { $0.contains("SIGHUP: reloaded") }, "\(server.log)")
+            let reload = try #require(lines().first { $0["msg"] == "SIGHUP: reloaded" })
+            #expect(reload["logLevelBefore"] == "warning")
+            #expect(reload["logLevel"] == "debug")
+            #expect(reload["logLevelChanged"] == .bool(true))
+            #expect(reload["token"] == "not from --token-file")
+            // Now at debug: a probe's access line (debug) appears.
+            _ = try await c.send("GET", "/healthz", headers: [("X-Request-Id", "at-debug")])
+            #expect(await server.logged(timeout: 10) { $0.contains("at-debug") }, "\(server.log)")
+            let probe = lines().first { $0["requestId"] == "at-debug" }
+            #expect(probe?["level"] == "debug")
+            #expect(!server.log.contains("at-warning"), "no access line was written at warning")
+            // A file naming no level: the level stays, with a warning.
+            try Data("loud\n".utf8).write(to: file)
+            server.send(signal: SIGHUP)
+            #expect(await server.logged(timeout: 10) { $0.contains("SIGHUP: kept the log level") }, "\(server.log)")
+            _ = try await c.send("GET", "/healthz", headers: [("X-Request-Id", "still-debug")])
+            #expect(await server.logged(timeout: 10) { $0.contains("still-debug") }, "\(server.log)")
+            #expect(server.output.value.exitStatus == nil, "SIGHUP never stops the process")
+            server.send(signal: SIGTERM)
+            #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
         }
-        // At warning, no access line: the marker request leaves no trace.
-        _ = try await c.send("GET", "/api/version", headers: [("X-Request-Id", "at-warning")])
-        try Data("debug\n".utf8).write(to: file)
-        server.send(signal: SIGHUP)
-        #expect(
-            await server.logged(timeout: 10) { $0.contains("SIGHUP: reloaded") }, "\(server.log)")
-        let reload = try #require(lines().first { $0["msg"] == "SIGHUP: reloaded" })
-        #expect(reload["logLevelBefore"] == "warning")
-        #expect(reload["logLevel"] == "debug")
-        #expect(reload["logLevelChanged"] == .bool(true))
-        #expect(reload["token"] == "not from --token-file")
-        // Now at debug: a probe's access line (debug) appears.
-        _ = try await c.send("GET", "/healthz", headers: [("X-Request-Id", "at-debug")])
-        #expect(await server.logged(timeout: 10) { $0.contains("at-debug") }, "\(server.log)")
-        let probe = lines().first { $0["requestId"] == "at-debug" }
-        #expect(probe?["level"] == "debug")
-        #expect(!server.log.contains("at-warning"), "no access line was written at warning")
-        // A file naming no level: the level stays, with a warning.
-        try Data("loud\n".utf8).write(to: file)
-        server.send(signal: SIGHUP)
-        #expect(await server.logged(timeout: 10) { $0.contains("SIGHUP: kept the log level") }, "\(server.log)")
-        _ = try await c.send("GET", "/healthz", headers: [("X-Request-Id", "still-debug")])
-        #expect(await server.logged(timeout: 10) { $0.contains("still-debug") }, "\(server.log)")
-        #expect(server.output.value.exitStatus == nil, "SIGHUP never stops the process")
-        server.send(signal: SIGTERM)
-        #expect(await server.exited(timeout: ServerProcess.startTimeout) == 0, "\(server.log)")
     }
 
     @Test("a --log-level-file that cannot be read refuses the start")

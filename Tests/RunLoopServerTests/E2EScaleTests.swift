@@ -76,12 +76,7 @@ struct E2EScaleTests {
                 ("cursor=", "cursor"), ("cursor=x", "cursor"), ("cursor=t", "cursor"), ("cursor=t1x", "cursor"),
                 ("limit=2&cursor=%00", "cursor"), ("cursor=tm3", "cursor"),
             ]
-            for (query, field) in bad {
-                let response = try await c.get("/api/threads?\(query)")
-                #expect(response.status == 400, "\(query): \(response)")
-                #expect(response["error", "code"] == "bad_value", "\(query)")
-                #expect(response["error", "field"] == .string(field), "\(query)")
-            }
+            try await Self.expectBadValues(c, "/api/threads", bad)
             // The bound is the flag's.
             #expect(try await c.get("/api/threads?limit=5").status == 200)
             let bound = try await c.get("/api/threads?limit=6")
@@ -99,12 +94,20 @@ struct E2EScaleTests {
                 ("scope=summary&inspect=t1,t2,t3", "inspect"), ("scope=summary&types=bogus", "types"),
                 ("scope=summary&types=", "types"), ("scope=summary&types=turn,request", "types"),
             ]
-            for (query, field) in bad {
-                let response = try await c.get("/api/events?\(query)")
-                #expect(response.status == 400, "\(query): \(response)")
-                #expect(response["error", "code"] == "bad_value", "\(query)")
-                #expect(response["error", "field"] == .string(field), "\(query)")
-            }
+            try await Self.expectBadValues(c, "/api/events", bad)
+        }
+    }
+
+    /// Each of `bad` (a query and the field it gets wrong) on `path` is
+    /// refused 400 bad_value, naming that field.
+    private static func expectBadValues(
+        _ c: E2EClient, _ path: String, _ bad: [(String, String)], sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        for (query, field) in bad {
+            let response = try await c.get("\(path)?\(query)")
+            #expect(response.status == 400, "\(query): \(response)", sourceLocation: sourceLocation)
+            #expect(response["error", "code"] == "bad_value", "\(query)", sourceLocation: sourceLocation)
+            #expect(response["error", "field"] == .string(field), "\(query)", sourceLocation: sourceLocation)
         }
     }
 
@@ -223,10 +226,7 @@ struct E2EScaleTests {
             let path = "/api/events?scope=summary&inspect=\(inspected)&types=perform,warning"
             let stream = try EventStreamClient<Value>(port: server.port, path: path)
             func perform(_ thread: String, _ n: Int) async throws {
-                let answer = try await c.post(
-                    "/api/threads/\(thread)/perform",
-                    ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true])
-                #expect(answer.status == 200)
+                #expect(try await c.echo(on: thread, n).status == 200)
             }
             try await perform(inspected, 0)
             try await perform(other, 0)

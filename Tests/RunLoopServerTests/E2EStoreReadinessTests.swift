@@ -11,24 +11,23 @@ import Testing
 struct E2EStoreReadinessTests {
     @Test("a history file from a newer runloopd: /readyz 503 with the reason, /healthz 200, the file kept")
     func newerFileNotReady() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ready-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let path = dir.appendingPathComponent("history.sqlite").path
-        try Self.newerFile(path)
+        try await withTemporaryPath("ready", folder: true) { dir in
+            let path = dir.appendingPathComponent("history.sqlite").path
+            try Self.newerFile(path)
 
-        let server = try await ServerProcess.started(["--data-dir", dir.path])
-        defer { server.stop() }
-        let c = server.client
-        #expect(try await c.get("/healthz").status == 200)
-        let ready = try await c.get("/readyz")
-        #expect(ready.status == 503, "\(ready)")
-        #expect(ready.json["error"]["code"].string == "not_ready")
-        let message = ready.json["error"]["message"].string ?? ""
-        #expect(message.contains("refuses this configuration"), "\(message)")
-        #expect(message.contains("newer runloopd"), "\(message)")
-        #expect(try StoreUpgradeTests.migrations(path) == ["v1", "v2", "v3", "v4", "v5"])
-        #expect(try StoreUpgradeTests.backups(dir).isEmpty)
+            let server = try await ServerProcess.started(["--data-dir", dir.path])
+            defer { server.stop() }
+            let c = server.client
+            #expect(try await c.get("/healthz").status == 200)
+            let ready = try await c.get("/readyz")
+            #expect(ready.status == 503, "\(ready)")
+            #expect(ready.json["error"]["code"].string == "not_ready")
+            let message = ready.json["error"]["message"].string ?? ""
+            #expect(message.contains("refuses this configuration"), "\(message)")
+            #expect(message.contains("newer runloopd"), "\(message)")
+            #expect(try StoreUpgradeTests.migrations(path) == ["v1", "v2", "v3", "v4", "v5"])
+            #expect(try StoreUpgradeTests.backups(dir).isEmpty)
+        }
     }
 
     /// A file a newer runloopd migrated to a `v5` this one does not know.

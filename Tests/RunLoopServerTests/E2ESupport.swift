@@ -54,6 +54,14 @@ enum E2EPaths {
 extension ServerProcess {
     var client: E2EClient { E2EClient(port: port) }
 
+    /// Writes `token` into the `--token-file` `file`, sends SIGHUP and waits
+    /// (10 s) for the line that says the token was reloaded: whether it came.
+    func rotateToken(to token: String, in file: URL) async throws -> Bool {
+        try Data("\(token)\n".utf8).write(to: file)
+        send(signal: SIGHUP)
+        return await logged(timeout: 10) { $0.contains("SIGHUP: reloaded") && $0.contains("tokenRotated=true") }
+    }
+
     /// Starts `runloopd --port 0 --port-file … --public-dir Public` plus `arguments`
     /// (with `environment` added to the inherited one, minus its `RUNLOOPD_*`)
     /// and waits, while it runs, until it listens (`startTimeout` catches a hang).
@@ -221,6 +229,14 @@ struct E2EClient: Sendable {
         try await send(
             "POST", path, body: json.map(JSON.serialize), contentType: json == nil ? nil : "application/json",
             timeout: timeout)
+    }
+
+    /// `perform` of `echo` with `n` on `thread`, waiting for its answer (in the
+    /// history: a perform and its request).
+    func echo(on thread: String, _ n: Int) async throws -> TestHTTPResponse {
+        try await post(
+            "/api/threads/\(thread)/perform",
+            ["selector": "echo", "args": ["n": .number(Double(n))], "waitUntilDone": true])
     }
 
     /// Creates a thread; returns its id.

@@ -81,12 +81,7 @@ struct HTTPBudgetWireTests {
 
     @Test("a stream whose client hangs up detaches at once, with no write to find out")
     func streamHangUp() throws {
-        let streams = Mailbox<EventStream>()
-        let (server, _) = try startServer({ $0.sseHeartbeat = 3600 }) { _, respond in
-            let stream = EventStream()
-            streams.put(stream)
-            respond(HTTPResponse(status: 200, stream: stream))
-        }
+        let (server, _, streams) = try startStreamServer({ $0.sseHeartbeat = 3600 })
         defer { server.stop() }
         let connection = try TestHTTPConnection(port: server.port, timeout: 5)
         #expect(connection.write(Array("GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)))

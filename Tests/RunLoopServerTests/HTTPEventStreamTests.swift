@@ -34,12 +34,7 @@ extension HTTPServerTests {
 
     @Test("SSE: events arrive with the right headers, and close() ends the response")
     func eventsArrive() throws {
-        let streams = Mailbox<EventStream>()
-        let (server, base) = try startServer { _, respond in
-            let stream = EventStream()
-            streams.put(stream)
-            respond(HTTPResponse(status: 200, stream: stream))
-        }
+        let (server, base, streams) = try startStreamServer()
         defer { server.stop() }
 
         let curl = try CurlProcess(["-sS", "-N", "-i", "--max-time", "15", "\(base)/events"])
@@ -66,12 +61,7 @@ extension HTTPServerTests {
 
     @Test("SSE: a client that vanishes is noticed through heartbeats and onClose fires once")
     func vanishedClient() throws {
-        let streams = Mailbox<EventStream>()
-        let (server, base) = try startServer({ $0.sseHeartbeat = 0.05 }) { _, respond in
-            let stream = EventStream()
-            streams.put(stream)
-            respond(HTTPResponse(status: 200, stream: stream))
-        }
+        let (server, base, streams) = try startStreamServer({ $0.sseHeartbeat = 0.05 })
         defer { server.stop() }
 
         let curl = try CurlProcess(["-sS", "-N", "--max-time", "15", "\(base)/events"])
@@ -131,12 +121,7 @@ extension HTTPServerTests {
 
     @Test("stop() ends open event streams and returns promptly")
     func stopEndsStreams() throws {
-        let streams = Mailbox<EventStream>()
-        let (server, base) = try startServer { _, respond in
-            let stream = EventStream()
-            streams.put(stream)
-            respond(HTTPResponse(status: 200, stream: stream))
-        }
+        let (server, base, streams) = try startStreamServer()
         let curl = try CurlProcess(["-sS", "-N", "--max-time", "15", "\(base)/events"])
         let stream = try #require(streams.first())
         let closed = Mailbox<EventStream.CloseReason>()

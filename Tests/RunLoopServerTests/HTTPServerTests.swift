@@ -120,11 +120,7 @@ struct HTTPServerTests {
 
     @Test("Content-Length over the limit is answered 413 without calling the handler")
     func contentLengthTooLarge() throws {
-        let calls = Mailbox<String>()
-        let (server, base) = try startServer({ $0.maxBodyBytes = 1024 }) { request, respond in
-            calls.put(request.path)
-            respond(textResponse("should not happen"))
-        }
+        let (server, base, calls) = try Self.oneKiBServer()
         defer { server.stop() }
         let body = String(repeating: "b", count: 2048)
         let result = try Curl.run(["--data-binary", body, "\(base)/upload"])
@@ -135,21 +131,28 @@ struct HTTPServerTests {
                 == #"{"error":{"code":"payload_too_large","message":"request body exceeds 1024 bytes","field":null}}"#)
 
         let big = String(repeating: "c", count: 2_000_000)
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("http-big-\(UUID().uuidString)")
-        try Data(big.utf8).write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let large = try Curl.run(["--data-binary", "@\(file.path)", "\(base)/upload"])
-        #expect(large.status == 413)
+        try withTemporaryPath("http-big") { file in
+            try Data(big.utf8).write(to: file)
+            let large = try Curl.run(["--data-binary", "@\(file.path)", "\(base)/upload"])
+            #expect(large.status == 413)
+        }
         #expect(calls.all.isEmpty)
     }
 
-    @Test("a chunked body over the limit is answered 413")
-    func chunkedTooLarge() throws {
+    /// A server that takes bodies of at most 1 KiB, whose handler only notes
+    /// the paths it is called for: the server, its base URL and the paths.
+    private static func oneKiBServer() throws -> (HTTPServer, String, Mailbox<String>) {
         let calls = Mailbox<String>()
         let (server, base) = try startServer({ $0.maxBodyBytes = 1024 }) { request, respond in
             calls.put(request.path)
             respond(textResponse("should not happen"))
         }
+        return (server, base, calls)
+    }
+
+    @Test("a chunked body over the limit is answered 413")
+    func chunkedTooLarge() throws {
+        let (server, base, calls) = try Self.oneKiBServer()
         defer { server.stop() }
         let body = String(repeating: "d", count: 4096)
         let result = try Curl.run(["-H", "Transfer-Encoding: chunked", "--data-binary", body, "\(base)/upload"])

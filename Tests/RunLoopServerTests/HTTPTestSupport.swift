@@ -205,6 +205,20 @@ func startServer(
     return (server, "http://\(host):\(server.port)")
 }
 
+/// `startServer` whose every answer is a new event stream, each handed to
+/// the mailbox as it is made: the server, its base URL and the streams.
+func startStreamServer(
+    _ configure: (inout HTTPServerConfiguration) -> Void = { _ in }
+) throws -> (HTTPServer, String, Mailbox<EventStream>) {
+    let streams = Mailbox<EventStream>()
+    let (server, base) = try startServer(configure) { _, respond in
+        let stream = EventStream()
+        streams.put(stream)
+        respond(HTTPResponse(status: 200, stream: stream))
+    }
+    return (server, base, streams)
+}
+
 /// A 200 text/plain response.
 func textResponse(_ text: String, status: Int = 200) -> HTTPResponse {
     HTTPResponse(status: status, headers: [("Content-Type", "text/plain")], body: Array(text.utf8))

@@ -13,14 +13,14 @@ struct SQLiteSegmentTests {
     static func withStore(sizeLimit: Int64?, maxAge: Double? = nil, _ body: (SQLiteStore, String) throws -> Void)
         throws
     {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("segments-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("history.sqlite").path
-        let store = SQLiteStore(path: path, sizeLimit: sizeLimit, maxAge: maxAge)
-        try store.open()
-        defer { store.close() }
-        _ = try store.register(HistoryStoreTests.instance("i1"))
-        try body(store, path)
+        try withTemporaryPath("segments") { dir in
+            let path = dir.appendingPathComponent("history.sqlite").path
+            let store = SQLiteStore(path: path, sizeLimit: sizeLimit, maxAge: maxAge)
+            try store.open()
+            defer { store.close() }
+            _ = try store.register(HistoryStoreTests.instance("i1"))
+            try body(store, path)
+        }
     }
 
     /// A bound of 4 MB: segments of 1 MiB (their least), about 4,000 events of 1 KB in all.

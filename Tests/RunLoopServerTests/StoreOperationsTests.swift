@@ -109,69 +109,68 @@ struct StoreOperationsTests {
 
     @Test("SQLite: the file, WAL and shared memory are 0600; incremental auto-vacuum, an old file converted once")
     func sqliteFile() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("history.sqlite").path
-        let store = SQLiteStore(path: path)
-        try store.open()
-        _ = try store.register(HistoryStoreTests.instance("i1"))
-        try store.write(StoreBatch(events: [Self.event("i1", 1)]))
-        for file in [path, path + "-wal", path + "-shm"] { #expect(Self.mode(file) == 0o600, "\(file)") }
-        store.close()
-        #expect(try StoreOperationsTests.pragma(path, "auto_vacuum") == 2)
+        try withTemporaryPath("store") { dir in
+            let path = dir.appendingPathComponent("history.sqlite").path
+            let store = SQLiteStore(path: path)
+            try store.open()
+            _ = try store.register(HistoryStoreTests.instance("i1"))
+            try store.write(StoreBatch(events: [Self.event("i1", 1)]))
+            for file in [path, path + "-wal", path + "-shm"] { #expect(Self.mode(file) == 0o600, "\(file)") }
+            store.close()
+            #expect(try StoreOperationsTests.pragma(path, "auto_vacuum") == 2)
 
-        // A file from before (auto_vacuum=0, 0644, a table with rows): converted, kept, narrowed.
-        let old = dir.appendingPathComponent("old.sqlite").path
-        let legacy = try DatabaseQueue(path: old)
-        try legacy.write { db in
-            try db.execute(sql: "CREATE TABLE legacy (x TEXT)")
-            try db.execute(sql: "INSERT INTO legacy VALUES ('kept')")
+            // A file from before (auto_vacuum=0, 0644, a table with rows): converted, kept, narrowed.
+            let old = dir.appendingPathComponent("old.sqlite").path
+            let legacy = try DatabaseQueue(path: old)
+            try legacy.write { db in
+                try db.execute(sql: "CREATE TABLE legacy (x TEXT)")
+                try db.execute(sql: "INSERT INTO legacy VALUES ('kept')")
+            }
+            try legacy.close()
+            chmod(old, 0o644)
+            #expect(try Self.pragma(old, "auto_vacuum") == 0)
+            let reopened = SQLiteStore(path: old)
+            try reopened.open()
+            _ = try reopened.register(HistoryStoreTests.instance("i1"))
+            reopened.close()
+            #expect(try Self.pragma(old, "auto_vacuum") == 2)
+            #expect(Self.mode(old) == 0o600)
+            let db = try DatabaseQueue(path: old)
+            defer { try? db.close() }
+            #expect(try db.read { try String.fetchOne($0, sql: "SELECT x FROM legacy") } == "kept")
+            #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
         }
-        try legacy.close()
-        chmod(old, 0o644)
-        #expect(try Self.pragma(old, "auto_vacuum") == 0)
-        let reopened = SQLiteStore(path: old)
-        try reopened.open()
-        _ = try reopened.register(HistoryStoreTests.instance("i1"))
-        reopened.close()
-        #expect(try Self.pragma(old, "auto_vacuum") == 2)
-        #expect(Self.mode(old) == 0o600)
-        let db = try DatabaseQueue(path: old)
-        defer { try? db.close() }
-        #expect(try db.read { try String.fetchOne($0, sql: "SELECT x FROM legacy") } == "kept")
-        #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
     }
 
     @Test("SQLite: a file of schema v1 (an earlier runloopd's) gains the request columns; its rows read as before")
     func sqliteSchemaV1File() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let path = dir.appendingPathComponent("history.sqlite").path
-        // What an earlier runloopd left: the v1 tables, GRDB's record of the migration, a row.
-        let v1 = try DatabaseQueue(path: path)
-        try v1.write { db in
-            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
-            for statement in HistorySQL(dialect: .sqlite).schema { try db.execute(sql: statement) }
-            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
-            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1')")
-            try db.execute(
-                sql: """
-                    INSERT INTO events (instance, boot, seq, at, type, thread, data)
-                    VALUES ('i1', 1, 1, 1, 'perform', 't1', '{}')
-                    """)
+        try withTemporaryPath("store", folder: true) { dir in
+            let path = dir.appendingPathComponent("history.sqlite").path
+            // What an earlier runloopd left: the v1 tables, GRDB's record of the migration, a row.
+            let v1 = try DatabaseQueue(path: path)
+            try v1.write { db in
+                try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                for statement in HistorySQL(dialect: .sqlite).schema { try db.execute(sql: statement) }
+                try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+                try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1')")
+                try db.execute(
+                    sql: """
+                        INSERT INTO events (instance, boot, seq, at, type, thread, data)
+                        VALUES ('i1', 1, 1, 1, 'perform', 't1', '{}')
+                        """)
+            }
+            try v1.close()
+            let store = SQLiteStore(path: path)
+            try store.open()
+            defer { store.close() }
+            let registration = try store.register(HistoryStoreTests.instance("i1"))
+            #expect(registration.firstSeq == 2)
+            var pair = Self.event("i1", 2)
+            pair.request = #"{"ok":true}"#
+            pair.requestAt = 2
+            try store.write(StoreBatch(events: [pair]))
+            #expect(try store.events(HistoryQuery(limit: 10, ascending: true)).map(\.seq) == [1, 2, 3])
         }
-        try v1.close()
-        let store = SQLiteStore(path: path)
-        try store.open()
-        defer { store.close() }
-        let registration = try store.register(HistoryStoreTests.instance("i1"))
-        #expect(registration.firstSeq == 2)
-        var pair = Self.event("i1", 2)
-        pair.request = #"{"ok":true}"#
-        pair.requestAt = 2
-        try store.write(StoreBatch(events: [pair]))
-        #expect(try store.events(HistoryQuery(limit: 10, ascending: true)).map(\.seq) == [1, 2, 3])
     }
 
     static func pragma(_ path: String, _ name: String) throws -> Int? {
@@ -201,34 +200,34 @@ struct StoreOperationsTests {
 
     @Test("SQLite: under a write load the file and its WAL stay near --retention-size; a lower limit shrinks it")
     func sqliteBound() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("history.sqlite").path
-        let limit: Int64 = 1_000_000
-        let store = SQLiteStore(path: path, sizeLimit: limit)
-        try store.open()
-        _ = try store.register(HistoryStoreTests.instance("i1"))
-        // About 6 MB of events through a 1 MB store.
-        let (peak, level) = try Self.load(store, limit: limit, from: 1, events: 6_000)
-        print("sqlite bound, limit \(limit): peak \(peak) bytes (file + WAL), level \(level)")
-        #expect(peak <= limit * 3 / 2)
-        #expect(level <= limit)
-        // The newest are kept, contiguous.
-        let kept = try StoreOperationsTests.seqs(store, "i1")
-        #expect(kept.last == 6_000)
-        #expect(kept == Array(kept[0]...6_000))
-        store.close()
+        try withTemporaryPath("store") { dir in
+            let path = dir.appendingPathComponent("history.sqlite").path
+            let limit: Int64 = 1_000_000
+            let store = SQLiteStore(path: path, sizeLimit: limit)
+            try store.open()
+            _ = try store.register(HistoryStoreTests.instance("i1"))
+            // About 6 MB of events through a 1 MB store.
+            let (peak, level) = try Self.load(store, limit: limit, from: 1, events: 6_000)
+            print("sqlite bound, limit \(limit): peak \(peak) bytes (file + WAL), level \(level)")
+            #expect(peak <= limit * 3 / 2)
+            #expect(level <= limit)
+            // The newest are kept, contiguous.
+            let kept = try StoreOperationsTests.seqs(store, "i1")
+            #expect(kept.last == 6_000)
+            #expect(kept == Array(kept[0]...6_000))
+            store.close()
 
-        // Restarted with a lower limit: the first commit's prune shrinks the file.
-        let lower: Int64 = 300_000
-        let smaller = SQLiteStore(path: path, sizeLimit: lower)
-        try smaller.open()
-        let after = try Self.load(smaller, limit: lower, from: 6_001, events: 1_000)
-        print("sqlite bound, lowered to \(lower): peak \(after.peak) bytes (file + WAL), level \(after.level)")
-        #expect(after.level <= lower)
-        #expect(after.peak <= limit * 3 / 2)
-        smaller.close()
-        #expect(Self.mode(path) == 0o600)
+            // Restarted with a lower limit: the first commit's prune shrinks the file.
+            let lower: Int64 = 300_000
+            let smaller = SQLiteStore(path: path, sizeLimit: lower)
+            try smaller.open()
+            let after = try Self.load(smaller, limit: lower, from: 6_001, events: 1_000)
+            print("sqlite bound, lowered to \(lower): peak \(after.peak) bytes (file + WAL), level \(after.level)")
+            #expect(after.level <= lower)
+            #expect(after.peak <= limit * 3 / 2)
+            smaller.close()
+            #expect(Self.mode(path) == 0o600)
+        }
     }
 }
 

@@ -6,14 +6,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from conftest import api
-from test_dashboard import create_from_form, open_details, unique, wait
+from test_dashboard import open_perform_form, wait
 
 
 def test_perform_form_sends_a_block(driver):
-    card, tid = create_from_form(driver, unique("ui-block"))
-    open_details(driver, card)
-    form = driver.find_element(By.ID, "perform-form")
-    Select(form.find_element(By.CSS_SELECTOR, '[data-picker="perform"] select')).select_by_value("log")
+    form, tid = open_perform_form(driver, "ui-block", "log")
     message = form.find_element(By.CSS_SELECTOR, 'input[data-field="args.message"]')
     message.clear()
     message.send_keys("hello from a block")

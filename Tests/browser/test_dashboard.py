@@ -269,11 +269,18 @@ def test_observe_feeds_timeline(driver):
     assert body["observers"] and not any(o["valid"] for o in body["observers"])
 
 
-def test_perform_with_generated_form_shows_result(driver):
-    card, tid = create_from_form(driver, unique("ui-perform"))
+def open_perform_form(driver, name, selector):
+    """A new thread named after `name`, its details open and their perform form set to `selector`:
+    (the form, the thread's id)."""
+    card, tid = create_from_form(driver, unique(name))
     open_details(driver, card)
     form = driver.find_element(By.ID, "perform-form")
-    Select(form.find_element(By.CSS_SELECTOR, '[data-picker="perform"] select')).select_by_value("log")
+    Select(form.find_element(By.CSS_SELECTOR, '[data-picker="perform"] select')).select_by_value(selector)
+    return form, tid
+
+
+def test_perform_with_generated_form_shows_result(driver):
+    form, _ = open_perform_form(driver, "ui-perform", "log")
     message = form.find_element(By.CSS_SELECTOR, 'input[data-field="args.message"]')
     message.send_keys("hello from the browser")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()

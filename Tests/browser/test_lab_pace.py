@@ -78,6 +78,15 @@ def guessing(driver):
     return found[0] if found else None
 
 
+def next_guess(driver, run):
+    """After a press of Step: the step that asks for a guess, or None once the step played (the run
+    paused or done); within STEP_DEADLINE."""
+    state = wait(driver, STEP_DEADLINE).until(
+        lambda d: guessing(d) or (run.get_attribute("data-state") in ("paused", "done") and "played")
+    )
+    return None if state == "played" else state
+
+
 def set_guess_first(driver, on):
     toggle = driver.find_element(By.ID, "lab-guess-first")
     if toggle.is_selected() != on:
@@ -107,12 +116,7 @@ def test_no_step_text_before_the_guess_tells_the_outcome(driver):
         guessed = {}
         while run.get_attribute("data-state") != "done":
             driver.find_element(By.ID, "lab-step").click()
-            while True:
-                state = wait(driver, STEP_DEADLINE).until(
-                    lambda d: guessing(d) or (run.get_attribute("data-state") in ("paused", "done") and "played")
-                )
-                if state == "played":
-                    break
+            while (state := next_guess(driver, run)) is not None:
                 n = int(state.get_attribute("data-step"))
                 assert outcome_words(driver) == {}, f"step {n}"
                 real = doc["steps"][n - 1]["expect"]["json"]["exitReason"]
@@ -156,12 +160,7 @@ def step_at_pace(drv, eid, summary):
         time.sleep(PACE)  # the learner reads and thinks before pressing Step
         drv.find_element(By.ID, "lab-step").click()
         presses += 1
-        while True:
-            state = wait(drv, STEP_DEADLINE).until(
-                lambda d: guessing(d) or (run.get_attribute("data-state") in ("paused", "done") and "played")
-            )
-            if state == "played":
-                break
+        while (state := next_guess(drv, run)) is not None:
             n = int(state.get_attribute("data-step"))
             leaks = outcome_words(drv)
             if leaks:

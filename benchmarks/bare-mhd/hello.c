@@ -11,11 +11,7 @@
  * A POST body is read and dropped; the answer comes once it is complete.
  * Runs until SIGINT or SIGTERM.
  */
-#include <microhttpd.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "bare.h"
 
 static struct MHD_Response *canned;
 
@@ -44,40 +40,18 @@ int main(int argc, char **argv) {
     unsigned int threads = argc > 2 ? (unsigned int)atoi(argv[2]) : 1;
     size_t size = argc > 3 ? (size_t)atol(argv[3]) : 16;
     if (size < 16) size = 16;
-
-    char *body = malloc(size);
-    memset(body, ' ', size);
-    memcpy(body, "{\"hello\":\"world\"", 16);
-    body[size - 1] = '}';
-    canned = MHD_create_response_from_buffer(size, body, MHD_RESPMEM_MUST_COPY);
-    MHD_add_response_header(canned, "Content-Type", "application/json");
-    free(body);
+    canned = canned_json(size);
 
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);   /* MHD threads inherit the mask */
-    signal(SIGPIPE, SIG_IGN);
+    block_stop_signals(&stop);   /* before MHD's threads start */
 
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
     struct MHD_Daemon *daemon = MHD_start_daemon(
         flags, port, NULL, NULL, answer, NULL,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1020,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)64,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        BARE_CONNECTION_OPTIONS,
         MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
         MHD_OPTION_END);
-    if (daemon == NULL) {
-        fprintf(stderr, "hello: cannot start on port %u\n", port);
-        return 1;
-    }
-    printf("listening %u threads %u body %zu\n", port, threads, size);
-    fflush(stdout);
-    int received = 0;
-    sigwait(&stop, &received);
-    MHD_stop_daemon(daemon);
-    MHD_destroy_response(canned);
-    return 0;
+    char listening[80];
+    snprintf(listening, sizeof listening, "listening %u threads %u body %zu", port, threads, size);
+    return serve_until_stopped("hello", daemon, port, &stop, canned, listening);
 }

@@ -23,12 +23,9 @@
 #endif
 #endif
 #include <CoreFoundation/CFRunLoop.h>
-#include <microhttpd.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+
+#include "bare.h"
 
 static struct MHD_Response *canned;
 
@@ -140,21 +137,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (size < 16) size = 16;
-
-    char *body = malloc(size);
-    memset(body, ' ', size);
-    memcpy(body, "{\"hello\":\"world\"", 16);
-    body[size - 1] = '}';
-    canned = MHD_create_response_from_buffer(size, body, MHD_RESPMEM_MUST_COPY);
-    MHD_add_response_header(canned, "Content-Type", "application/json");
-    free(body);
+    canned = canned_json(size);
 
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);   /* MHD and loop threads inherit the mask */
-    signal(SIGPIPE, SIG_IGN);
+    block_stop_signals(&stop);   /* before MHD's and the loops' threads start */
 
     static struct hop a, b;
     if (hops == 2) start_loop(&b, NULL);
@@ -165,20 +151,9 @@ int main(int argc, char **argv) {
                          | MHD_USE_ERROR_LOG;
     struct MHD_Daemon *daemon = MHD_start_daemon(
         flags, port, NULL, NULL, answer, &a,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1020,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)64,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        BARE_CONNECTION_OPTIONS,
         MHD_OPTION_END);
-    if (daemon == NULL) {
-        fprintf(stderr, "minimal-hop: cannot start on port %u\n", port);
-        return 1;
-    }
-    printf("listening %u hops %d body %zu\n", port, hops, size);
-    fflush(stdout);
-    int received = 0;
-    sigwait(&stop, &received);
-    MHD_stop_daemon(daemon);
-    MHD_destroy_response(canned);
-    return 0;
+    char listening[80];
+    snprintf(listening, sizeof listening, "listening %u hops %d body %zu", port, hops, size);
+    return serve_until_stopped("minimal-hop", daemon, port, &stop, canned, listening);
 }

@@ -26,7 +26,7 @@ import http.client
 import json
 import os
 import shutil
-import socket
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +37,9 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchkit import free_port, stop  # noqa: E402 - benchmarks/ is on the path only now
 
 N = 1000
 CONNECTIONS = 4
@@ -76,14 +79,6 @@ const start = () => {
 };
 start();
 """
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def cpu_seconds(pid):
@@ -296,11 +291,7 @@ def main():
     finally:
         if drv:
             drv.quit()
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, 15, signal.SIGTERM)
         shutil.rmtree(data, ignore_errors=True)
 
     stream_cpu = page_cpu - idle_cpu

@@ -26,22 +26,15 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchkit import free_port, stop  # noqa: E402 - benchmarks/ is on the path only now
+
 SMALL, LARGE = 400, 2000
-
-
-def free_port():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
 
 
 def wait_up(port, server, path):
@@ -92,12 +85,7 @@ def measure(argv_for_port, kind, count, workdir, tag, valgrind_flags=()):
         response.read()
         assert response.status == 200, response.status
     conn.close()
-    server.send_signal(signal.SIGINT)
-    try:
-        server.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+    stop(server, 120)
     for line in open(out):
         if line.startswith(("summary:", "totals:")):
             return int(line.split()[1]), out

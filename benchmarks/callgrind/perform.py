@@ -16,18 +16,17 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchkit import free_port  # noqa: E402 - benchmarks/ is on the path only now
+
 
 def measure(binary, extra, count, workdir):
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
+    port = free_port()
     out = os.path.join(workdir, f"callgrind.{count}")
     here = os.path.dirname(os.path.abspath(__file__))
     public = os.path.join(here, "..", "..", "Public")

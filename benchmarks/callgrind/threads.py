@@ -31,15 +31,11 @@ import sys
 import tempfile
 import time
 
-from hops import PER_REQUEST
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchkit import free_port, stop  # noqa: E402 - benchmarks/ is on the path only now
 
 SMALL, LARGE, NATIVE = 400, 2000, 3000
 COUNTED = ("pthread_mutex_lock", "malloc", "swift_retain", "swift_release", "CFRunLoopWakeUp")
-
-
-# per-request.py's free_port, through hops.py's loader of that file (its
-# name is not a module name).
-free_port = PER_REQUEST.free_port
 
 
 def start(argv, port, deadline=300):
@@ -73,15 +69,6 @@ def requests(port, count, connections):
         conn.close()
 
 
-def stop(server):
-    server.send_signal(signal.SIGINT)
-    try:
-        server.wait(timeout=300)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-
-
 def flags(port, http_threads):
     return ["--port", str(port), "--log-level", "error", "--no-store", "--http-threads", str(http_threads)]
 
@@ -93,7 +80,7 @@ def callgrind(binary, count, http_threads, workdir):
         ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--compress-strings=no", "--compress-pos=no",
          f"--callgrind-out-file={out}", binary] + flags(port, http_threads), port)
     requests(port, count, http_threads)
-    stop(server)
+    stop(server, 300)
     return {path.rsplit("-", 1)[1]: read(path) for path in glob.glob(out + "-*")}
 
 
@@ -188,7 +175,7 @@ def native(binary, http_threads):
             if len(parts) >= 5 and parts[0][0].isdigit() and parts[-1] != "total":
                 syscalls[parts[-1]] = int(parts[3]) / NATIVE
         os.unlink(trace_out)
-    stop(server)
+    stop(server, 300)
     switches = collections.defaultdict(lambda: [0.0, 0.0])
     for tid, (name, voluntary, involuntary) in after.items():
         if tid in before:

@@ -217,26 +217,26 @@ final class Watchdog: Sendable {
 
     private func report(_ stall: Stall, _ change: StallChange) {
         emit(.stall(stall, change: change))
-        warnings.raise(
-            .stall, severity: stall.severity, thread: stall.thread, subjects: [stall.callout.id],
-            message: Self.message(stall, running: true),
-            details: [
-                "stall": .string(stall.id), "kind": .string(stall.callout.kind.rawValue),
-                "selector": stall.callout.selector.map(Value.string) ?? .null, "ms": .number(stall.ms.rounded()),
-            ], counts: change == .began)
+        warn(stall, running: true, counts: change == .began)
     }
 
     /// The stall has ended: its event, and the warning's final sentence.
     func ended(_ stall: Stall) {
         emit(.stallEnded(stall))
+        warn(stall, running: false, counts: false)
+        warnings.resolve(.stall, thread: stall.thread, subject: stall.callout.id)
+    }
+
+    /// The stall's warning, raised or brought up to date; its sentence says
+    /// whether the callout still runs.
+    private func warn(_ stall: Stall, running: Bool, counts: Bool) {
         warnings.raise(
             .stall, severity: stall.severity, thread: stall.thread, subjects: [stall.callout.id],
-            message: Self.message(stall, running: false),
+            message: Self.message(stall, running: running),
             details: [
                 "stall": .string(stall.id), "kind": .string(stall.callout.kind.rawValue),
                 "selector": stall.callout.selector.map(Value.string) ?? .null, "ms": .number(stall.ms.rounded()),
-            ], counts: false)
-        warnings.resolve(.stall, thread: stall.thread, subject: stall.callout.id)
+            ], counts: counts)
     }
 
     static func severity(_ level: Int) -> String {

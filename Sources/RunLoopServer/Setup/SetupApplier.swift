@@ -56,23 +56,13 @@ struct SetupApplier {
         }
         for (thread, id) in zip(setup.threads, created) {
             for (index, item) in thread.sources.enumerated() {
-                let at = "\(thread.label) sources[\(index)]"
-                let answer = try create(.sources, item, on: id, at: at)
-                guard let sourceId = answer.json.field("id").string else {
-                    throw failure(at: at, "no source id answered")
-                }
+                let sourceId = try createInModes(.sources, item, on: id, at: "\(thread.label) sources[\(index)]")
                 if let alias = item.alias { sourceIds[id, default: [:]][alias] = sourceId }
-                try adjustModes(item, answer: answer, path: "/api/threads/\(id)/sources/\(sourceId)", at: at)
             }
         }
         for (thread, id) in zip(setup.threads, created) {
             for (index, item) in thread.timers.enumerated() {
-                let at = "\(thread.label) timers[\(index)]"
-                let answer = try create(.timers, item, on: id, at: at)
-                guard let timerId = answer.json.field("id").string else {
-                    throw failure(at: at, "no timer id answered")
-                }
-                try adjustModes(item, answer: answer, path: "/api/threads/\(id)/timers/\(timerId)", at: at)
+                _ = try createInModes(.timers, item, on: id, at: "\(thread.label) timers[\(index)]")
             }
             for (index, item) in thread.observers.enumerated() {
                 _ = try create(.observers, item, on: id, at: "\(thread.label) observers[\(index)]")
@@ -90,6 +80,18 @@ struct SetupApplier {
             }
         }
         return created
+    }
+
+    /// A source or a timer created, then put in the modes it lists: its id.
+    private mutating func createInModes(_ kind: Setup.Kind, _ item: Setup.Item, on thread: String, at: String)
+        throws(Setup.Failure) -> String
+    {
+        let answer = try create(kind, item, on: thread, at: at)
+        guard let itemId = answer.json.field("id").string else {
+            throw failure(at: at, "no \(kind == .sources ? "source" : "timer") id answered")
+        }
+        try adjustModes(item, answer: answer, path: "/api/threads/\(thread)/\(kind.path)/\(itemId)", at: at)
+        return itemId
     }
 
     /// `POST /api/threads/{id}/<kind>` with the item's body, its selector arguments resolved.

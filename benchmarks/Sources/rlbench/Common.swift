@@ -1,4 +1,5 @@
 import Foundation
+import RunLoopTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -174,9 +175,20 @@ func residentBytes() -> Int {
     return fields.count > 1 ? fields[1] * Int(sysconf(Int32(_SC_PAGESIZE))) : -1
 }
 
-/// utime + stime of this process in seconds (/proc/self/stat, clock ticks).
-func processCPUSeconds() -> Double {
-    guard let text = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+/// The runloopd under test on a free port (`--public-dir`, `--log-level
+/// error`, then `extra`); a start that fails ends the benchmark with why.
+func startRunloopd(_ runloopd: String, publicDir: String, _ extra: [String] = []) -> ServerProcess {
+    do {
+        return try .runloopd(
+            binary: URL(fileURLWithPath: runloopd),
+            arguments: ["--public-dir", publicDir, "--log-level", "error"] + extra)
+    } catch { fatalError("\(error)") }
+}
+
+/// utime + stime of process `pid` (nil: this one) in seconds so far
+/// (/proc/PID/stat, clock ticks).
+func processCPUSeconds(_ pid: Int32? = nil) -> Double {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid.map(String.init) ?? "self")/stat", encoding: .utf8),
         let close = text.lastIndex(of: ")")
     else { return .nan }
     // Fields after "comm)": state is field 3; utime 14, stime 15.

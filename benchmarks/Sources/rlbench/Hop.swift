@@ -34,10 +34,8 @@ enum HopBenchmark {
     static func serverWithThread(
         runloopd: String, publicDir: String, thread: String, extra: [String]
     ) -> (ServerProcess, String) {
+        let server = startRunloopd(runloopd, publicDir: publicDir, extra)
         do {
-            let server = try ServerProcess.runloopd(
-                binary: URL(fileURLWithPath: runloopd),
-                arguments: ["--public-dir", publicDir, "--log-level", "error"] + extra)
             let client = try TestHTTPConnection(port: server.port)
             let created = try client.json("POST", "/api/threads", body: #"{"name":"\#(thread)"}"#)
             guard let id = threadIdentifier(created.text) else { fatalError("no thread") }
@@ -135,30 +133,22 @@ enum HopBenchmark {
         // --no-store: these rows measure the hop against baselines that keep nothing;
         // what the history store costs is `rlbench store`'s own row (store on vs off).
         func startRunLoopd(httpThreads: Int) -> ServerProcess {
-            start {
-                try .runloopd(
-                    binary: URL(fileURLWithPath: runloopd),
-                    arguments: [
-                        "--http-threads", "\(httpThreads)", "--public-dir", publicDir, "--log-level", "error",
-                        "--no-store",
-                    ])
+            start { startRunloopd(runloopd, publicDir: publicDir, ["--http-threads", "\(httpThreads)", "--no-store"]) }
+        }
+        // The bare baselines both take `PORT N BODY_BYTES` (N: hello's threads, minimal-hop's hops).
+        func startBare(_ executable: String, _ n: Int, bodyBytes: Int) -> ServerProcess {
+            let port = freeLoopbackPort()
+            return start {
+                try .listening(
+                    executable: URL(fileURLWithPath: executable), arguments: ["\(port)", "\(n)", "\(bodyBytes)"],
+                    port: port)
             }
         }
         func startHello(threads: Int, bodyBytes: Int) -> ServerProcess {
-            let port = freeLoopbackPort()
-            return start {
-                try .listening(
-                    executable: URL(fileURLWithPath: hello), arguments: ["\(port)", "\(threads)", "\(bodyBytes)"],
-                    port: port)
-            }
+            startBare(hello, threads, bodyBytes: bodyBytes)
         }
         func startMinimalHop(hops: Int, bodyBytes: Int) -> ServerProcess {
-            let port = freeLoopbackPort()
-            return start {
-                try .listening(
-                    executable: URL(fileURLWithPath: minimalHop), arguments: ["\(port)", "\(hops)", "\(bodyBytes)"],
-                    port: port)
-            }
+            startBare(minimalHop, hops, bodyBytes: bodyBytes)
         }
         // runloopd with its default flags logs every request (info) to stderr:
         // through a pipe into this process that would cost rlbench CPU on the

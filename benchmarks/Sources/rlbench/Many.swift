@@ -7,17 +7,6 @@ import RunLoopTestSupport
 /// while every thread runs a 100 ms timer, and the server's RSS per worker.
 /// Each figure sits beside a baseline from the same run.
 enum ManyBenchmark {
-    /// CPU seconds (user + system) of process `pid` so far.
-    static func cpuSeconds(_ pid: Int32) -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return .nan }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        // After the name: state is field 3, utime 14, stime 15 (1-based).
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return .nan }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-
     /// Resident bytes of process `pid`.
     static func residentBytes(_ pid: Int32) -> Double {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
@@ -32,14 +21,7 @@ enum ManyBenchmark {
         var section = Section(
             id: "many", title: "A thousand threads: the paged list, the scoped stream, RSS per worker",
             command: "rlbench many")
-        let server: ServerProcess
-        do {
-            server = try .runloopd(
-                binary: URL(fileURLWithPath: runloopd),
-                arguments: [
-                    "--public-dir", publicDir, "--log-level", "error", "--max-threads", "\(threads + 8)",
-                ])
-        } catch { fatalError("\(error)") }
+        let server = startRunloopd(runloopd, publicDir: publicDir, ["--max-threads", "\(threads + 8)"])
         defer { server.stop(signal: SIGINT, grace: 8) }
         guard let client = try? TestHTTPConnection(port: server.port) else { fatalError("cannot connect") }
         let pid = server.pid
@@ -93,9 +75,9 @@ enum ManyBenchmark {
 
         // 3. The server's CPU with no stream, then with one summary stream, then one whole stream.
         func window(_ seconds: Double) -> (cpu: Double, wall: Double) {
-            let (c0, t0) = (cpuSeconds(pid), nowMono())
+            let (c0, t0) = (processCPUSeconds(pid), nowMono())
             usleep(useconds_t(seconds * 1e6))
-            return (cpuSeconds(pid) - c0, nowMono() - t0)
+            return (processCPUSeconds(pid) - c0, nowMono() - t0)
         }
         let quiet = window(seconds)
         func streamed(_ path: String, _ seconds: Double) -> (
@@ -108,9 +90,9 @@ enum ManyBenchmark {
             // From the first snapshot (or event) on: the connection's start is not measured.
             _ = stream.next(timeout: 10) { $0.name != "hello" }
             let (b0, n0) = stream.state.update { ($0.text.utf8.count, $0.events.count { $0.name == "snapshot" }) }
-            let (c0, t0) = (cpuSeconds(pid), nowMono())
+            let (c0, t0) = (processCPUSeconds(pid), nowMono())
             usleep(useconds_t(seconds * 1e6))
-            let (c1, t1) = (cpuSeconds(pid), nowMono())
+            let (c1, t1) = (processCPUSeconds(pid), nowMono())
             let (b1, n1) = stream.state.update { ($0.text.utf8.count, $0.events.count { $0.name == "snapshot" }) }
             let dropped = stream.state.update { $0.closed }
             return (c1 - c0, t1 - t0, Double(b1 - b0), n1 - n0, dropped)

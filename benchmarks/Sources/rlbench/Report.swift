@@ -13,6 +13,20 @@ struct Figure: Codable {
     var clean: Bool
 }
 
+extension Figure {
+    /// One statistic of the candidate beside the same of the baseline, each
+    /// written by `show` (the baseline's followed by `note`), and their ratio
+    /// to `digits` places.
+    init(
+        _ name: String, _ candidate: Double, versus baseline: Double, show: (Double) -> String, note: String = "",
+        digits: Int, goal: String = "—", pass: Bool? = nil, steal: Double, clean: Bool
+    ) {
+        self.init(
+            name: name, value: show(candidate), baseline: show(baseline) + note,
+            ratio: fmt(candidate / baseline, digits) + "×", goal: goal, pass: pass, steal: steal, clean: clean)
+    }
+}
+
 /// What one benchmark program found: its figures, its tables and notes.
 struct Section: Codable {
     var id: String

@@ -69,15 +69,8 @@ enum ScaleBenchmark {
         timerWorker?.endAndWait()
 
         // Through HTTP, the real binary.
-        let server: ServerProcess
-        do {
-            server = try .runloopd(
-                binary: URL(fileURLWithPath: runloopd),
-                arguments: [
-                    "--public-dir", publicDir, "--log-level", "error", "--max-threads", "\(maxWorkers + 8)",
-                    "--max-timers", "\(maxTimers + 8)",
-                ])
-        } catch { fatalError("\(error)") }
+        let server = startRunloopd(
+            runloopd, publicDir: publicDir, ["--max-threads", "\(maxWorkers + 8)", "--max-timers", "\(maxTimers + 8)"])
         defer { server.stop(signal: SIGINT, grace: 8) }
         guard let client = try? TestHTTPConnection(port: server.port) else { fatalError("cannot connect") }
 
@@ -168,58 +161,45 @@ enum ScaleBenchmark {
 
         if !engineNote.isEmpty { section.notes.append(engineNote) }
         // The curves as pictures (log-log: flat or logarithmic shows as it is).
-        func series(_ name: String, _ points: [Point], _ value: (Point) -> Double) -> SVGChart.Series {
-            SVGChart.Series(name: name, points: points.map { (Double($0.size), value($0) * 1e6) })
+        func chart(_ points: [Point], title: String, items: String, create: String, file: String) {
+            func series(_ name: String, _ value: (Point) -> Double) -> SVGChart.Series {
+                SVGChart.Series(name: name, points: points.map { (Double($0.size), value($0) * 1e6) })
+            }
+            SVGChart.write(
+                SVGChart.line(
+                    title: title, xLabel: items, yLabel: "µs",
+                    series: [
+                        series("GET p50") { $0.getP50 }, series("GET p99") { $0.getP99 },
+                        series("\(create), HTTP") { $0.httpCreate }, series("\(create), engine") { $0.engineCreate },
+                    ], logX: true, logY: true), to: "benchmarks/charts/\(file)")
         }
-        SVGChart.write(
-            SVGChart.line(
-                title: "Scale: workers 1 → \(maxWorkers)", xLabel: "workers", yLabel: "µs",
-                series: [
-                    series("GET p50", workerPoints) { $0.getP50 }, series("GET p99", workerPoints) { $0.getP99 },
-                    series("create, HTTP", workerPoints) { $0.httpCreate },
-                    series("create, engine", workerPoints) { $0.engineCreate },
-                ], logX: true, logY: true), to: "benchmarks/charts/scale-workers.svg")
-        SVGChart.write(
-            SVGChart.line(
-                title: "Scale: timers on one worker 1 → \(maxTimers)", xLabel: "timers", yLabel: "µs",
-                series: [
-                    series("GET p50", timerPoints) { $0.getP50 }, series("GET p99", timerPoints) { $0.getP99 },
-                    series("add, HTTP", timerPoints) { $0.httpCreate },
-                    series("add, engine", timerPoints) { $0.engineCreate },
-                ], logX: true, logY: true), to: "benchmarks/charts/scale-timers.svg")
+        chart(
+            workerPoints, title: "Scale: workers 1 → \(maxWorkers)", items: "workers", create: "create",
+            file: "scale-workers.svg")
+        chart(
+            timerPoints, title: "Scale: timers on one worker 1 → \(maxTimers)", items: "timers", create: "add",
+            file: "scale-timers.svg")
         section.details +=
             "\n![Scale with workers](benchmarks/charts/scale-workers.svg)\n![Scale with timers](benchmarks/charts/scale-timers.svg)\n"
-        // Figures: growth from the smallest to the largest size.
-        if let first = workerPoints.first, let last = workerPoints.last {
+        // Figures: growth from the smallest to the largest size (`by`: "at 64 workers", "with 10 timers").
+        func growth(_ points: [Point], _ items: String, by: String, create: String, digits: Int, steal: Double) {
+            guard let first = points.first, let last = points.last else { return }
             section.figures.append(
                 Figure(
-                    name: "GET /api/threads/{id} p50 at \(last.size) workers", value: fmtDuration(last.getP50),
-                    baseline: fmtDuration(first.getP50) + " at \(first.size)",
-                    ratio: fmt(last.getP50 / first.getP50, 2) + "×",
-                    goal: "flat or log", pass: nil, steal: workerSteal, clean: workerSteal <= stealLimit))
+                    name: "GET /api/threads/{id} p50 \(by) \(last.size) \(items)", value: fmtDuration(last.getP50),
+                    baseline: fmtDuration(first.getP50) + " \(by) \(first.size)",
+                    ratio: fmt(last.getP50 / first.getP50, digits) + "×",
+                    goal: "flat or log", pass: nil, steal: steal, clean: steal <= stealLimit))
             section.figures.append(
                 Figure(
-                    name: "create a worker, per item, at \(last.size) (HTTP / engine)",
+                    name: "\(create), per item, at \(last.size) (HTTP / engine)",
                     value: "\(fmtDuration(last.httpCreate)) / \(fmtDuration(last.engineCreate))",
                     baseline: "\(fmtDuration(first.httpCreate)) / \(fmtDuration(first.engineCreate)) at \(first.size)",
-                    ratio: fmt(last.httpCreate / first.httpCreate, 2) + "× (HTTP)", goal: "flat or log", pass: nil,
-                    steal: workerSteal, clean: workerSteal <= stealLimit))
+                    ratio: fmt(last.httpCreate / first.httpCreate, digits) + "× (HTTP)", goal: "flat or log", pass: nil,
+                    steal: steal, clean: steal <= stealLimit))
         }
-        if let first = timerPoints.first, let last = timerPoints.last {
-            section.figures.append(
-                Figure(
-                    name: "GET /api/threads/{id} p50 with \(last.size) timers", value: fmtDuration(last.getP50),
-                    baseline: fmtDuration(first.getP50) + " with \(first.size)",
-                    ratio: fmt(last.getP50 / first.getP50, 1) + "×",
-                    goal: "flat or log", pass: nil, steal: timerSteal, clean: timerSteal <= stealLimit))
-            section.figures.append(
-                Figure(
-                    name: "add a timer, per item, at \(last.size) (HTTP / engine)",
-                    value: "\(fmtDuration(last.httpCreate)) / \(fmtDuration(last.engineCreate))",
-                    baseline: "\(fmtDuration(first.httpCreate)) / \(fmtDuration(first.engineCreate)) at \(first.size)",
-                    ratio: fmt(last.httpCreate / first.httpCreate, 1) + "× (HTTP)", goal: "flat or log", pass: nil,
-                    steal: timerSteal, clean: timerSteal <= stealLimit))
-        }
+        growth(workerPoints, "workers", by: "at", create: "create a worker", digits: 2, steal: workerSteal)
+        growth(timerPoints, "timers", by: "with", create: "add a timer", digits: 1, steal: timerSteal)
         section.emit(started: started, outputDirectory: out)
     }
 }

@@ -79,19 +79,14 @@ enum TimerBenchmark {
         let steal = max(candidate.steal, alone.steal)
         let clean = candidate.clean && alone.clean
         func ms(_ v: Double) -> String { fmt(v * 1e3, 3) }
-        section.figures.append(
+        func inMs(_ v: Double) -> String { ms(v) + " ms" }
+        section.figures += [
             Figure(
-                name: "lateness p99 (\(c.count) fires)", value: ms(c.p99) + " ms",
-                baseline: ms(a.p99) + " ms (one CF timer alone)", ratio: fmt(c.p99 / a.p99, 1) + "×",
-                goal: "≤ 1 ms", pass: c.p99 <= 1e-3, steal: steal, clean: clean))
-        section.figures.append(
-            Figure(
-                name: "lateness p50", value: ms(c.p50) + " ms", baseline: ms(a.p50) + " ms",
-                ratio: fmt(c.p50 / a.p50, 1) + "×", goal: "—", pass: nil, steal: steal, clean: clean))
-        section.figures.append(
-            Figure(
-                name: "lateness max", value: ms(c.max) + " ms", baseline: ms(a.max) + " ms",
-                ratio: fmt(c.max / a.max, 1) + "×", goal: "—", pass: nil, steal: steal, clean: clean))
+                "lateness p99 (\(c.count) fires)", c.p99, versus: a.p99, show: inMs, note: " (one CF timer alone)",
+                digits: 1, goal: "≤ 1 ms", pass: c.p99 <= 1e-3, steal: steal, clean: clean),
+            Figure("lateness p50", c.p50, versus: a.p50, show: inMs, digits: 1, steal: steal, clean: clean),
+            Figure("lateness max", c.max, versus: a.max, show: inMs, digits: 1, steal: steal, clean: clean),
+        ]
         section.figures.append(
             Figure(
                 name: "lateness p50 / p99, same \(timers) timers at 100 ms–1 s (≈ \(lightRate) fires/s)",

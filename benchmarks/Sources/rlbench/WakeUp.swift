@@ -67,15 +67,15 @@ enum WakeUpBenchmark {
                 name: "CommandSource round trip p50 (\(cs.count) samples)", value: us(cs.p50) + " µs",
                 baseline: us(cf.p50) + " µs (plain CF source0)", ratio: fmt(ratio, 2) + "×", goal: "≤ 1.5× plain CF",
                 pass: ratio <= 1.5, steal: steal, clean: clean))
-        section.figures.append(
+        func inUs(_ seconds: Double) -> String { us(seconds) + " µs" }
+        section.figures += [
             Figure(
-                name: "CommandSource round trip p99", value: us(cs.p99) + " µs", baseline: us(cf.p99) + " µs",
-                ratio: fmt(cs.p99 / cf.p99, 2) + "×", goal: "≤ 50 µs", pass: cs.p99 <= 50e-6, steal: steal,
-                clean: clean))
-        section.figures.append(
+                "CommandSource round trip p99", cs.p99, versus: cf.p99, show: inUs, digits: 2, goal: "≤ 50 µs",
+                pass: cs.p99 <= 50e-6, steal: steal, clean: clean),
             Figure(
-                name: "CommandSource round trip max", value: us(cs.max) + " µs", baseline: us(cf.max) + " µs",
-                ratio: fmt(cs.max / cf.max, 2) + "×", goal: "—", pass: nil, steal: steal, clean: clean))
+                "CommandSource round trip max", cs.max, versus: cf.max, show: inUs, digits: 2, steal: steal,
+                clean: clean),
+        ]
         section.figures.append(
             Figure(
                 name: "Worker.perform(echo) + reply, p50 / p99", value: "\(us(pf.p50)) / \(us(pf.p99)) µs",
