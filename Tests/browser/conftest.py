@@ -74,6 +74,10 @@ def driver():
     # per core beside the suite (issue 41: 120 s, Selenium's default, ran out
     # twice): a wait is a deadline on the page's state, not on chromedriver.
     drv.command_executor._client_config.timeout = 600
+    # An async script's own deadline (Selenium's default 30 s): the page may
+    # still be busy with a thousand threads' end (test_scale.py) when the
+    # next file's script starts; under two hogs per core 30 s ran out.
+    drv.set_script_timeout(300)
     drv.set_window_size(1280, 900)
     # The tests share this page and leave threads behind; they are about the cards, so the
     # page shows cards whatever the count (test_scale.py switches to the table).
