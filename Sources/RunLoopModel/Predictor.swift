@@ -96,11 +96,9 @@ package struct RunSimulator {
     }
 
     /// A place on epoll's ready list: when, then in what order at that moment.
-    struct Place: Comparable {
+    struct Place {
         var since: Double
         var sequence: Int
-
-        static func < (a: Place, b: Place) -> Bool { (a.since, a.sequence) < (b.since, b.sequence) }
     }
 
     enum Live {
