@@ -24,7 +24,9 @@ extension API {
             return .json(200, .object(answer))
         }
         r.add(.get, "/api/threads/{id}/why") { ctx throws(RunLoopError) in
-            .json(200, Rep.why(try worker(ctx).why()))
+            let target = try worker(ctx)
+            // It plays the loop's next run: on the predictions queue, as /predict.
+            return offload(ctx) { Rep.why(target.why()) }
         }
         r.add(.get, "/api/warnings") { ctx throws(RunLoopError) in
             let query = ctx.request.query

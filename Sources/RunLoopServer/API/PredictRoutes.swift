@@ -2,7 +2,8 @@ import Foundation
 import RunLoopCore
 
 /// Predict, then run: `POST /api/threads/{id}/predict` says what a run would
-/// return without touching the loop. Run on the control loop.
+/// return without touching the loop. Checked on the control loop, played on
+/// the predictions queue (`offload`).
 extension API {
     func addPredict(_ r: inout Router) {
         r.add(.post, "/api/threads/{id}/predict") { ctx throws(RunLoopError) in
@@ -23,28 +24,47 @@ extension API {
                         "seconds must be <= \(limits.maxWaitSeconds) (the server's longest wait, --max-wait)")
                 }
             }
-            guard target.policy.style == .manual else {
-                // A thread that runs its loop itself: its own style's next run.
-                let prediction = try target.predictOwnRun()
-                return .json(200, Rep.predicted(target, prediction, ownStyle: true))
-            }
-            // A manual thread inside its run: that run, from now (the body's
-            // fields only checked: the run under way has its own).
-            if target.hasRequestedRun, let (prediction, facts) = try target.predictRunUnderWay() {
-                return .json(200, Rep.predictedUnderWay(target, prediction, facts))
-            }
-            // A manual thread: exactly what /run would accept, and its errors.
-            guard let seconds = askedSeconds else {
+            let manual = target.policy.style == .manual
+            guard !manual || askedSeconds != nil || target.hasRequestedRun else {
+                // A manual thread: exactly what /run would accept, and its errors.
                 throw .badValue("seconds", "seconds is required (how long this run may last)")
             }
-            let mode = asked ?? target.policy.mode
-            let prediction = try target.predict(
-                mode: mode, seconds: seconds, returnAfterSourceHandled: askedFlag ?? false)
-            if target.hasRequestedRun {
-                throw .conflict(.alreadyRunning, "thread \(target.id) is already running a requested run")
+            return offload(ctx) { () throws(RunLoopError) -> Value in
+                guard manual else {
+                    // A thread that runs its loop itself: its own style's next run.
+                    return Rep.predicted(target, try target.predictOwnRun(), ownStyle: true)
+                }
+                // A manual thread inside its run: that run, from now (the body's
+                // fields only checked: the run under way has its own).
+                if target.hasRequestedRun, let (prediction, facts) = try target.predictRunUnderWay() {
+                    return Rep.predictedUnderWay(target, prediction, facts)
+                }
+                guard let seconds = askedSeconds else {
+                    throw .badValue("seconds", "seconds is required (how long this run may last)")
+                }
+                let prediction = try target.predict(
+                    mode: asked ?? target.policy.mode, seconds: seconds, returnAfterSourceHandled: askedFlag ?? false)
+                if target.hasRequestedRun {
+                    throw .conflict(.alreadyRunning, "thread \(target.id) is already running a requested run")
+                }
+                return Rep.predicted(target, prediction, ownStyle: false)
             }
-            return .json(200, Rep.predicted(target, prediction, ownStyle: false))
         }
+    }
+
+    /// Plays a prediction off the control loop: `play` runs on the
+    /// predictions queue, in arrival order, and its answer (200) or error
+    /// goes to the caller from there. The loop's state is read when the play
+    /// starts, as a prediction always read it when it was asked for.
+    func offload(_ ctx: RouteContext, _ play: @escaping @Sendable () throws(RunLoopError) -> Value) -> Reply {
+        predictions.async {
+            do throws(RunLoopError) {
+                ctx.reply(200, try play())
+            } catch {
+                ctx.fail(error)
+            }
+        }
+        return .deferred
     }
 }
 

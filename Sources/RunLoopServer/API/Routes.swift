@@ -58,6 +58,10 @@ struct API: Sendable {
     var instance: @Sendable () -> InstanceRecord? = { nil }
     /// The OpenAPI document (built once: it depends only on the configuration).
     let openAPI: Value
+    /// Where predictions are played (`/predict`, `/why`): one serial queue
+    /// beside the control loop, so a long play never holds the other
+    /// requests (the step bucket, `--max-predict-steps`, bounds its CPU).
+    let predictions = DispatchQueue(label: "rl-predict", qos: .utility)
 
     /// Every route of the API, frozen for answering.
     func makeRouter() -> RouterResponder {

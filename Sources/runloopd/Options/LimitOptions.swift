@@ -67,7 +67,7 @@ struct LimitOptions: ParsableArguments {
 
     @Option(
         help:
-            "Item-steps one request's predictions may play on the control loop (/predict, /why; 1000...100000000), and all requests together a second; past it the play is given up (exitReason null, not certain)."
+            "Item-steps one request's predictions may play (/predict, /why, on the predictions queue beside the control loop; 1000...100000000), and all requests together a second; past it the play is given up (exitReason null, not certain)."
     )
     var maxPredictSteps = Setting(Count(Limits().maxPredictSteps), env: "MAX_PREDICT_STEPS")
 
