@@ -219,7 +219,8 @@ def test_ended_threads_are_hidden_unless_asked_for(driver):
     assert api("DELETE", f"/api/threads/{tid}")[0] == 200
     wait(driver, 10).until(lambda d: not card.is_displayed())
     toggle = driver.find_element(By.ID, "show-ended")
-    assert int(driver.find_element(By.ID, "ended-count").text) >= 1
+    # the count is looked at once a second (renderEnded), the card at once
+    wait(driver, 10).until(lambda d: int(d.find_element(By.ID, "ended-count").text) >= 1)
     toggle.click()
     try:
         wait(driver).until(lambda d: card.is_displayed())

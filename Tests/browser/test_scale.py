@@ -74,6 +74,7 @@ def create(conn, name):
 def crowd(driver):
     # auto view first (more than 12 threads: the table), so the page never builds a card per thread
     Select(driver.find_element(By.ID, "view-mode")).select_by_value("")
+    live_before = live_on_page(driver)
     tag = uuid.uuid4().hex[:4]
     names = [f"scale-{tag}-{i:04d}" for i in range(N - 4)]
     ids = on_connections(names, create)
@@ -93,12 +94,26 @@ def crowd(driver):
         assert status == 202
     yield {"ids": ids, "hot": hot, "stalled": stalled, "tag": tag}
     driver.execute_script("document.getElementById('tt-clear').click()")
-    Select(driver.find_element(By.ID, "view-mode")).select_by_value("cards")
     api("DELETE", f"/api/threads/{stalled}/perform?selector=sleep")
     ender = threading.Thread(target=api, args=("DELETE", f"/api/threads/{stalled}"))
     ender.start()
     on_connections(ids + hot, lambda conn, tid: request(conn, "DELETE", f"/api/threads/{tid}")[0])
     ender.join()
+    # Back to cards only once the page has seen the crowd end: an ended thread
+    # gets no card, so the switch is cheap. Switched before, the page built a
+    # card per thread and stayed busy for minutes on a loaded machine (issue 41).
+    wait(driver, 300).until(lambda d: live_on_page(d) <= live_before)
+    Select(driver.find_element(By.ID, "view-mode")).select_by_value("cards")
+
+
+def live_on_page(driver):
+    """Threads the page holds that it does not show as ended: "1,004 threads" less the ended count."""
+    return driver.execute_script(
+        """
+        const n = (id) => Number((document.getElementById(id).textContent.match(/[\\d,]+/) || ['0'])[0].replace(/,/g, ''));
+        return n('thread-count') - n('ended-count');
+        """
+    )
 
 
 def visible_rows(driver):
