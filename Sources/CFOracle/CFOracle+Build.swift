@@ -26,6 +26,13 @@ extension Player {
                 } else if activity.rawValue == activityBits["exit"]! {
                     s.runs[last].exiting = true
                 } else {
+                    // Woken well after a stop or wake-up made while it slept:
+                    // this thread was off the CPU (`wakeAsked`).
+                    if let asked = s.wakeAskedAt, now - asked > Self.lateMs / 1000 {
+                        s.lateMs = max(s.lateMs, (now - asked) * 1000)
+                    }
+                    s.asleep = false
+                    s.wakeAskedAt = nil
                     s.runs[last].open = OpenTurn(afterWake: true, wokeBy: nil)
                     s.runs[last].handled.removeAll()
                     // CF's timeout (a dispatch timer on a background queue)
@@ -41,6 +48,7 @@ extension Player {
         let lastObserver = CFRunLoopObserverCreateWithHandler(nil, activityBits["beforeWaiting"]!, true, Int.max) {
             [self] _, _ in
             locked { s in
+                s.asleep = true
                 guard let last = s.runs.indices.last, var turn = s.runs[last].open else { return }
                 if turn.afterWake && turn.wokeBy == nil { turn.wokeBy = "wakeup" }
                 s.runs[last].turns.append(.init(wokeBy: turn.wokeBy ?? "none", callouts: turn.callouts, end: "sleep"))

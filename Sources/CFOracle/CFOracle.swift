@@ -134,6 +134,10 @@ final class Player: @unchecked Sendable {
         var carriers: [String: Carrier] = [:]
         var timerFires: [Int: Int] = [:]
         var lateMs = 0.0
+        /// Between beforeWaiting and afterWaiting: the loop sleeps.
+        var asleep = false
+        /// When a stop or wake-up was made while the loop slept, until it wakes.
+        var wakeAskedAt: Double?
         var built = false
         var ended = false
         var stimulusPerforms = 0
@@ -167,6 +171,19 @@ final class Player: @unchecked Sendable {
     }
 
     func late(_ ms: Double) { locked { $0.lateMs = max($0.lateMs, ms) } }
+
+    /// Notes a stop or wake-up about to be made while the loop sleeps: the
+    /// loop must wake within `lateMs` of it. Woken later, its thread was off
+    /// the CPU, and a wake that lands on the next slot of the grid (the
+    /// deadline's) looks planned: the deadline's timeout then wins the wake
+    /// and the run times out where the plan stops it (plain CF once said
+    /// timedOut, the stop at slot 1 of 2 on time, the wake at slot 2).
+    func wakeAsked() {
+        let now = CFAbsoluteTimeGetCurrent()
+        locked { s in
+            if s.asleep && s.wakeAskedAt == nil { s.wakeAskedAt = now }
+        }
+    }
 
     // MARK: - The calling thread
 
@@ -294,6 +311,12 @@ final class Player: @unchecked Sendable {
         return true
     }
 
+    /// A stimulus's wake-up, noted first (`wakeAsked`).
+    func wakeUp(_ loop: CFRunLoop) {
+        wakeAsked()
+        CFRunLoopWakeUp(loop)
+    }
+
     func apply(_ stimulus: OracleSetup.Stimulus) {
         guard let loop else { return }
         let index = stimulus.index ?? 0
@@ -306,22 +329,27 @@ final class Player: @unchecked Sendable {
                 s.runs[last].outside = true
                 return true
             }
-            if ok { CFRunLoopStop(loop) }
-        case "wakeUp": CFRunLoopWakeUp(loop)
+            if ok {
+                wakeAsked()
+                CFRunLoopStop(loop)
+            }
+        case "wakeUp":
+            wakeAsked()
+            CFRunLoopWakeUp(loop)
         case "signal":
             guard CFRunLoopSourceIsValid(sources[index]) else { return }
             CFRunLoopSourceSignal(sources[index])
-            if wake { CFRunLoopWakeUp(loop) }
+            if wake { wakeUp(loop) }
         case "message":
             guard CFRunLoopSourceIsValid(sources[index]) else { return }
             var one: UInt64 = 1
             _ = write(fds[index], &one, 8)
         case "invalidateSource":
             CFRunLoopSourceInvalidate(sources[index])
-            if wake { CFRunLoopWakeUp(loop) }
+            if wake { wakeUp(loop) }
         case "invalidateTimer":
             CFRunLoopTimerInvalidate(timers[index])
-            if wake { CFRunLoopWakeUp(loop) }
+            if wake { wakeUp(loop) }
         case "removeSource":
             // As runloopd's API: refused (no wake-up either) for an
             // invalidated source or one not in the mode.
@@ -330,7 +358,7 @@ final class Player: @unchecked Sendable {
                 return
             }
             CFRunLoopRemoveSource(loop, sources[index], mode)
-            if wake { CFRunLoopWakeUp(loop) }
+            if wake { wakeUp(loop) }
         case "invalidateObserver": CFRunLoopObserverInvalidate(observers[index])
         case "perform":
             let label = locked { s in
