@@ -2,7 +2,8 @@ import Foundation
 import Primitives
 import RunLoopCore
 
-/// The explainer: turns, what keeps a loop alive, warnings. Run on the control loop.
+/// The explainer: turns, what keeps a loop alive, warnings. Run on the control
+/// loop; `/why` plays its runs on the predictions queue (`offload`).
 extension API {
     func addExplain(_ r: inout Router) {
         r.add(.get, "/api/threads/{id}/turns") { ctx throws(RunLoopError) in
