@@ -153,13 +153,13 @@ def test_a_small_budget_still_plays_a_small_loop(server_factory):
 
 def test_a_long_play_does_not_hold_the_control_loop(server_factory):
     """A prediction plays on its own queue beside the control loop: while one
-    plays for seconds (a budget of 2 million steps over the huge loop),
+    plays for seconds (a budget of 4 million steps over the huge loop),
     /api/version, answered on the control loop, keeps answering. On the
     control loop (before), each such answer waited for the whole play (CI:
     /api/version unanswered 2.0 s while the fuzzer asked /why of the storm's
     loops). Judged by order, not by a clock: many answers while the one
     prediction is still out, none waiting half as long as the play."""
-    server = server_factory("--max-timers", "300", "--max-predict-steps", "2000000")
+    server = server_factory("--max-timers", "300", "--max-predict-steps", "4000000")
     thread = _huge_loop(server)
     result = {}
 
