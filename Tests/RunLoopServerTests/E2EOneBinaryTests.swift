@@ -19,7 +19,16 @@ struct E2EOneBinaryTests {
             "runloopd-alone-\(getpid())-\(UInt64.random(in: 0..<UInt64.max))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let binary = folder.appendingPathComponent("runloopd")
-        try FileManager.default.copyItem(at: built.resolvingSymlinksInPath(), to: binary)
+        // Copied by cp, not in this process: a test on another thread that
+        // spawns a process meanwhile would inherit the copy's open write
+        // descriptor, and exec of the copy then fails with ETXTBSY ("Text
+        // file busy", once in CI) until that child has exec'd.
+        let cp = Process()
+        cp.executableURL = URL(fileURLWithPath: "/bin/cp")
+        cp.arguments = [built.resolvingSymlinksInPath().path, binary.path]
+        try cp.run()
+        cp.waitUntilExit()
+        #expect(cp.terminationStatus == 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["runloopd"])
         return (folder, binary)
     }
