@@ -52,12 +52,16 @@ extension API {
         }
     }
 
-    /// Plays a prediction off the control loop: `play` runs on the
-    /// predictions queue, in arrival order, and its answer (200) or error
-    /// goes to the caller from there. The loop's state is read when the play
-    /// starts, as a prediction always read it when it was asked for.
-    func offload(_ ctx: RouteContext, _ play: @escaping @Sendable () throws(RunLoopError) -> Value) -> Reply {
-        predictions.async {
+    /// Plays a prediction off the control loop: `play` runs on `queue` (the
+    /// predictions queue unless told), in arrival order, and its answer
+    /// (200) or error goes to the caller from there. The loop's state is read
+    /// when the play starts, as a prediction always read it when it was
+    /// asked for.
+    func offload(
+        _ ctx: RouteContext, on queue: DispatchQueue? = nil,
+        _ play: @escaping @Sendable () throws(RunLoopError) -> Value
+    ) -> Reply {
+        (queue ?? predictions).async {
             do throws(RunLoopError) {
                 ctx.reply(200, try play())
             } catch {

@@ -62,6 +62,9 @@ struct API: Sendable {
     /// beside the control loop, so a long play never holds the other
     /// requests (the step bucket, `--max-predict-steps`, bounds its CPU).
     let predictions = DispatchQueue(label: "rl-predict", qos: .utility)
+    /// Where journal exports are built (`GET /api/journal`, up to
+    /// `--max-export-bytes` parsed): off the control loop, as predictions.
+    let exports = DispatchQueue(label: "rl-export", qos: .utility)
 
     /// Every route of the API, frozen for answering.
     func makeRouter() -> RouterResponder {
