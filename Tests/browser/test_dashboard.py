@@ -44,7 +44,8 @@ def create_from_form(driver, name, style="loop", seconds=None, keyboard=False):
     else:
         name_input.send_keys(name)
         form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    card = wait(driver).until(lambda d: card_by_name(d, name))
+    # the card comes over the event stream: 5 s ran out under two CPU hogs per core
+    card = wait(driver, 30).until(lambda d: card_by_name(d, name))
     return card, card.get_attribute("data-thread")
 
 

@@ -185,8 +185,7 @@ def test_a_stall_is_marked_on_the_lane_and_listed(driver):
     lane = lane_of(driver, tid)
     wait(driver, 10).until(lambda d: int(lane.get_attribute("data-stalls") or 0) >= 1)
     item = f'#warnings-list li[data-code="stall"][data-thread="{tid}"]'
-    wait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, item))
-    text = driver.find_element(By.CSS_SELECTOR, item).text
+    text = wait(driver, 30).until(lambda d: text_of(d, item))
     assert "hang" in text and "sleep" in text
 
 
