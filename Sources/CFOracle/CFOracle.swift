@@ -333,9 +333,7 @@ final class Player: @unchecked Sendable {
                 wakeAsked()
                 CFRunLoopStop(loop)
             }
-        case "wakeUp":
-            wakeAsked()
-            CFRunLoopWakeUp(loop)
+        case "wakeUp": wakeUp(loop)
         case "signal":
             guard CFRunLoopSourceIsValid(sources[index]) else { return }
             CFRunLoopSourceSignal(sources[index])

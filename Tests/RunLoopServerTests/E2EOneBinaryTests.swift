@@ -28,7 +28,7 @@ struct E2EOneBinaryTests {
         cp.arguments = [built.resolvingSymlinksInPath().path, binary.path]
         try cp.run()
         cp.waitUntilExit()
-        #expect(cp.terminationStatus == 0)
+        try #require(cp.terminationStatus == 0, "cp exited \(cp.terminationStatus)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["runloopd"])
         return (folder, binary)
     }

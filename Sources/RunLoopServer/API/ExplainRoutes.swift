@@ -3,7 +3,7 @@ import Primitives
 import RunLoopCore
 
 /// The explainer: turns, what keeps a loop alive, warnings. Run on the control
-/// loop; `/why` plays its runs on the predictions queue (`offload`).
+/// loop; `/why` plays its runs on the predictions queue (`API.offload`).
 extension API {
     func addExplain(_ r: inout Router) {
         r.add(.get, "/api/threads/{id}/turns") { ctx throws(RunLoopError) in
@@ -27,7 +27,7 @@ extension API {
         r.add(.get, "/api/threads/{id}/why") { ctx throws(RunLoopError) in
             let target = try worker(ctx)
             // It plays the loop's next run: on the predictions queue, as /predict.
-            return offload(ctx) { Rep.why(target.why()) }
+            return offload(ctx, on: predictions) { Rep.why(target.why()) }
         }
         r.add(.get, "/api/warnings") { ctx throws(RunLoopError) in
             let query = ctx.request.query

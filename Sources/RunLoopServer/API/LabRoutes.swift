@@ -3,7 +3,7 @@ import Primitives
 import RunLoopCore
 
 /// The lab: experiment files and the journal of answered requests. Run on the
-/// control loop; a journal export is built on the exports queue (`offload`).
+/// control loop; a journal export is built on the exports queue (`API.offload`).
 extension API {
     func addLab(_ r: inout Router) {
         r.add(.get, "/api/experiments") { _ throws(RunLoopError) in

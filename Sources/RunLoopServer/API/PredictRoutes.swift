@@ -3,7 +3,7 @@ import RunLoopCore
 
 /// Predict, then run: `POST /api/threads/{id}/predict` says what a run would
 /// return without touching the loop. Checked on the control loop, played on
-/// the predictions queue (`offload`).
+/// the predictions queue (`API.offload`).
 extension API {
     func addPredict(_ r: inout Router) {
         r.add(.post, "/api/threads/{id}/predict") { ctx throws(RunLoopError) in
@@ -29,7 +29,7 @@ extension API {
                 // A manual thread: exactly what /run would accept, and its errors.
                 throw .badValue("seconds", "seconds is required (how long this run may last)")
             }
-            return offload(ctx) { () throws(RunLoopError) -> Value in
+            return offload(ctx, on: predictions) { () throws(RunLoopError) -> Value in
                 guard manual else {
                     // A thread that runs its loop itself: its own style's next run.
                     return Rep.predicted(target, try target.predictOwnRun(), ownStyle: true)
@@ -50,25 +50,6 @@ extension API {
                 return Rep.predicted(target, prediction, ownStyle: false)
             }
         }
-    }
-
-    /// Plays a prediction off the control loop: `play` runs on `queue` (the
-    /// predictions queue unless told), in arrival order, and its answer
-    /// (200) or error goes to the caller from there. The loop's state is read
-    /// when the play starts, as a prediction always read it when it was
-    /// asked for.
-    func offload(
-        _ ctx: RouteContext, on queue: DispatchQueue? = nil,
-        _ play: @escaping @Sendable () throws(RunLoopError) -> Value
-    ) -> Reply {
-        (queue ?? predictions).async {
-            do throws(RunLoopError) {
-                ctx.reply(200, try play())
-            } catch {
-                ctx.fail(error)
-            }
-        }
-        return .deferred
     }
 }
 

@@ -66,6 +66,23 @@ struct API: Sendable {
     /// `--max-export-bytes` parsed): off the control loop, as predictions.
     let exports = DispatchQueue(label: "rl-export", qos: .utility)
 
+    /// Answers a request off the control loop: `work` runs on `queue`
+    /// (`predictions` or `exports`), in arrival order, and its answer (200)
+    /// or error goes to the caller from there. What it reads of a loop is
+    /// read when it starts.
+    func offload(
+        _ ctx: RouteContext, on queue: DispatchQueue, _ work: @escaping @Sendable () throws(RunLoopError) -> Value
+    ) -> Reply {
+        queue.async {
+            do throws(RunLoopError) {
+                ctx.reply(200, try work())
+            } catch {
+                ctx.fail(error)
+            }
+        }
+        return .deferred
+    }
+
     /// Every route of the API, frozen for answering.
     func makeRouter() -> RouterResponder {
         var r = Router()
