@@ -38,6 +38,8 @@ public final class RunLoopService: Sendable {
     let accessLog: (any AccessLogWriter)?
     let hub: EventHub
     let metrics = ServiceMetrics()
+    /// Where slow answers are built, beside the control loop.
+    let offloads = OffloadQueues()
     let staticFiles: StaticFiles
     /// The state-changing requests answered, for record and replay.
     let journal: Journal
@@ -210,7 +212,8 @@ public final class RunLoopService: Sendable {
         let api = API(
             registry: registry, events: hub, limits: configuration.api, version: versionValue(), journal: journal,
             experiments: experiments, history: history, instance: { [weak self] in self?.instanceRecord() },
-            openAPI: OpenAPIDocument.document(limits: configuration, selectors: registry.selectors.all))
+            openAPI: OpenAPIDocument.document(limits: configuration, selectors: registry.selectors.all),
+            offloads: offloads)
         let requestGuard = try RequestGuard(
             boundHost: configuration.http.host, allowedHosts: configuration.allowedHosts,
             allowedOrigins: configuration.allowedOrigins)

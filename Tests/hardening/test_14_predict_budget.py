@@ -171,12 +171,20 @@ def test_a_long_play_does_not_hold_the_control_loop(server_factory):
     started = time.monotonic()
     player.start()
     waits = []
+    queued = []  # runloopd_offload_queued{queue="predict"} while the play is out
     while player.is_alive():
         status, payload, took = call(server, "GET", "/api/version", source="127.0.0.5", timeout=300)
         assert status == 200, payload
         if player.is_alive():
             waits.append(took)
+            if len(waits) % 50 == 1:
+                queued.append(metric(server, "runloopd_offload_queued", '{queue="predict"}'))
     player.join()
+    # The gauge counts the one play while it is out (it may not have reached
+    # the queue at the first sample), and nothing once it is answered.
+    assert max(queued, default=0) == 1 and set(queued) <= {0, 1}, queued
+    assert metric(server, "runloopd_offload_queued", '{queue="predict"}') == 0
+    assert metric(server, "runloopd_offload_queued", '{queue="export"}') == 0
     played = time.monotonic() - started
     status, payload, _ = result["answer"]
     # Given up: by the budget, or by the predictor's cap on passes.

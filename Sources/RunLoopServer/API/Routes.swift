@@ -58,26 +58,25 @@ struct API: Sendable {
     var instance: @Sendable () -> InstanceRecord? = { nil }
     /// The OpenAPI document (built once: it depends only on the configuration).
     let openAPI: Value
-    /// Where predictions are played (`/predict`, `/why`): one serial queue
-    /// beside the control loop, so a long play never holds the other
-    /// requests (the step bucket, `--max-predict-steps`, bounds its CPU).
-    let predictions = DispatchQueue(label: "rl-predict", qos: .utility)
-    /// Where journal exports are built (`GET /api/journal`, up to
-    /// `--max-export-bytes` parsed): off the control loop, as predictions.
-    let exports = DispatchQueue(label: "rl-export", qos: .utility)
+    /// The serial queues beside the control loop where predictions
+    /// (`/predict`, `/why`) and journal exports (`GET /api/journal`) are
+    /// built, so a long play never holds the other requests (the service's
+    /// own, which `/metrics` reads; tests that only route get fresh ones).
+    var offloads = OffloadQueues()
+    var predictions: OffloadQueue { offloads.predictions }
+    var exports: OffloadQueue { offloads.exports }
 
     /// Answers a request off the control loop: `work` runs on `queue`
     /// (`predictions` or `exports`), in arrival order, and its answer (200)
     /// or error goes to the caller from there. What it reads of a loop is
     /// read when it starts.
     func offload(
-        _ ctx: RouteContext, on queue: DispatchQueue, _ work: @escaping @Sendable () throws(RunLoopError) -> Value
+        _ ctx: RouteContext, on queue: OffloadQueue, _ work: @escaping @Sendable () throws(RunLoopError) -> Value
     ) -> Reply {
-        queue.async {
-            do throws(RunLoopError) {
-                ctx.reply(200, try work())
-            } catch {
-                ctx.fail(error)
+        queue.async({ Result { () throws(RunLoopError) -> Value in try work() } }) { answer in
+            switch answer {
+            case .success(let value): ctx.reply(200, value)
+            case .failure(let error): ctx.fail(error)
             }
         }
         return .deferred

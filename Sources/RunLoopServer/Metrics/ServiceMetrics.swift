@@ -149,6 +149,8 @@ final class ServiceMetrics: Sendable {
         /// The predictor's item-steps spent for requests; predictions given up.
         var predictSteps = 0
         var predictionsGivenUp = 0
+        /// Requests queued or running on each offload queue (`predict`, `export`).
+        var offloadQueued: [(String, Int)] = []
     }
 
     /// The text exposition: every family, in this order, each time.
@@ -305,6 +307,13 @@ final class ServiceMetrics: Sendable {
         out.single(
             "runloopd_predict_given_up_total", .counter,
             "Predictions given up because their request's --max-predict-steps ran out.", Double(s.predictionsGivenUp))
+        out.family(
+            "runloopd_offload_queued", .gauge,
+            "Requests waiting or running on a queue beside the control loop "
+                + "(predict: /predict and /why; export: journal exports).")
+        for (queue, count) in s.offloadQueued {
+            out.sample("runloopd_offload_queued", [("queue", queue)], Double(count))
+        }
     }
 
     /// Timers, performs, stalls and warnings.

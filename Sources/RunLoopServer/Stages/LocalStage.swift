@@ -91,7 +91,8 @@ extension RunLoopService {
             nestedRunsRefused: registry.diagnostics.nestedRunsRefused,
             livelocks: registry.diagnostics.livelocksDetected, maxNesting: registry.limits.maxNesting,
             predictSteps: registry.diagnostics.predictSteps,
-            predictionsGivenUp: registry.diagnostics.predictionsGivenUp)
+            predictionsGivenUp: registry.diagnostics.predictionsGivenUp,
+            offloadQueued: offloads.all.map { ($0.name, $0.queued) })
         return HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
             body: metrics.exposition(sample))
