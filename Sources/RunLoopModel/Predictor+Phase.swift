@@ -11,9 +11,14 @@
 /// its count is told exactly.
 extension Predictor {
     /// The delays (seconds) of the run's start at which it is played besides
-    /// now: around each point where a timer's fire crosses the deadline, and
-    /// between two such points. None for a run without a timeout, or without
-    /// a repeating timer in its mode.
+    /// now. Shifting the start moves every timer's dates together, so what a
+    /// run does changes only where a fire crosses the run's deadline or its
+    /// start (a fire already due at the start runs once, and a repeating
+    /// timer skips the fires it missed). Those points are its breakpoints:
+    /// it is played a step either side of each and between each two
+    /// neighbours, the deadline's crossings first (what the cap cuts last).
+    /// None for a run without a timeout, or without a repeating timer in
+    /// its mode.
     static func phaseShifts(_ model: LoopModel, mode: String, seconds: Double, margin: Double) -> [Double] {
         guard seconds > 0, seconds <= RunSimulator.intervalLimit else { return [] }
         let here = model.timers.filter { $0.valid && $0.modes.contains(mode) }
@@ -22,26 +27,46 @@ extension Predictor {
         // Starts up to one period later, and a step more (the piece just
         // past a crossing near the period's end is a real start too).
         let reach = period + step
-        var crossings: [Double] = []
-        for timer in here {
+        // Each fire at or past the deadline that a later start brings onto
+        // it, and each fire a later start passes (due at the start).
+        let crossings = landings(here, at: seconds, reach: reach)
+        let starts = landings(here, at: 0, reach: reach)
+        let first = around(crossings, step: step, reach: reach)
+        let played = Set(first)
+        let rest = around(crossings + starts, step: step, reach: reach).filter { !played.contains($0) }
+        return Array((first + rest).prefix(maxPhases)).sorted()
+    }
+
+    /// The later starts, under `reach`, that bring a fire of one of `timers`
+    /// to `at` seconds into the run: a one-shot timer's one, and a repeating
+    /// timer's while fewer than 64 are found (a loop of hundreds of timers
+    /// stays cheap to plan).
+    private static func landings(_ timers: [LoopModel.Timer], at: Double, reach: Double) -> [Double] {
+        var shifts: [Double] = []
+        for timer in timers {
             guard let interval = timer.interval else {
-                crossings.append(timer.next - seconds)
+                shifts.append(timer.next - at)
                 continue
             }
-            // Each fire at or past the deadline that a later start brings onto it.
-            var k = max(0, ((seconds - timer.next) / interval).rounded(.up))
-            while timer.next + k * interval - seconds < reach && crossings.count < 64 {
-                crossings.append(timer.next + k * interval - seconds)
+            var k = max(0, ((at - timer.next) / interval).rounded(.up))
+            while timer.next + k * interval - at < reach && shifts.count < 64 {
+                shifts.append(timer.next + k * interval - at)
                 k += 1
             }
         }
-        let points = Array(Set(crossings.filter { $0 > 0 && $0 < reach })).sorted()
+        return shifts
+    }
+
+    /// A step either side of each breakpoint in (0, `reach`) and the middle
+    /// of each two neighbours: one start in every piece between them.
+    private static func around(_ breakpoints: [Double], step: Double, reach: Double) -> [Double] {
+        let points = Array(Set(breakpoints.filter { $0 > 0 && $0 < reach })).sorted()
         var shifts: [Double] = []
         for (index, point) in points.enumerated() {
             shifts += [point - step, point + step]
             if index + 1 < points.count { shifts.append((point + points[index + 1]) / 2) }
         }
-        return Array(Set(shifts.filter { $0 > 0 && $0 < reach + step })).sorted().prefix(maxPhases).map { $0 }
+        return Array(Set(shifts.filter { $0 > 0 && $0 < reach + step })).sorted()
     }
 
     /// The reason given when the call's budget (`--max-predict-steps`) ran
