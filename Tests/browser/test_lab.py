@@ -10,9 +10,11 @@ reload). No sleeps: WebDriverWait only."""
 import re
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from conftest import api
 from test_dashboard import screenshot, viewport, wait
+from test_explain import pause_timeline, resume_timeline
 
 # Played with Play all, in this order, when the server has them; any other
 # experiment fills in so that at least three are played.
@@ -137,20 +139,28 @@ def test_play_all_three_experiments(driver, artifacts, console):
         assert run.get_attribute("data-passed") == str(total) and run.get_attribute("data-failed") == "0"
         # Play all and Step have nothing left to play
         assert driver.find_element(By.ID, "lab-play").get_attribute("aria-disabled") == "true"
-    # the experiments' threads reached the dashboard's cards (over the live event stream),
-    # and their lanes show what they just did (ended ones, once "show ended" is ticked)
-    new = wait(driver, 10).until(lambda d: card_ids(d) - cards_before)
+    # An ended thread's lane shows while its end is inside the timeline's window
+    # (10 s by default). Freeze a 60 s window now that the last experiment is
+    # done: its threads' ends stay inside however slowly the page goes on (under
+    # two CPU hogs per core the lanes were checked more than 10 s, then more than
+    # 60 s after the threads ended, and were rightly hidden: issue 41).
+    window = Select(driver.find_element(By.ID, "tl-window"))
+    window_before = window.first_selected_option.get_attribute("value")
+    window.select_by_value("60")
+    was_paused = driver.find_element(By.ID, "tl-pause").get_attribute("aria-pressed") == "true"
+    pause_timeline(driver)
     show_ended = driver.find_element(By.ID, "show-ended")
     was_ticked = show_ended.is_selected()
-    if not was_ticked:
-        show_ended.click()
-    # an ended thread's lane is drawn from its /turns?exits=true answer: under
-    # two CPU hogs per core that took over 10 s once (issue 41)
-    wait(driver, 60).until(
-        lambda d: any(lane.is_displayed() for tid in new for lane in d.find_elements(By.CSS_SELECTOR, f'[data-lane="{tid}"]'))
-    )
-
     try:
+        # the experiments' threads reached the dashboard's cards (over the live event stream),
+        # and their lanes show what they just did (ended ones, once "show ended" is ticked)
+        new = wait(driver, 10).until(lambda d: card_ids(d) - cards_before)
+        if not was_ticked:
+            show_ended.click()
+        # an ended thread's lane is drawn from its /turns?exits=true answer
+        wait(driver, 60).until(
+            lambda d: any(lane.is_displayed() for tid in new for lane in d.find_elements(By.CSS_SELECTOR, f'[data-lane="{tid}"]'))
+        )
         viewport(driver, 1280, 900)
         # the lanes (main column) beside the played steps (the sticky side column)
         screenshot(
@@ -167,8 +177,11 @@ def test_play_all_three_experiments(driver, artifacts, console):
         screenshot(driver, artifacts, "experiments-390.png", "document.getElementById('lab-run').scrollIntoView()")  # the open panel fits a phone too
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-        if not was_ticked:
+        if not was_ticked and show_ended.is_selected():
             show_ended.click()
+        if not was_paused:
+            resume_timeline(driver)
+        window.select_by_value(window_before)
 
     # no script error and no CSP violation; Chromium logs every 4xx answer a step
     # may expect (a 404 for an ended thread…) as a network error: those are fine
