@@ -14,7 +14,6 @@ A: RUNLOOPD with its store (plus --a flags); B: RUNLOOPD --no-store (or
 OTHER_RUNLOOPD with its store, plus --b flags).
 """
 
-import json
 import os
 import re
 import resource
@@ -23,20 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
-from benchkit import free_port
+from benchkit import free_port, http, write_perform_script
 
-BODY = '{"selector":"echo","args":{"n":1},"waitUntilDone":true}'
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def http(port, method, path, body=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
-                                 data=body.encode() if body else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read() or b"{}")
 
 
 def start(binary, flags, state):
@@ -121,9 +110,7 @@ def main():
     versus = opt("--versus", None)
     a_flags = shlex.split(opt("--a", ""))
     b_flags = shlex.split(opt("--b", ""))
-    script = os.path.join(tempfile.gettempdir(), "store-threads.lua")
-    with open(script, "w") as f:
-        f.write(f"wrk.method = \"POST\"\nwrk.body = '{BODY}'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n")
+    script = write_perform_script(os.path.join(tempfile.gettempdir(), "store-threads.lua"))
     with tempfile.TemporaryDirectory() as sa, tempfile.TemporaryDirectory() as sb:
         sides = [("A store", start(binary, a_flags, sa)),
                  ("B " + ("versus" if versus else "--no-store"),
