@@ -141,11 +141,13 @@ extension E2EHistoryTests {
         let took = Date().timeIntervalSince(signalledAt)
         try await holder.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
         try holder.close()
-        #expect(status == 0, "\(server.log)")
-        // The stop's bound is 4 s; the writer alone would hold it 5 s per try.
-        // (An instrumented build beside dozens of others once took 11.4 s to exit.)
-        #expect(took < 6.5 * ServerProcess.slowdown, "the stop waited for the store (\(took) s)")
-        #expect(server.log.contains("the writer did not finish"), "\(server.log)")
+        // The bound is judged by the process on its own clock, not by this
+        // test's (two CPU hogs per core once made it see 6.75 s): a stop past
+        // its 4 s bound and the watchdog's 1 s grace exits 70, not 0. Exit 0
+        // while the lock is still held, with the writer's wait cut at the
+        // bound, is a stop that did not wait for the store.
+        #expect(status == 0, "exit after \(took) s: \(server.log)")
+        #expect(server.log.contains("the writer did not finish within the stop's"), "\(server.log)")
 
         // What was committed before stays, and the next start says the last one
         // did not stop cleanly.

@@ -71,7 +71,7 @@ struct E2EHistoryTests {
     static func sqlite<T: DatabaseValueConvertible & StatementColumnConvertible>(
         _ path: String, _ sql: String, as type: T.Type = T.self
     ) throws -> T? {
-        let db = try DatabaseQueue(path: path)
+        let db = try DatabaseQueue.patient(path)
         defer { try? db.close() }
         return try db.read { try T.fetchOne($0, sql: sql) }
     }
@@ -110,19 +110,33 @@ struct E2EHistoryTests {
         let performs = try await c.get("/api/history?instance=clean&type=perform&order=asc")
         #expect(performs["events"].items.map { $0["data", "result", "n"] } == [1, 2, 3])
         #expect(performs["events"].items.allSatisfy { $0["boot"] == 1 && $0["thread"] == .string(loop) })
-        // Each perform and the request that answered it share one row
-        // (docs/history.md): history gives both; a page never splits them.
-        // Under ThreadSanitizer beside dozens of servers a request may come
-        // more than 0.1 s after its perform, or another event between them:
-        // it then keeps a row of its own, and only the rules are checked.
-        let folds = ServerProcess.slowdown == 1
+        // Each perform and the request that answered it share one row when
+        // the request came at most 0.1 s after it (docs/history.md): history
+        // gives both; a page never splits them. On a busy machine a request
+        // may come later and keep a row of its own, so which pairs share a
+        // row is judged by their own times (to the millisecond they show).
         let answered = "/api/history?instance=clean&thread=\(loop)&type=perform,request&order=asc"
         let pairs = try await c.get(answered)["events"].items
         #expect(pairs.map { $0["event"] } == ["perform", "request", "perform", "request", "perform", "request"])
+        let every = try await c.get("/api/history?instance=clean&order=asc&limit=500")
+        #expect(every.status == 200 && every["next"] == .null)
+        let ids = every["events"].items.compactMap { $0["id"].number }
+        var folded = 0
         for pair in stride(from: 0, to: pairs.count - 1, by: 2) {
             let (perform, request) = (pairs[pair], pairs[pair + 1])
-            if folds { #expect(perform["cursor"] == request["cursor"]) }
-            #expect(request["id"].number == perform["id"].number.map { $0 + 1 })
+            let shared = perform["cursor"] == request["cursor"]
+            folded += shared ? 1 : 0
+            let at = { (event: Value) in event["at"].string.flatMap(E2EStoreOperationsTests.seconds) }
+            let gap = try #require(at(request)) - #require(at(perform))
+            // Another event (a stall warning on a busy machine) may take the
+            // id between them: the request then keeps a row of its own too.
+            let (first, last) = (try #require(perform["id"].number), try #require(request["id"].number))
+            let next = last == first + 1
+            #expect(next || ids.contains { $0 > first && $0 < last }, "no event between ids \(first) and \(last)")
+            if next && gap < StoredEvent.foldWindow - 0.002 { #expect(shared, "a request \(gap) s after its perform") }
+            if !next || gap > StoredEvent.foldWindow + 0.002 {
+                #expect(!shared, "ids \(perform["id"]), \(request["id"]); \(gap) s")
+            }
             #expect(request["data", "answer", "result", "n"] == perform["data", "result", "n"])
             // The answer as sent: the perform's payload but its `at`, whether or
             // not the row left it out (docs/history.md).
@@ -140,7 +154,7 @@ struct E2EHistoryTests {
             let events = page["events"].items
             // One row a page: one event, or a pair with one cursor.
             #expect(Set(events.map { $0["cursor"] }).count == 1)
-            if folds { #expect(page["count"] == 2) }
+            #expect(page["count"].number == Double(events.count))
             walked += events
             next = page["next"]
             pages += 1
@@ -150,7 +164,7 @@ struct E2EHistoryTests {
         // A page per pair kept in one row (packed with others or not), and per request kept alone.
         let kept = try Self.sqlite(path, "SELECT \(Self.pairsInRows) FROM events", as: Int.self) ?? 0
         #expect(pages == 6 - kept)
-        if folds { #expect(kept == 3) }
+        #expect(kept == folded)
         // A kept request leaves out the answer its perform's payload repeats.
         let keptRows = try Self.sqlite(path, "SELECT COUNT(*) FROM events WHERE request IS NOT NULL", as: Int.self) ?? 0
         let compacted =

@@ -26,6 +26,8 @@ struct StoreRetryTests {
             /// The monotonic times of the writer's tries (registrations and writes).
             var tries: [Double] = []
             var committed: [StoreBatch] = []
+            /// When each of `committed` was written (wall clock, as events' `at`).
+            var committedAt: [Double] = []
         }
         let kind = "switched"
         let location = "memory"
@@ -55,7 +57,10 @@ struct StoreRetryTests {
         }
         func write(_ batch: StoreBatch) throws {
             try attempt()
-            state.withLock { $0.committed.append(batch) }
+            state.withLock {
+                $0.committed.append(batch)
+                $0.committedAt.append(Date().timeIntervalSince1970)
+            }
             state.notifyAll()
         }
         func markStopped(instance: String, at: Double) throws {}
@@ -78,8 +83,11 @@ struct StoreRetryTests {
 
     /// A recorder on `store` whose writer, once failing, would wait an hour
     /// between tries: whatever makes it try sooner is what is tested.
-    static func recorder(_ store: SwitchedStore, backoff: ClosedRange<Double>) -> HistoryRecorder {
+    static func recorder(
+        _ store: SwitchedStore, backoff: ClosedRange<Double>, flushInterval: Double = StoreOptions().flushInterval
+    ) -> HistoryRecorder {
         var options = StoreOptions()
+        options.flushInterval = flushInterval
         options.enabled = true
         options.backoff = backoff
         // No heartbeat or prune comes due during a test.
@@ -168,6 +176,60 @@ struct StoreRetryTests {
             "the outage \(String(describing: status.outage)), the last commit \(committedAt)")
         #expect(status.outage?.to == nil)
         store.turn(reads: true, writes: true)
+    }
+
+    @Test("a perform that ends the queue waits for its request: a commit never falls between the two (one row)")
+    func performWaitsForItsRequest() throws {
+        let store = SwitchedStore()
+        store.turn(reads: true, writes: true)
+        // No commit waits for the last one's flush interval: the writer looks
+        // at the perform at once, well within its fold window.
+        let recorder = Self.recorder(store, backoff: 0.25...0.25, flushInterval: 0)
+        defer { recorder.stop(timeout: 5) }
+        #expect(store.wait { !$0.committed.isEmpty }, "the start's event committed")
+        // CI (ThreadSanitizer) saw the writer take a perform alone, its first
+        // commit being due at once, and the request a moment later kept a
+        // row of its own. The request is recorded here once the writer holds
+        // the perform, or has committed it.
+        let result = HistoryRowTests.results[0]
+        let at = Date().timeIntervalSince1970
+        recorder.record(.event(.perform(thread: "t1", result: result)), seq: 1_000, at: at)
+        let alone = { (s: SwitchedStore.State) in s.committed.firstIndex { $0.events.contains { $0.seq == 1_000 } } }
+        _ = waitUntil(timeout: 10 * ServerProcess.slowdown) {
+            recorder.state.withLock { $0.awaitingNext } || store.state.withLock { alone($0) != nil }
+        }
+        let answer = Array(PerformJSON.row(result, at: at).utf8)
+        recorder.record(
+            .request(
+                method: "POST", path: "/api/threads/t1/perform", status: 200, requestId: "r1", body: [],
+                answer: answer), seq: 1_001, at: at + 0.02)
+        #expect(store.wait { alone($0) != nil })
+        let (rows, committedAt) = store.state.withLock { s in
+            (s.committed.flatMap(\.events), alone(s).map { s.committedAt[$0] } ?? 0)
+        }
+        let perform = try #require(rows.first { $0.seq == 1_000 })
+        if perform.request == nil {
+            // Only a writer that first looked at the queue after the window may
+            // commit the perform alone.
+            let after = committedAt - at
+            #expect(after >= StoredEvent.foldWindow - 0.001, "committed \(after) s after the perform")
+        } else {
+            #expect(perform.requestAt == at + 0.02)
+            #expect(!rows.contains { $0.seq == 1_001 }, "the request kept a row of its own too")
+        }
+    }
+
+    @Test("a perform nobody answers is committed once the fold window has passed, not held")
+    func unansweredPerformIsCommitted() throws {
+        let store = SwitchedStore()
+        store.turn(reads: true, writes: true)
+        let recorder = Self.recorder(store, backoff: 0.25...0.25)
+        defer { recorder.stop(timeout: 5) }
+        let at = Date().timeIntervalSince1970
+        recorder.record(.event(.perform(thread: "t1", result: HistoryRowTests.results[0])), seq: 1_000, at: at)
+        #expect(store.wait { s in s.committed.contains { $0.events.contains { $0.seq == 1_000 } } })
+        #expect(Date().timeIntervalSince1970 - at >= StoredEvent.foldWindow - 0.001, "committed within the window")
+        #expect(recorder.state.withLock { !$0.awaitingNext })
     }
 
     @Test("an outage's start: the last answer, at most one heartbeat interval back, never after now")

@@ -66,6 +66,7 @@ extension HistoryRecorder {
             if early > 0, !backlog {
                 state.withLock(when: { $0.stopping || $0.flushWanted }, timeout: early) { _, _ in }
             }
+            awaitAnswer()
             // A transaction takes at most `batchBytes` of text (a commit's
             // pages stay a small share of the size bound). The whole queue,
             // when it fits, changes hands in O(1): the recording threads
@@ -89,6 +90,11 @@ extension HistoryRecorder {
                     while let oldest = s.queue.first, chunk.isEmpty || bytes + oldest.bytes <= batchBytes {
                         chunk.append(s.queue.removeFirst())
                         bytes += oldest.bytes
+                    }
+                    // A chunk never ends between a perform and its request (one row).
+                    if let last = chunk.last, let next = s.queue.first, Self.folds(last, next) {
+                        chunk.append(s.queue.removeFirst())
+                        bytes += next.bytes
                     }
                     s.inFlight = chunk
                     s.inFlightBytes = bytes
@@ -268,6 +274,26 @@ extension HistoryRecorder {
         } catch {
             failed(error)
         }
+    }
+
+    /// Waits for the event after a perform that ends the queue, at most
+    /// until `StoredEvent.foldWindow` after the perform: the request that
+    /// answers it is queued a moment later (once the answer is sent), and
+    /// the two share a row only when they are committed together. Without
+    /// this wait a commit falling between them split the pair on a busy
+    /// machine. A stop or a flush does not wait; a perform nobody answers
+    /// over HTTP is committed at most the window later.
+    func awaitAnswer() {
+        let last = state.withLock { s -> (seq: Int64, at: Double)? in
+            guard !s.stopping, !s.flushWanted, let last = s.queue.last, last.type == "perform" else { return nil }
+            s.awaitingNext = true
+            return (last.seq, last.at)
+        }
+        guard let last else { return }
+        let remaining = last.at + StoredEvent.foldWindow - Date().timeIntervalSince1970
+        state.withLock(
+            when: { $0.stopping || $0.flushWanted || $0.queue.last?.seq != last.seq }, timeout: max(0, remaining)
+        ) { s, _ in s.awaitingNext = false }
     }
 
     /// Rows for a batch (serialized here, on the writer's thread). A

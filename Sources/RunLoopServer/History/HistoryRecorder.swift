@@ -95,6 +95,9 @@ final class HistoryRecorder: Sendable {
         /// A read was answered by the store since the writer's last try
         /// (`storeAnswered`): a writer that backs off tries again now.
         var retryNow = false
+        /// The writer waits for the event after a perform that ends the
+        /// queue (`awaitAnswer`): the next `record` wakes it.
+        var awaitingNext = false
         var stopped = false
         /// The writer runs (set by `start`).
         var writing = false
@@ -168,9 +171,11 @@ final class HistoryRecorder: Sendable {
             }
             s.queue.append(row)
             s.queueBytes += bytes
-            return s.queue.count == 1
+            defer { s.awaitingNext = false }
+            return s.queue.count == 1 || s.awaitingNext
         }
-        // The writer sleeps until the queue stops being empty: one wake-up per batch.
+        // The writer sleeps until the queue stops being empty: one wake-up
+        // per batch (and one when it waits for a perform's answer).
         if first { state.notifyAll() }
     }
 
