@@ -11,7 +11,7 @@ import Testing
 struct E2EStoreOperationsTests {
     /// Three other instances in the file: one stopped, one silent for an hour, one beating now.
     static func insertOthers(_ path: String, now: Double) throws {
-        let db = try DatabaseQueue(path: path)
+        let db = try DatabaseQueue.patient(path)
         defer { try? db.close() }
         try db.write { db in
             for (id, beat, stopped) in [("gone", now - 60, now - 60), ("dead", now - 3_600, nil), ("alive", now, nil)] {
@@ -119,9 +119,7 @@ extension E2EStoreOperationsTests {
     /// Events of another instance id in the file (synchronous GRDB), as a
     /// second writer: it waits while the server's writer holds the file.
     static func insertEvents(_ path: String, instance: String, count: Int) throws {
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
-        let db = try DatabaseQueue(path: path, configuration: configuration)
+        let db = try DatabaseQueue.patient(path, seconds: 10)
         defer { try? db.close() }
         try db.write { db in
             for seq in 1...count {

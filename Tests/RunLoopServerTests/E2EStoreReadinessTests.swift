@@ -33,7 +33,7 @@ struct E2EStoreReadinessTests {
     /// A file a newer runloopd migrated to a `v5` this one does not know.
     static func newerFile(_ path: String) throws {
         try StoreUpgradeTests.previousFile(path, version: SQLiteUpgrade.newest, events: 5)
-        let queue = try DatabaseQueue(path: path)
+        let queue = try DatabaseQueue.patient(path)
         try queue.write { try $0.execute(sql: "INSERT INTO grdb_migrations VALUES ('v5')") }
         try queue.close()
     }

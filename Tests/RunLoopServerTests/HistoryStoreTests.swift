@@ -270,7 +270,7 @@ struct HistoryStoreTests {
         _ = try store.register(Self.instance("i1"))
         try store.write(StoreBatch(events: [Self.event(1)]))
         store.close()
-        let db = try DatabaseQueue(path: path)
+        let db = try DatabaseQueue.patient(path)
         #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
         #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
         #expect(try db.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM events") } == 1)

@@ -158,7 +158,7 @@ struct PackedRowTests {
                 #expect(sameId == (b.type == "request" && a.type == "perform" && model(b)?.by == a.seq), "seed \(seed)")
                 #expect(a.id <= b.id, "seed \(seed)")
             }
-            let db = try DatabaseQueue(path: path)
+            let db = try DatabaseQueue.patient(path)
             let packed =
                 try db.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM events WHERE more IS NOT NULL") } ?? 0
             let rows = try db.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM events") } ?? 0

@@ -28,7 +28,7 @@ struct SQLiteSegmentTests {
 
     /// Each segment's number and its smallest and largest id (nil when empty), oldest first.
     static func segments(_ path: String) throws -> [(number: Int, first: Int64?, last: Int64?)] {
-        let db = try DatabaseQueue(path: path)
+        let db = try DatabaseQueue.patient(path)
         defer { try? db.close() }
         return try db.read { db in
             try SQLiteSegments.list(db).map { number in
@@ -67,7 +67,7 @@ struct SQLiteSegmentTests {
             #expect(newest.map(\.seq) == [12_000, 11_999, 11_998])
 
             // Another program's INSERT and DELETE through the view reach the segments.
-            let db = try DatabaseQueue(path: path)
+            let db = try DatabaseQueue.patient(path)
             defer { try? db.close() }
             let highWater = try #require(ranges.last?.upperBound)
             try db.write { db in
@@ -241,7 +241,7 @@ struct SQLiteSegmentTests {
                         "\(context), step \(step): another instance's events")
                 }
             }
-            let db = try DatabaseQueue(path: path)
+            let db = try DatabaseQueue.patient(path)
             defer { try? db.close() }
             #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok", "\(context)")
             print(

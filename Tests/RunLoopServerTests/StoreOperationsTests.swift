@@ -121,7 +121,7 @@ struct StoreOperationsTests {
 
             // A file from before (auto_vacuum=0, 0644, a table with rows): converted, kept, narrowed.
             let old = dir.appendingPathComponent("old.sqlite").path
-            let legacy = try DatabaseQueue(path: old)
+            let legacy = try DatabaseQueue.patient(old)
             try legacy.write { db in
                 try db.execute(sql: "CREATE TABLE legacy (x TEXT)")
                 try db.execute(sql: "INSERT INTO legacy VALUES ('kept')")
@@ -135,7 +135,7 @@ struct StoreOperationsTests {
             reopened.close()
             #expect(try Self.pragma(old, "auto_vacuum") == 2)
             #expect(Self.mode(old) == 0o600)
-            let db = try DatabaseQueue(path: old)
+            let db = try DatabaseQueue.patient(old)
             defer { try? db.close() }
             #expect(try db.read { try String.fetchOne($0, sql: "SELECT x FROM legacy") } == "kept")
             #expect(try db.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
@@ -147,7 +147,7 @@ struct StoreOperationsTests {
         try withTemporaryPath("store", folder: true) { dir in
             let path = dir.appendingPathComponent("history.sqlite").path
             // What an earlier runloopd left: the v1 tables, GRDB's record of the migration, a row.
-            let v1 = try DatabaseQueue(path: path)
+            let v1 = try DatabaseQueue.patient(path)
             try v1.write { db in
                 try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
                 for statement in HistorySQL(dialect: .sqlite).schema { try db.execute(sql: statement) }
@@ -174,7 +174,7 @@ struct StoreOperationsTests {
     }
 
     static func pragma(_ path: String, _ name: String) throws -> Int? {
-        let db = try DatabaseQueue(path: path)
+        let db = try DatabaseQueue.patient(path)
         defer { try? db.close() }
         return try db.read { try Int.fetchOne($0, sql: "PRAGMA \(name)") }
     }

@@ -29,7 +29,7 @@ struct StoreUpgradeTests {
             try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
             try db.execute(sql: "PRAGMA journal_mode = WAL")
         }
-        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        let queue = try DatabaseQueue.patient(path, configuration: configuration)
         defer { try? queue.close() }
         try SQLiteUpgrade.migrator().migrate(queue, upTo: version)
         let requests = version != "v1"
@@ -63,14 +63,14 @@ struct StoreUpgradeTests {
     }
 
     static func migrations(_ path: String) throws -> [String] {
-        let queue = try DatabaseQueue(path: path)
+        let queue = try DatabaseQueue.patient(path)
         defer { try? queue.close() }
         return try queue.read { try String.fetchAll($0, sql: "SELECT identifier FROM grdb_migrations") }.sorted()
     }
 
     /// What a file holds: its schema's statements and its rows (the header's counters aside).
     static func contents(_ path: String) throws -> [String] {
-        let queue = try DatabaseQueue(path: path)
+        let queue = try DatabaseQueue.patient(path)
         defer { try? queue.close() }
         return try queue.read { db in
             let schema = try String.fetchAll(
@@ -105,7 +105,7 @@ struct StoreUpgradeTests {
         #expect(copies.first?.hasPrefix("history.sqlite.v3-") == true)
         #expect(StoreOperationsTests.mode(copy) == 0o600)
         #expect(try Self.migrations(copy) == ["v1", "v2", "v3"])
-        let old = try DatabaseQueue(path: copy)
+        let old = try DatabaseQueue.patient(copy)
         #expect(try old.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM events") } == 500)
         #expect(try old.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
         try old.close()
@@ -176,7 +176,7 @@ struct StoreUpgradeTests {
         let (dir, path) = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         try Self.previousFile(path, version: SQLiteUpgrade.newest, events: 10)
-        let queue = try DatabaseQueue(path: path)
+        let queue = try DatabaseQueue.patient(path)
         try queue.write { db in
             try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v5')")
             try db.execute(sql: "CREATE TABLE future (x TEXT)")
@@ -210,7 +210,7 @@ struct StoreUpgradeTests {
         let store = SQLiteStore(path: path)
         try store.open()
         store.close()
-        let queue = try DatabaseQueue(path: path)
+        let queue = try DatabaseQueue.patient(path)
         defer { try? queue.close() }
         let made = try queue.read {
             try String.fetchAll($0, sql: "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid")
