@@ -42,7 +42,7 @@ import { loadSelectors } from './pickers.js';
 import { wireTimeline } from './timeline.js';
 import { wireExplain } from './detail-explain.js';
 import { wireLoopSteps } from './detail-steps.js';
-import { loadWarnings, renderWarnings } from './warnings.js';
+import { loadWarnings, renderWarnings, wireWarnings } from './warnings.js';
 
 const POLL_MS = 1000;
 const WARNINGS_MS = 3000;
@@ -125,6 +125,7 @@ async function boot() {
   state.render = render;
   wireForms();
   wireTimeline();
+  wireWarnings();
   wireExplain();
   wireLoopSteps();
   wireTable();

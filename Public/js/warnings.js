@@ -1,7 +1,8 @@
 // warnings.js — owns the Warnings panel (#warnings): every warning of every
 // thread (GET /api/warnings at start and every few seconds, then `warning`
 // events as they come), active ones first, each with its severity, thread,
-// message and count. A card shows its own thread's active count (cards.js).
+// message and count; the first 50, with how many more and a "show all"
+// toggle when there are more. A card shows its own thread's active count (cards.js).
 // A warning an experiment played in this page raises on purpose (its
 // `expectedWarnings`, on a thread it created: state.expectedWarnings, kept by
 // lab.js) is shown muted, "expected by this experiment", with the reason,
@@ -14,6 +15,21 @@ import { h, setText, user } from './dom.js';
 import { fmtTime } from './format.js';
 
 const keyOf = (w) => `${w.code}|${w.thread}|${w.subjects.join(',')}`;
+
+/** The list shows this many unless the user asks for all: the most pressing first. */
+const SHOWN = 50;
+let showAll = false;
+/** What the list last drew: a reload that changes nothing leaves its items (and a reader's selection) alone. */
+let drawn = '';
+
+/** The "show all" toggle under the list (#warnings-more-toggle). */
+export function wireWarnings() {
+  document.getElementById('warnings-more-toggle').addEventListener('click', () => {
+    showAll = !showAll;
+    state.warningsDirty = true;
+    queueFrame();
+  });
+}
 
 /** {experiment, reason} when the experiment that created `thread` declares `code` as raised on purpose, else null. */
 export function expectedBy(thread, code) {
@@ -58,8 +74,19 @@ export function renderWarnings() {
   setText(document.getElementById('warnings-count'), all.length ? `${active} active, ${all.length} in all` + (onPurpose ? `, ${onPurpose} expected` : '') : '');
   document.getElementById('no-warnings').hidden = all.length > 0;
   const list = document.getElementById('warnings-list');
+  const shown = showAll ? all : all.slice(0, SHOWN);
+  // What is left out is said, with a way to see it: a new warning never just falls off a crowded list.
+  document.getElementById('warnings-more').hidden = all.length <= SHOWN;
+  setText(
+    document.getElementById('warnings-more-text'),
+    showAll ? `All ${all.length} shown.` : `The first ${SHOWN} of ${all.length} shown (unexpected, then active, newest first); ${all.length - SHOWN} more.`,
+  );
+  setText(document.getElementById('warnings-more-toggle'), showAll ? `Show the first ${SHOWN}` : `Show all ${all.length}`);
+  const signature = JSON.stringify(shown.map((w) => [keyOf(w), w.active, w.severity, w.count, w.lastAt, w.message, expectedBy(w.thread, w.code)]));
+  if (signature === drawn) return;
+  drawn = signature;
   list.replaceChildren(
-    ...all.slice(0, 50).map((w) => {
+    ...shown.map((w) => {
       const why = expectedBy(w.thread, w.code);
       return h(
         'li',

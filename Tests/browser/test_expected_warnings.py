@@ -19,8 +19,19 @@ PLAY_DEADLINE = 60
 
 
 def warning_item(driver, thread, code):
-    found = driver.find_elements(By.CSS_SELECTOR, f'#warnings-list > li[data-thread="{thread}"][data-code="{code}"]')
-    return found[0] if found else None
+    """What the panel shows of one warning, read in one script (the list is
+    redrawn when a warning changes: an element found, then read in several
+    calls, can be replaced in between), or None when it is not shown."""
+    return driver.execute_script(
+        "const li = document.querySelector(`#warnings-list > li[data-thread=\"${arguments[0]}\"][data-code=\"${arguments[1]}\"]`);"
+        "if (!li) return null;"
+        "const badge = li.querySelector('.badge.sev');"
+        "return {expected: li.dataset.expected, classes: [...li.classList], text: li.innerText,"
+        " badgeClasses: [...badge.classList], badgeText: badge.textContent,"
+        " badgeColour: getComputedStyle(badge).backgroundColor};",
+        thread,
+        code,
+    )
 
 
 def stall_on_a_thread_of_our_own():
@@ -60,23 +71,21 @@ def test_an_expected_warning_is_muted_an_unexpected_one_is_not(driver):
         # both stalls reach the panel (a warning event, or its 3 s reload)
         wait(driver, 15).until(lambda d: warning_item(d, planned, "stall") and warning_item(d, unplanned, "stall"))
         expected = warning_item(driver, planned, "stall")
-        assert expected.get_attribute("data-expected") == "true"
-        assert "expected" in expected.get_attribute("class").split()
-        text = " ".join(expected.text.split())
+        assert expected["expected"] == "true", expected
+        assert "expected" in expected["classes"], expected
+        text = " ".join(expected["text"].split())
         assert "expected by this experiment" in text and " ".join(reason.split()) in text, text
-        badge = expected.find_element(By.CSS_SELECTOR, ".badge.sev")
-        assert "sev-expected" in badge.get_attribute("class").split(), badge.get_attribute("class")
-        grey = badge.value_of_css_property("background-color")
+        assert "sev-expected" in expected["badgeClasses"], expected
+        grey = expected["badgeColour"]
 
         surprise = warning_item(driver, unplanned, "stall")
-        assert surprise.get_attribute("data-expected") == "false"
-        assert "expected" not in surprise.get_attribute("class").split()
-        assert "expected by this experiment" not in surprise.text
-        sbadge = surprise.find_element(By.CSS_SELECTOR, ".badge.sev")
-        severity = sbadge.text.strip()
+        assert surprise["expected"] == "false", surprise
+        assert "expected" not in surprise["classes"], surprise
+        assert "expected by this experiment" not in surprise["text"], surprise
+        severity = surprise["badgeText"].strip()
         assert severity in ("micro", "hang", "severe"), severity
-        assert f"sev-{severity}" in sbadge.get_attribute("class").split()
-        assert sbadge.value_of_css_property("background-color") != grey  # its severity's colour, not the muted grey
+        assert f"sev-{severity}" in surprise["badgeClasses"], surprise
+        assert surprise["badgeColour"] != grey, (surprise, grey)  # its severity's colour, not the muted grey
         # the unexpected one comes first
         # read in one script: the list re-renders as warnings come, and an item
         # found then read in two steps can be gone in between (stale element)
