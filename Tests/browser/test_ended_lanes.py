@@ -62,7 +62,9 @@ def test_an_ended_threads_lane_keeps_its_turns_and_exits(driver):
     # A fresh page: nothing of that thread came to it live.
     driver.get(BASE + "/?view=cards")
     wait(driver, 10).until(lambda d: d.find_element(By.ID, "conn-text").text == "live")
-    Select(driver.find_element(By.ID, "tl-window")).select_by_value("60")
+    window = Select(driver.find_element(By.ID, "tl-window"))
+    before = window.first_selected_option.get_attribute("value")  # the page's own default, put back after
+    window.select_by_value("60")
     show_ended = driver.find_element(By.ID, "show-ended")
     if not show_ended.is_selected():
         show_ended.click()
@@ -88,4 +90,4 @@ def test_an_ended_threads_lane_keeps_its_turns_and_exits(driver):
         assert xs[-1] < plot_right - 0.5 * ms_since_last * scale, (xs, plot_right, ms_since_last, scale)
     finally:
         show_ended.click()
-        Select(driver.find_element(By.ID, "tl-window")).select_by_value("10")
+        Select(driver.find_element(By.ID, "tl-window")).select_by_value(before)
