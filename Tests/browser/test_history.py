@@ -164,31 +164,41 @@ def test_filter_by_type(driver, story):
 
 
 def test_a_perform_and_its_request_are_two_rows_with_one_cursor(driver):
-    """Waited-for performs: each perform and the request that answered it share
-    a store row (docs/history.md), so one cursor; the panel shows two rows with
-    ids of their own, each opening its own details."""
+    """Waited-for performs: a perform and the request that answered it share a
+    store row when the request came at most 0.1 s after it with the next id
+    (docs/history.md), so one cursor; the panel shows two rows with ids of their
+    own, each opening its own details. On a busy machine a request may come
+    later (or a stall warning take the id between): that pair keeps two rows,
+    and the panel must show exactly what the store says. Performs go on until
+    one pair shares a row (at most 12)."""
     status, created = api("POST", "/api/threads", {"name": unique("pair"), "run": {"style": "loop"}})
     assert status == 201, created
     tid = created["id"]
-    for n in range(3):
+    kept = []
+    for n in range(12):
         status, answer = api("POST", f"/api/threads/{tid}/perform", {"selector": "echo", "args": {"n": n}, "waitUntilDone": True})
         assert status == 200, answer
-    wait(driver, 10).until(lambda d: len(history(tid, type="perform,request")) == 6)
+        kept = wait(driver, 10).until(lambda d: (e := history(tid, type="perform,request")) and len(e) == 2 * (n + 1) and e)
+        if n >= 2 and any(kept[i]["cursor"] == kept[i + 1]["cursor"] for i in range(0, len(kept), 2)):
+            break
+    assert [e["event"] for e in kept] == ["request", "perform"] * (len(kept) // 2)  # newest first
+    shared = [i for i in range(0, len(kept), 2) if kept[i]["cursor"] == kept[i + 1]["cursor"]]
+    assert shared, f"no perform shared a row with its request in {len(kept) // 2}: {kept}"
     open_history(driver)
     set_filters(driver, thread=tid, types=("perform", "request"))
-    shown = wait(driver, 10).until(lambda d: (r := rows(d)) and len(r) == 6 and all(x["thread"] == tid for x in r) and r)
-    assert [r["event"] for r in shown] == ["request", "perform"] * 3  # newest first
-    for pair in range(0, 6, 2):
-        assert shown[pair]["cursor"] == shown[pair + 1]["cursor"]
+    shown = wait(driver, 10).until(lambda d: (r := rows(d)) and len(r) == len(kept) and all(x["thread"] == tid for x in r) and r)
+    assert [(r["event"], r["cursor"]) for r in shown] == [(e["event"], int(e["cursor"])) for e in kept]
+    for pair in range(0, len(shown), 2):
         assert shown[pair]["summary"].startswith(f"POST /api/threads/{tid}/perform → 200"), shown[pair]
     ids = driver.execute_script("return [...document.querySelectorAll('#hist-list > li')].map((li) => li.id)")
-    assert len(ids) == 6 and len(set(ids)) == 6, ids
-    # the request's details are its own, beside the closed perform's
+    assert len(ids) == len(kept) and len(set(ids)) == len(kept), ids
+    # a shared row's request: its details are its own, beside the closed perform's
     items = driver.find_elements(By.CSS_SELECTOR, "#hist-list > li")
-    items[0].find_element(By.CSS_SELECTOR, ".hist-row").click()
-    detail = wait(driver).until(lambda d: (box := items[0].find_elements(By.CSS_SELECTOR, ".hist-detail")) and box[0])
+    request, perform = items[shared[0]], items[shared[0] + 1]
+    request.find_element(By.CSS_SELECTOR, ".hist-row").click()
+    detail = wait(driver).until(lambda d: (box := request.find_elements(By.CSS_SELECTOR, ".hist-detail")) and box[0])
     assert '"answer"' in detail.text and '"method"' in detail.text, detail.text
-    assert items[1].find_elements(By.CSS_SELECTOR, ".hist-detail") == []
+    assert perform.find_elements(By.CSS_SELECTOR, ".hist-detail") == []
     assert len(set(driver.execute_script("return [...document.querySelectorAll('[id]')].map((e) => e.id)"))) == len(
         driver.execute_script("return [...document.querySelectorAll('[id]')]")
     )
