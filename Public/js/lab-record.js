@@ -46,7 +46,10 @@ export async function stopRecording() {
     link.dataset.steps = String(steps);
     link.hidden = false;
     link.click();
-    setText($('lab-record-status'), `Recorded ${plural(steps, 'request')}, downloaded as ${name}. Replay it with: runloopd play ${name} --diff`);
+    // The journal's bounds (--journal-size, --journal-bytes) may have dropped the session's first requests.
+    const missed = Number(doc.missed) || 0;
+    const lost = missed ? ` The first ${plural(missed, 'request')} of the session had already left the journal (its --journal-size and --journal-bytes bounds): the file does not hold them.` : '';
+    setText($('lab-record-status'), `Recorded ${plural(steps, 'request')}, downloaded as ${name}. Replay it with: runloopd play ${name} --diff.${lost}`);
   } catch (e) {
     setText($('lab-record-status'), ['Cannot export the recording (still recording): ', user(e.message)]);
   } finally {

@@ -145,7 +145,9 @@ public final class RunLoopService: Sendable {
             configuration.publicDirectory.isEmpty
             ? StaticFiles(files: EmbeddedContent.publicFiles, refusals: APIResponses.refusal)
             : StaticFiles(root: configuration.publicDirectory, refusals: APIResponses.refusal)
-        self.journal = Journal(capacity: configuration.journalSize, maxExportBytes: configuration.maxExportBytes)
+        self.journal = Journal(
+            capacity: configuration.journalSize, maxBytes: configuration.journalBytes,
+            maxExportBytes: configuration.maxExportBytes)
         self.finishing = ResponseFinisher.Tools(
             metrics: metrics, journal: journal, history: history, sequence: sequence, accessLog: accessLog,
             logger: logger)

@@ -27,6 +27,9 @@ public struct ServiceConfiguration: Sendable {
 
     /// State-changing requests the journal keeps (`GET /api/journal`); 0 turns it off.
     public var journalSize = 1000
+    /// Most bytes of request bodies and answers the journal holds (one
+    /// request larger than that is kept alone).
+    public var journalBytes = Journal.defaultMaxBytes
     /// Most bytes (request bodies and answers) one `GET /api/journal` page reads.
     public var maxExportBytes = Journal.defaultMaxExportBytes
     /// The folder of experiment files `GET /api/experiments` serves ("": the

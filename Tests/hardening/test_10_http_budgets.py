@@ -12,22 +12,26 @@ checks that /healthz and /api/version answer within 2 s:
 - request framing (RFC 9112): CL with TE, differing CLs, Host with a NUL or
   a control byte, HTTP/1.1 without Host, an https Origin: 400 (403) and the
   connection closed, the smuggled request never run;
-- a journal export of 60 MB: one page is at most --max-export-bytes.
+- a journal export of 60 MB: one page is at most --max-export-bytes;
+- a flood of 60 kB performs: the journal holds at most --journal-bytes.
 
 Figures (the prober's largest gap, RSS, connections held) go to the
 summary. Every loop is bounded in count and time.
 """
 
 import errno
+import http.client
+import json
 import multiprocessing as mp
 import os
 import resource
 import selectors
 import socket
+import threading
 import time
 
 from conftest import figure
-from probes import closed_counts, raw_exchange, status_of
+from probes import closed_counts, metrics_text, raw_exchange, status_of
 
 PROBER = "127.0.0.99"
 TRICKLE_SECONDS = float(os.environ.get("HARDENING_TRICKLE_SECONDS", "20"))
@@ -264,7 +268,8 @@ def test_framing_attacks_are_refused_and_closed(server_factory):
 
 def test_a_60mb_journal_exports_in_bounded_pages(server_factory):
     cap = 4_000_000  # --max-export-bytes' default
-    s = server_factory("--journal-size", "1000", liveness_source=PROBER)
+    # The byte budget made room for the whole 60 MB (--journal-bytes).
+    s = server_factory("--journal-size", "1000", "--journal-bytes", "64MB", liveness_source=PROBER)
     pad = "x" * 60_000
     body = ('{"selector":"echo","pad":"' + pad + '"}').encode()
     head = (f"POST /api/threads/none/perform HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n"
@@ -308,3 +313,88 @@ def test_a_60mb_journal_exports_in_bounded_pages(server_factory):
     assert len(pages) >= 15, f"a 60 MB journal came in {len(pages)} pages: not bounded by {cap} bytes"
     # A page carries at most the cap of bodies and answers (plus the steps' own JSON).
     assert max(p[1] for p in pages) <= cap * 1.5, pages
+
+
+# --- the journal's bytes --------------------------------------------------------------
+
+def _journal(s):
+    """(entries, bytes held, byte limit, dropped) from /metrics, asked from the prober's address."""
+    text = metrics_text(s.port, PROBER)
+
+    def value(series):
+        found = [line for line in text.splitlines() if line.startswith(series + " ")]
+        assert found, f"{series} missing from /metrics"
+        return int(float(found[0].rsplit(" ", 1)[1]))
+
+    return (value("runloopd_journal_entries"), value('runloopd_journal_bytes{stat="held"}'),
+            value('runloopd_journal_bytes{stat="limit"}'), value("runloopd_journal_dropped_total"))
+
+
+def test_a_flood_of_large_performs_keeps_the_journal_within_its_bytes(server_factory):
+    """--journal-bytes: 1,200 waited perform echoes of a 60 kB argument (each
+    about 120 kB in the journal with its answer, 144 MB offered) from 6
+    addresses. At every sample the journal holds at most its budget; the
+    oldest requests made room and were counted; an export since 0 says how
+    many it missed and holds the newest; RSS grew by far less than was offered
+    (the count bound alone, 1,000 requests, would have kept 120 MB)."""
+    limit = 4_000_000
+    s = server_factory("--journal-bytes", "4MB", liveness_source=PROBER)
+    threads = [s.thread(run={"style": "loop"}) for _ in range(4)]
+    rss_before = s.rss_kb()
+    body = json.dumps({"selector": "echo", "args": {"blob": "x" * 60_000}, "waitUntilDone": True})
+    per_address, addresses = 200, [f"127.0.0.{i}" for i in range(40, 46)]
+    answered, failures = [], []
+    samples = []
+    done = threading.Event()
+
+    def flood(address, k):
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30, source_address=(address, 0))
+        try:
+            for n in range(per_address):  # bounded: 200 requests each
+                conn.request("POST", f"/api/threads/{threads[(k + n) % len(threads)]}/perform", body=body,
+                             headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                r.read()
+                (answered if r.status == 200 else failures).append(r.status)
+        except (OSError, http.client.HTTPException) as error:
+            failures.append(repr(error))
+        finally:
+            conn.close()
+
+    def sample():
+        while not done.is_set():  # bounded by the flood's end
+            samples.append(_journal(s))
+            done.wait(0.2)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    workers = [threading.Thread(target=flood, args=(a, k)) for k, a in enumerate(addresses)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=300)
+    done.set()
+    sampler.join()
+    samples.append(_journal(s))
+    entries, held, reported_limit, dropped = samples[-1]
+    rss_after = s.rss_kb()
+    figure("journal_bytes_flood", {
+        "answered": len(answered), "failures": len(failures), "samples": len(samples),
+        "largest_held": max(x[1] for x in samples), "entries": entries, "dropped": dropped,
+        "rss_growth_mb": round((rss_after - rss_before) / 1024, 1), "prober_largest_gap_s": s.liveness.gaps()})
+    assert not failures, failures[:5]
+    assert len(answered) == per_address * len(addresses)
+    assert reported_limit == limit
+    assert all(x[1] <= limit for x in samples), [x for x in samples if x[1] > limit][:5]
+    # Full: within one entry of the budget, the rest dropped and counted.
+    assert limit - 130_000 < held <= limit and entries * 120_000 <= limit < (entries + 1) * 125_000, samples[-1]
+    assert dropped + entries == len(answered) + len(threads), samples[-1]
+    # An export since 0 misses exactly what was dropped, and ends with the newest request.
+    r = s.get("/api/journal?since=0&limit=10000", timeout=30)
+    assert r.status_code == 200, r.text[:300]
+    doc = r.json()
+    assert doc["missed"] == dropped and doc["lastSeq"] == doc["journalSeq"] == dropped + entries, \
+        {k: doc[k] for k in ("missed", "lastSeq", "journalSeq")}
+    assert len(doc["steps"]) == entries and doc["steps"][-1]["request"]["method"] == "POST"
+    assert rss_after - rss_before < 60 * 1024, f"RSS grew {(rss_after - rss_before) / 1024:.0f} MB"
+    assert s.alive()

@@ -31,8 +31,9 @@ extension API {
             let versionText = version.object?["version"]?.string ?? ""
             return offload(ctx, on: exports) { [journal, maxWait] in
                 let newest = journal.newestSeq
-                let entries = journal.entries(since: since, limit: limit)
-                return Journal.experiment(entries, version: versionText, maxWait: maxWait, newestSeq: newest)
+                let page = journal.entries(since: since, limit: limit)
+                return Journal.experiment(
+                    page.entries, version: versionText, maxWait: maxWait, newestSeq: newest, missed: page.missed)
             }
         }
     }

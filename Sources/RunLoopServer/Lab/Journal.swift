@@ -1,9 +1,12 @@
+import DequeModule
 import Foundation
 import Primitives
 import RunLoopCore
 
 /// The journal: the state-changing API requests this runloopd answered and
-/// their outcomes, newest last, in a bounded ring (`--journal-size`). Recording
+/// their outcomes, newest last, in a ring bounded twice: by count
+/// (`--journal-size`) and by the bytes of request bodies and answers it holds
+/// (`--journal-bytes`; one request larger than that is kept alone). Recording
 /// costs one lock and an append of bytes already at hand; parsing waits for an
 /// export. `GET /api/journal?since=` exports it as an experiment, so a session
 /// replays elsewhere (`runloopd play --diff`). Each entry keeps when its
@@ -23,45 +26,75 @@ final class Journal: Sendable {
         var body: [UInt8]
         var status: Int
         var answer: [UInt8]
+
+        /// What the entry counts against `--journal-bytes`.
+        var bytes: Int { body.count + answer.count }
+    }
+
+    /// What the journal holds now (`/metrics`).
+    struct Usage: Sendable, Equatable {
+        var entries = 0
+        /// Bytes of request bodies and answers held.
+        var bytes = 0
+        /// Entries dropped by either bound since the start.
+        var dropped = 0
+    }
+
+    /// One export's page: the entries, and how many requests after `since`
+    /// the journal no longer holds (dropped by its bounds before the export).
+    struct Page: Sendable {
+        var entries: [Entry]
+        var missed: Int
     }
 
     private struct State {
-        var entries: [Entry] = []
-        var head = 0
+        var entries = Deque<Entry>()
+        var usage = Usage()
         var seq = 0
     }
 
     private let capacity: Int
+    /// Most bytes of request bodies and answers held (`--journal-bytes`).
+    let maxBytes: Int
     /// Most bytes (request bodies and answers) one export reads (`--max-export-bytes`).
     let maxExportBytes: Int
     private let state = Locked(State())
 
     /// Default bytes of one export: a page parsed on the control loop in tens of milliseconds.
     static let defaultMaxExportBytes = 4_000_000
+    /// Default bytes the journal holds: a thousand requests of 16 KB each,
+    /// far more than a session of run-loop lessons sends; a flood of 64 KB
+    /// bodies with answers as large keeps about 130 of them.
+    static let defaultMaxBytes = 16_000_000
 
-    init(capacity: Int, maxExportBytes: Int = Journal.defaultMaxExportBytes) {
+    init(capacity: Int, maxBytes: Int = Journal.defaultMaxBytes, maxExportBytes: Int = Journal.defaultMaxExportBytes) {
         self.capacity = capacity
+        self.maxBytes = max(1, maxBytes)
         self.maxExportBytes = max(1, maxExportBytes)
     }
 
     /// Records one request that arrived at `arrivedAt` and was answered at
-    /// `answeredAt` (no-op with capacity 0).
+    /// `answeredAt` (no-op with capacity 0). The oldest entries make room:
+    /// the journal never holds more than `capacity` entries, nor more than
+    /// `maxBytes` unless its one entry is larger.
     func record(
         method: String, path: String, body: [UInt8], status: Int, answer: [UInt8], arrivedAt: Date = Date(),
         answeredAt: Date = Date()
     ) {
         guard capacity > 0 else { return }
+        let (capacity, maxBytes) = (capacity, maxBytes)
         state.withLock { s in
             s.seq += 1
             let entry = Entry(
                 seq: s.seq, started: arrivedAt, at: answeredAt, method: method, path: path, body: body,
                 status: status, answer: answer)
-            if s.entries.count < capacity {
-                s.entries.append(entry)
-            } else {
-                s.entries[s.head] = entry
-                s.head = (s.head + 1) % capacity
+            s.entries.append(entry)
+            s.usage.bytes += entry.bytes
+            while s.entries.count > capacity || (s.usage.bytes > maxBytes && s.entries.count > 1) {
+                s.usage.bytes -= s.entries.removeFirst().bytes
+                s.usage.dropped += 1
             }
+            s.usage.entries = s.entries.count
         }
     }
 
@@ -69,22 +102,24 @@ final class Journal: Sendable {
     /// `maxExportBytes` of bodies and answers (always at least one): an
     /// export is parsed on the control loop, so its size bounds the time it
     /// holds that loop. The rest follows with `since=` the page's `lastSeq`.
-    func entries(since: Int, limit: Int) -> [Entry] {
+    func entries(since: Int, limit: Int) -> Page {
         let budget = maxExportBytes
         return state.withLock { s in
             var taken: [Entry] = []
             var bytes = 0
-            for index in 0..<s.entries.count {
-                let entry = s.entries[(s.head + index) % s.entries.count]
-                guard entry.seq > since else { continue }
-                let size = entry.body.count + entry.answer.count
-                if taken.count == limit || (!taken.isEmpty && bytes + size > budget) { break }
+            for entry in s.entries where entry.seq > since {
+                if taken.count == limit || (!taken.isEmpty && bytes + entry.bytes > budget) { break }
                 taken.append(entry)
-                bytes += size
+                bytes += entry.bytes
             }
-            return taken
+            // The seqs after `since` before the oldest held: dropped.
+            let oldest = s.entries.first?.seq ?? s.seq + 1
+            return Page(entries: taken, missed: max(0, oldest - 1 - since))
         }
     }
+
+    /// What the journal holds now.
+    var usage: Usage { state.withLock { $0.usage } }
 
     /// The seq of the newest entry recorded (0: none yet): where a recording
     /// that starts now begins (`since=` of its export).
@@ -116,7 +151,7 @@ final class Journal: Sendable {
     /// the next one arrived: the player sends it and goes on, and checks its
     /// answer when it comes.
     static func experiment(
-        _ recorded: [Entry], version: String, maxWait: Double = defaultMaxWait, newestSeq: Int = 0
+        _ recorded: [Entry], version: String, maxWait: Double = defaultMaxWait, newestSeq: Int = 0, missed: Int = 0
     ) -> Value {
         let entries = recorded.filter { Experiment.apiPathProblem($0.path) == nil }.sorted {
             ($0.started, $0.seq) < ($1.started, $1.seq)
@@ -176,6 +211,7 @@ final class Journal: Sendable {
             "steps": .array(steps),
             "lastSeq": .number(Double(recorded.map(\.seq).max() ?? 0)),
             "journalSeq": .number(Double(newestSeq)),
+            "missed": .number(Double(missed)),
         ]
     }
 

@@ -122,37 +122,6 @@ final class ServiceMetrics: Sendable {
         }
     }
 
-    /// What a scrape samples at the moment it is answered.
-    struct Sample {
-        var threads: [WorkerSnapshot] = []
-        var utilizations: [Double] = []
-        var warningsActive: [String: Int] = [:]
-        var queued = 0
-        var eventClients = 0
-        /// Event-stream clients dropped for reading too slowly (`--event-stream-buffer`), since start.
-        var eventClientsDropped = 0
-        /// The HTTP layer's connections and what its budgets closed (nil before it starts).
-        var connections: HTTPConnectionCounts?
-        /// The build: `version` and the store kind.
-        var version = ""
-        var storeKind = "none"
-        /// The history store's figures; nil without a store.
-        var store: HistoryRecorder.Status?
-        /// Instances of the fleet by health, as last read from the store; nil
-        /// without a store or before its first answer.
-        var fleet: [String: Int]?
-        /// Nested runs refused since start, by reason; livelocks detected.
-        var nestedRunsRefused: [String: Int] = [:]
-        var livelocks = 0
-        /// The depth budget (`--max-nesting`).
-        var maxNesting = 0
-        /// The predictor's item-steps spent for requests; predictions given up.
-        var predictSteps = 0
-        var predictionsGivenUp = 0
-        /// Requests queued or running on each offload queue (`predict`, `export`).
-        var offloadQueued: [(String, Int)] = []
-    }
-
     /// The text exposition: every family, in this order, each time.
     func exposition(_ s: Sample) -> [UInt8] {
         var out = Exposition()
@@ -314,6 +283,17 @@ final class ServiceMetrics: Sendable {
         for (queue, count) in s.offloadQueued {
             out.sample("runloopd_offload_queued", [("queue", queue)], Double(count))
         }
+        out.single(
+            "runloopd_journal_entries", .gauge, "State-changing requests the journal holds (GET /api/journal).",
+            Double(s.journal.entries))
+        out.family(
+            "runloopd_journal_bytes", .gauge,
+            "Bytes of request bodies and answers the journal holds (held), and its budget (limit, --journal-bytes).")
+        out.sample("runloopd_journal_bytes", [("stat", "held")], Double(s.journal.bytes))
+        out.sample("runloopd_journal_bytes", [("stat", "limit")], Double(s.journalLimit))
+        out.single(
+            "runloopd_journal_dropped_total", .counter,
+            "Journal entries dropped to make room (--journal-size or --journal-bytes).", Double(s.journal.dropped))
     }
 
     /// Timers, performs, stalls and warnings.

@@ -92,7 +92,8 @@ extension RunLoopService {
             livelocks: registry.diagnostics.livelocksDetected, maxNesting: registry.limits.maxNesting,
             predictSteps: registry.diagnostics.predictSteps,
             predictionsGivenUp: registry.diagnostics.predictionsGivenUp,
-            offloadQueued: offloads.all.map { ($0.name, $0.queued) })
+            offloadQueued: offloads.all.map { ($0.name, $0.queued) }, journal: journal.usage,
+            journalLimit: journal.maxBytes)
         return HTTPResponse(
             status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
             body: metrics.exposition(sample))

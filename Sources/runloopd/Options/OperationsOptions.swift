@@ -26,6 +26,14 @@ struct OperationsOptions: ParsableArguments {
     @Option(help: "State-changing requests the journal keeps for GET /api/journal (0: no journal; at most 1000000).")
     var journalSize = Setting(Count(ServiceConfiguration().journalSize), env: "JOURNAL_SIZE")
 
+    @Option(
+        help: ArgumentHelp(
+            "Bytes of request bodies and answers the journal holds, at most (the oldest requests make room).",
+            discussion:
+                "Bounds the journal's memory whatever --journal-size says: a request larger than this is kept alone. An export says how many requests after its since= were dropped (missed)."
+        ))
+    var journalBytes = Setting(ByteSize(Int64(ServiceConfiguration().journalBytes)), env: "JOURNAL_BYTES")
+
     @Option(help: "Bytes of request bodies and answers one GET /api/journal page reads (the rest: since=lastSeq).")
     var maxExportBytes = Setting(ByteSize(Int64(ServiceConfiguration().maxExportBytes)), env: "MAX_EXPORT_BYTES")
 
@@ -33,15 +41,18 @@ struct OperationsOptions: ParsableArguments {
     var experimentsDir = Setting(ServiceConfiguration().experimentsDirectory, env: "EXPERIMENTS_DIR")
 
     mutating func validate() throws {
-        try resolve(\.setup, \.portFile, \.drainDelay, \.journalSize, \.maxExportBytes, \.experimentsDir)
+        try resolve(
+            \.setup, \.portFile, \.drainDelay, \.journalSize, \.journalBytes, \.maxExportBytes, \.experimentsDir)
         try drainDelay.check("--drain-delay", Seconds(0)...Seconds(3600), "0...3600 seconds")
         try journalSize.check("--journal-size", 0...1_000_000, "0...1000000")
+        try journalBytes.check("--journal-bytes", ByteSize(65536)...ByteSize(4_000_000_000), "64KB...4GB")
         try maxExportBytes.check("--max-export-bytes", ByteSize(65536)...ByteSize(1_000_000_000), "64KB...1GB")
     }
 
     /// The journal's and the experiments' part of the configuration.
     func apply(to config: inout ServiceConfiguration) {
         config.journalSize = journalSize.count
+        config.journalBytes = Int(journalBytes.bytes)
         config.maxExportBytes = Int(maxExportBytes.bytes)
         config.experimentsDirectory = experimentsDir.value
     }
