@@ -49,7 +49,9 @@ final class Journal: Sendable {
 
     private struct State {
         var entries = Deque<Entry>()
-        var usage = Usage()
+        /// Bytes of the entries held; entries dropped since the start.
+        var bytes = 0
+        var dropped = 0
         var seq = 0
     }
 
@@ -64,7 +66,7 @@ final class Journal: Sendable {
     static let defaultMaxExportBytes = 4_000_000
     /// Default bytes the journal holds: a thousand requests of 16 KB each,
     /// far more than a session of run-loop lessons sends; a flood of 64 KB
-    /// bodies with answers as large keeps about 130 of them.
+    /// bodies with answers as large keeps about 125 of them.
     static let defaultMaxBytes = 16_000_000
 
     init(capacity: Int, maxBytes: Int = Journal.defaultMaxBytes, maxExportBytes: Int = Journal.defaultMaxExportBytes) {
@@ -82,19 +84,17 @@ final class Journal: Sendable {
         answeredAt: Date = Date()
     ) {
         guard capacity > 0 else { return }
-        let (capacity, maxBytes) = (capacity, maxBytes)
         state.withLock { s in
             s.seq += 1
             let entry = Entry(
                 seq: s.seq, started: arrivedAt, at: answeredAt, method: method, path: path, body: body,
                 status: status, answer: answer)
             s.entries.append(entry)
-            s.usage.bytes += entry.bytes
-            while s.entries.count > capacity || (s.usage.bytes > maxBytes && s.entries.count > 1) {
-                s.usage.bytes -= s.entries.removeFirst().bytes
-                s.usage.dropped += 1
+            s.bytes += entry.bytes
+            while s.entries.count > capacity || (s.bytes > maxBytes && s.entries.count > 1) {
+                s.bytes -= s.entries.removeFirst().bytes
+                s.dropped += 1
             }
-            s.usage.entries = s.entries.count
         }
     }
 
@@ -119,7 +119,7 @@ final class Journal: Sendable {
     }
 
     /// What the journal holds now.
-    var usage: Usage { state.withLock { $0.usage } }
+    var usage: Usage { state.withLock { Usage(entries: $0.entries.count, bytes: $0.bytes, dropped: $0.dropped) } }
 
     /// The seq of the newest entry recorded (0: none yet): where a recording
     /// that starts now begins (`since=` of its export).
