@@ -43,13 +43,15 @@ public final class ReplyOnce<Answer>: Sendable {
     }
 
     /// Answers with `make()` after `seconds` unless an answer came first.
-    /// `first` runs as in `answer(_:first:)`.
+    /// `first` runs as in `answer(_:first:)`, given the answer `make` made
+    /// (made only when the deadline passes: most are cancelled).
     public func expire(
-        after seconds: Double, first: @escaping @Sendable () -> Void = {},
+        after seconds: Double, first: @escaping @Sendable (Answer) -> Void = { _ in },
         _ make: @escaping @Sendable () -> Answer
     ) where Answer: Sendable {
         let token = Deadlines.after(seconds) { [self] in
-            answer(make(), first: first)
+            let made = make()
+            answer(made, first: { first(made) })
         }
         deadline.store(token.id, ordering: .releasing)
         // An answer that came in between found no deadline to cancel: cancel it

@@ -167,11 +167,12 @@ extension Worker {
     /// answered first; the perform itself stays queued.
     func expire(_ request: PerformRequest, after deadline: CallerDeadline) {
         let emit = self.emit
-        let result = PerformResult(
-            performId: request.id, thread: id, selector: request.call.selector,
-            outcome: .failure(deadline.error(request.id)), queuedMs: 0, ranMs: 0)
-        request.reply.expire(after: deadline.seconds, first: { [id] in emit(.perform(thread: id, result: result)) }) {
-            result
+        // The answer is made only if the deadline passes: most are cancelled.
+        request.reply.expire(after: deadline.seconds, first: { [id] in emit(.perform(thread: id, result: $0)) }) {
+            [id, performId = request.id, selector = request.call.selector] in
+            PerformResult(
+                performId: performId, thread: id, selector: selector,
+                outcome: .failure(deadline.error(performId)), queuedMs: 0, ranMs: 0)
         }
     }
 
