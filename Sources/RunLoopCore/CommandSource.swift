@@ -44,15 +44,17 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// is still on its way (a burst of sends costs one `CFRunLoopWakeUp`).
     public let coalescesWakeUps: Bool
 
-    private struct Buffer {
-        var commands: [Command] = []
+    @usableFromInline struct Buffer {
+        @usableFromInline var commands: [Command] = []
         /// A `send` fired and the perform routine has not drained the buffer since.
-        var wakeUpPending = false
-        var stats = Statistics()
+        @usableFromInline var wakeUpPending = false
+        @usableFromInline var stats = Statistics()
+
+        @usableFromInline init() {}
     }
 
     /// The buffer: any thread appends, the loop's thread drains.
-    private let buffer = Locked(Buffer())
+    @usableFromInline let buffer = Locked(Buffer())
     private let handler: @Sendable ([Command]) -> Void
 
     /// Creates the source. `handler` runs on the loop's thread with each drained batch.
@@ -95,6 +97,7 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     }
 
     /// `CFRunLoopSourceSignal` + `CFRunLoopWakeUp`: the loop wakes and performs.
+    @inlinable
     public func fire(on runLoop: CFRunLoop) {
         CFRunLoopSourceSignal(source)
         CFRunLoopWakeUp(runLoop)
@@ -102,13 +105,16 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
 
     /// `CFRunLoopSourceSignal` alone: the source is ready, but a sleeping loop
     /// does not notice until something else wakes it.
+    @inlinable
     public func signal() {
         CFRunLoopSourceSignal(source)
     }
 
     /// Enqueues and fires in one call; `false` (and nothing signalled) when full.
     /// A coalescing source skips the fire when an earlier one is still pending.
-    @discardableResult
+    /// (`send` and `enqueueClaimingWakeUp` are inlinable: specialised for the
+    /// caller's command type, they look no generic type up at run time.)
+    @inlinable @discardableResult
     public func send(_ command: Command, to runLoop: CFRunLoop, wakeUp: Bool = true) -> Bool {
         let (accepted, mustFire) = enqueueClaimingWakeUp(command, wakeUp: wakeUp)
         guard accepted else { return false }
@@ -122,6 +128,7 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// always, unless this source coalesces and a wake-up is already pending.
     /// (`send` is this plus the fire; callers that must add the source to a
     /// mode between the two use it directly.)
+    @inlinable
     public func enqueueClaimingWakeUp(_ command: Command, wakeUp: Bool = true) -> (accepted: Bool, mustFire: Bool) {
         let coalesces = coalescesWakeUps
         let capacity = self.capacity

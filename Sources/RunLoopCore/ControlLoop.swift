@@ -17,14 +17,7 @@ public final class ControlLoop<Command: Sendable>: Sendable {
     /// The command buffer and its CF source (in the loop's default mode).
     public let commands: CommandSource<Command>
 
-    // @unchecked: a CFRunLoop may be woken and stopped from any thread (CF's own rule).
-    private struct State: @unchecked Sendable {
-        var loop: CFRunLoop?
-        var thread: pthread_t?
-        var stopping = false
-    }
-
-    private let state = Locked(State())
+    @usableFromInline let state = Locked(ControlLoopState())
     private let exited = DispatchSemaphore(value: 0)
 
     /// Starts the thread and returns once its loop holds the command source.
@@ -73,7 +66,10 @@ public final class ControlLoop<Command: Sendable>: Sendable {
     public var isRunning: Bool { state.withLock { $0.loop != nil && !$0.stopping } }
 
     /// Queues `command` and wakes the loop; `false` when the buffer is full or
-    /// the loop is stopping.
+    /// the loop is stopping. Inlinable, with `CommandSource.send`, so that it
+    /// is specialised for the caller's command type: the request hot path
+    /// looks no generic type up at run time.
+    @inlinable
     public func send(_ command: Command) -> Bool {
         guard let loop = state.withLock({ $0.stopping ? nil : $0.loop }) else { return false }
         return commands.send(command, to: loop)
@@ -99,4 +95,16 @@ public final class ControlLoop<Command: Sendable>: Sendable {
         }
         return commands.drain()
     }
+}
+
+/// The control loop's thread and life flags. Not nested in the generic
+/// `ControlLoop`, so its type is known at compile time (a nested type would
+/// be looked up at run time on every `send`).
+// @unchecked: a CFRunLoop may be woken and stopped from any thread (CF's own rule).
+@usableFromInline struct ControlLoopState: @unchecked Sendable {
+    @usableFromInline var loop: CFRunLoop?
+    @usableFromInline var thread: pthread_t?
+    @usableFromInline var stopping = false
+
+    @usableFromInline init() {}
 }
