@@ -25,8 +25,8 @@ public struct RequestFraming: Sendable {
     }
 
     private var contentLengths: [[UInt8]] = []
-    /// The name of the last field added (a NUL found after its value marks it).
-    private var lastName: [UInt8] = []
+    /// Whether the last field added was a `Host` (a NUL found after its value marks it).
+    private var lastWasHost = false
     private var transferEncoding = false
     private var hosts: [[UInt8]] = []
 
@@ -34,20 +34,27 @@ public struct RequestFraming: Sendable {
 
     /// Adds one header field (`name` and `value` as sent).
     public mutating func add(name: [UInt8], value: [UInt8]) {
-        lastName = name
+        name.withUnsafeBytes { name in value.withUnsafeBytes { add(name: name, value: $0) } }
+    }
+
+    /// Adds one header field, read in place: only the values kept (the
+    /// `Content-Length` and `Host` fields) are copied.
+    mutating func add(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        lastWasHost = false
         if Self.equalsIgnoringCase(name, "content-length") {
-            contentLengths.append(value)
+            contentLengths.append(Array(value))
         } else if Self.equalsIgnoringCase(name, "transfer-encoding") {
             transferEncoding = true
         } else if Self.equalsIgnoringCase(name, "host") {
-            hosts.append(value)
+            lastWasHost = true
+            hosts.append(Array(value))
         }
     }
 
     /// The value last added had more bytes behind a NUL (seen by the HTTP
     /// layer, where values arrive cut at their first NUL).
     mutating func hiddenNULInLastValue() {
-        if Self.equalsIgnoringCase(lastName, "host"), !hosts.isEmpty { hosts[hosts.count - 1].append(0) }
+        if lastWasHost, !hosts.isEmpty { hosts[hosts.count - 1].append(0) }
     }
 
     /// The refusal for a request of `version` (`HTTP/1.1`, `HTTP/1.0`) with
@@ -58,16 +65,18 @@ public struct RequestFraming: Sendable {
                 code: .ambiguousFraming,
                 message: "the request has both Content-Length and Transfer-Encoding (RFC 9112 §6.1)")
         }
-        var lengths: Set<[UInt8]> = []
+        // Every member of every Content-Length value must be the same text.
+        var first: ArraySlice<UInt8>?
         for value in contentLengths {
             for member in value.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
-                lengths.insert(Array(Self.trimmed(member)))
+                let length = Self.trimmed(member)
+                if let first, !first.elementsEqual(length) {
+                    return Refusal(
+                        code: .conflictingContentLength,
+                        message: "the request has Content-Length values that differ (RFC 9112 §6.3)")
+                }
+                first = first ?? length
             }
-        }
-        if lengths.count > 1 {
-            return Refusal(
-                code: .conflictingContentLength,
-                message: "the request has Content-Length values that differ (RFC 9112 §6.3)")
         }
         if hosts.count > 1 {
             return Refusal(code: .badHost, message: "the request has more than one Host field (RFC 9112 §3.2)")
@@ -82,7 +91,7 @@ public struct RequestFraming: Sendable {
         return nil
     }
 
-    private static func equalsIgnoringCase(_ bytes: [UInt8], _ lowercase: StaticString) -> Bool {
+    private static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
         let other = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
         guard bytes.count == other.count else { return false }
         return zip(bytes, other).allSatisfy { ((0x41...0x5A).contains($0) ? $0 | 0x20 : $0) == $1 }
@@ -141,9 +150,9 @@ extension RequestFraming {
                     guard let cls, let key else { return .YES }
                     let collector = Unmanaged<Collector>.fromOpaque(cls).takeUnretainedValue()
                     collector.closePrevious(nextKey: UnsafeRawPointer(key))
-                    let name = Array(UnsafeRawBufferPointer(start: key, count: keySize))
-                    let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: valueSize)) } ?? []
-                    collector.framing.add(name: name, value: bytes)
+                    collector.framing.add(
+                        name: UnsafeRawBufferPointer(start: key, count: keySize),
+                        value: UnsafeRawBufferPointer(start: value, count: value == nil ? 0 : valueSize))
                     collector.previousEnd = value.map { UnsafeRawPointer($0) + valueSize }
                     return .YES
                 }, Unmanaged.passUnretained(collector).toOpaque())

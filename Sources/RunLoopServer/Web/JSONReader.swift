@@ -143,15 +143,17 @@ struct JSONReader {
         index += 1  // opening quote
         let start = index
         // Fast path: no escapes.
+        var ascii = true
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                let text = try text(bytes[start..<index], at: start)
+                let text = try ascii ? Self.asciiText(bytes[start..<index]) : text(bytes[start..<index], at: start)
                 index += 1
                 return text
             }
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw fail("control character in a string (escape it)") }
+            if byte >= 0x80 { ascii = false }
             index += 1
         }
         var out = Array(bytes[start..<index])
@@ -172,6 +174,13 @@ struct JSONReader {
             }
         }
         throw fail("unterminated string")
+    }
+
+    /// ASCII bytes as a string: valid UTF-8 by construction, so nothing is
+    /// validated (`String(validating:)` is generic over its input and looks
+    /// its type metadata up on every call: about 900 instructions a string).
+    private static func asciiText(_ ascii: ArraySlice<UInt8>) -> String {
+        ascii.withUnsafeBufferPointer { String(decoding: $0, as: UTF8.self) }
     }
 
     private func text(_ utf8: ArraySlice<UInt8>, at start: Int) throws(Failure) -> String {
