@@ -17,14 +17,14 @@ ARTIFACTS = os.environ.get(
 )
 
 
-def api(method, path, body=None):
+def api(method, path, body=None, timeout=10):
     """Calls the server directly (for setup and for the server's own error text)."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(BASE + path, data=data, method=method)
     if data is not None:
         req.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(req, timeout=10) as res:
+        with urllib.request.urlopen(req, timeout=timeout) as res:
             return res.status, json.loads(res.read() or b"null")
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"null")

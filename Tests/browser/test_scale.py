@@ -95,7 +95,9 @@ def crowd(driver):
     yield {"ids": ids, "hot": hot, "stalled": stalled, "tag": tag}
     driver.execute_script("document.getElementById('tt-clear').click()")
     api("DELETE", f"/api/threads/{stalled}/perform?selector=sleep")
-    ender = threading.Thread(target=api, args=("DELETE", f"/api/threads/{stalled}"))
+    # The stalled thread ends once its sleep does, after up to the server's end
+    # wait (15 s): its DELETE waits longer than `api`'s usual 10 s.
+    ender = threading.Thread(target=api, args=("DELETE", f"/api/threads/{stalled}"), kwargs={"timeout": 60})
     ender.start()
     on_connections(ids + hot, lambda conn, tid: request(conn, "DELETE", f"/api/threads/{tid}")[0])
     ender.join()
