@@ -1,3 +1,5 @@
+import Foundation
+
 /// SplitMix64: a small seeded generator for randomized tests (a printed
 /// seed replays the same sequence).
 public struct SplitMix: RandomNumberGenerator {
@@ -18,4 +20,15 @@ public struct SplitMix: RandomNumberGenerator {
 
     /// One of `items` (not empty).
     public mutating func pick<T>(_ items: [T]) -> T { items[Int.random(in: 0..<items.count, using: &self)] }
+}
+
+extension SplitMix {
+    /// A randomized test's seed: the environment's `variable` (a replay),
+    /// or a fresh one each run. Printed either way, with how to replay it.
+    public static func seed(_ variable: String, test: String) -> UInt64 {
+        let given = ProcessInfo.processInfo.environment[variable].flatMap { UInt64($0) }
+        let seed = given ?? UInt64.random(in: 1...UInt64.max)
+        print("\(test): seed \(seed) (\(variable)=\(seed) replays it)")
+        return seed
+    }
 }

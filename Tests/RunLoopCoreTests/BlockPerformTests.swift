@@ -152,10 +152,9 @@ import Testing
     }
 
     /// The three answers (predict, runloopd's run, plain CF) on setups that
-    /// all hold block performs, with a printed seed (PREDICT_SEED replays it).
+    /// all hold block performs, with a printed seed (BLOCK_SEED replays it).
     @Test func blockSetupsAgreeThreeWays() throws {
-        let env = ProcessInfo.processInfo.environment
-        let seed = env["BLOCK_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
+        let seed = SplitMix.seed("BLOCK_SEED", test: "block differential")
         var rng = SplitMix(seed)
         var setups: [PredictSetup] = []
         while setups.count < 60 {
@@ -165,7 +164,7 @@ import Testing
                 || setup.stimuli.contains { if case .block = $0.what { true } else { false } }
             if hasBlock { setups.append(setup) }
         }
-        print("block differential: seed \(seed) (BLOCK_SEED replays), \(setups.count) setups with block performs")
+        print("block differential: \(setups.count) setups with block performs")
         let (failures, _, _) = try PredictDifferentialTests.playAll(setups)
         for (setup, problems) in failures.prefix(5) {
             Issue.record("block setup disagrees: \(problems)\n\(setup)")

@@ -93,7 +93,7 @@ extension PredictHarness {
     /// two threads, and a minute of blocking waits here would stall them.
     @Test func predictionsAgreeWithRealRuns() async throws {
         let env = ProcessInfo.processInfo.environment
-        let seed = env["PREDICT_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
+        let seed = SplitMix.seed("PREDICT_SEED", test: "predict differential")
         let count = env["PREDICT_SETUPS"].flatMap { Int($0) } ?? 1000
         let kept = Self.keptSeeds()
         print("predict differential: seed \(seed), \(count) setups, \(kept.count) kept seeds")

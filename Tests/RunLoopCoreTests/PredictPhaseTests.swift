@@ -227,9 +227,9 @@ enum PhaseJudge {
 
     @Test func countsInsideTheirRanges() throws {
         let env = ProcessInfo.processInfo.environment
-        let seed = env["PREDICT_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
+        let seed = SplitMix.seed("PREDICT_SEED", test: "phase differential")
         let count = env["PREDICT_PHASE_SETUPS"].flatMap { Int($0) } ?? 60
-        print("phase differential: seed \(seed), \(count) setups")
+        print("phase differential: \(count) setups")
         var mix = SplitMix(seed)
         let plans = [seed] + Self.kept + (1..<max(1, count)).map { _ in mix.next() }
         // Six threads predict at once: the per-second pool that all requests

@@ -30,9 +30,7 @@ struct JournalBoundsTests {
 
     @Test("random records: the journal holds the newest that fit both bounds (seed printed)")
     func randomized() {
-        let env = ProcessInfo.processInfo.environment
-        let seed = env["JOURNAL_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
-        print("JournalBoundsTests.randomized seed \(seed)")
+        let seed = SplitMix.seed("JOURNAL_SEED", test: "JournalBoundsTests.randomized")
         var random = SplitMix(seed)
         for round in 0..<20 {
             let capacity = Int.random(in: 1...40, using: &random)

@@ -39,9 +39,7 @@ struct RequestKindTests {
     /// so that near misses are common.
     @Test("random paths agree with the rule")
     func randomized() {
-        let env = ProcessInfo.processInfo.environment
-        let seed = env["REQUEST_KIND_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64.max)
-        print("RequestKindTests.randomized seed \(seed)")
+        let seed = SplitMix.seed("REQUEST_KIND_SEED", test: "RequestKindTests.randomized")
         var random = SplitMix(seed)
         let pieces = ["/", "api", "threads", "predict", "t1", "é", "", "//", "p", "x/"]
         var agreed = 0
