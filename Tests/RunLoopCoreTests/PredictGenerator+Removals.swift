@@ -24,10 +24,21 @@ extension Builder {
         let action = PredictSetup.ObserverAction.runNested(
             mode: rng.pick([setup.runMode, "default", "tracking", "nest-empty"]), slots: slots,
             returnAfterSourceHandled: rng.chance(0.5))
+        let observerMode = rng.pick(["common", "default", setup.runMode])
+        // The callout's item claimed its nested run's end assuming the run
+        // fires it. Outside the run's mode, only this observer's nested run
+        // can fire it, at whatever event woke the loop: its nested run would
+        // end on a slot nobody claimed (seed 13927038608326503265: it ended
+        // on a stimulus's slot, a tie timing decides).
+        if case .runNested(let mode, _, _) = action, let modes = setup.calloutItemModes,
+            !modes.contains(setup.runMode), modes.contains(mode)
+        {
+            return
+        }
         setup.observers.append(
             .init(
-                activities: [activity], repeats: repeats, mode: rng.pick(["common", "default", setup.runMode]),
-                order: setup.observers.count + 1, action: action))
+                activities: [activity], repeats: repeats, mode: observerMode, order: setup.observers.count + 1,
+                action: action))
     }
 
     /// One removal at a slot of its own during the run: a source taken out

@@ -164,6 +164,21 @@ struct PredictSetup: CustomStringConvertible, Sendable {
         calloutRun?.from == item ? calloutRun?.call : nil
     }
 
+    /// `modes` with `common` read as the modes it stands for.
+    func resolved(_ modes: [String]) -> Set<String> {
+        Set(modes.flatMap { $0 == "common" ? (trackingIsCommon ? ["default", "tracking"] : ["default"]) : [$0] })
+    }
+
+    /// The modes of the item whose callout runs the loop nested, if any.
+    var calloutItemModes: Set<String>? {
+        switch calloutRun?.from {
+        case .timer(let index): resolved(timers[index].modes)
+        case .source(let index): resolved(sources[index].modes)
+        case .perform(let index): resolved(performs[index].keys)
+        case nil: nil
+        }
+    }
+
     /// The same loop without the callout's nested run (and its item).
     var withoutCalloutRun: PredictSetup {
         guard let plan = calloutRun else { return self }
