@@ -26,8 +26,9 @@ struct HTTPRequestContext: @unchecked Sendable {
 
     let storage: Storage
 
-    init(connection: MHDConnection, peer: PeerAddress?) {
-        storage = Storage.make(HTTPRequestState(connection: connection, peer: peer))
+    init(connection: MHDConnection, peer: PeerAddress?, headers: HTTPHeaders = HTTPHeaders(), headerCount: Int = 0) {
+        storage = Storage.make(
+            HTTPRequestState(connection: connection, peer: peer, headers: headers, headerCount: headerCount))
     }
 
     private init(storage: Storage) { self.storage = storage }
@@ -97,8 +98,9 @@ struct HTTPRequestContext: @unchecked Sendable {
         case dropped(Int)
         /// The whole request arrived with a body over the limit: answer 413.
         case refuseTooLarge
-        /// The whole request arrived: hand it, with this body, to the handler.
-        case handle(body: [UInt8])
+        /// The whole request arrived: hand it, with this body and the head's
+        /// fields (`headerCount` of them as sent), to the handler.
+        case handle(body: [UInt8], headers: HTTPHeaders, headerCount: Int)
         /// Queue this answer on the connection now.
         case queue(HTTPResponse)
         /// Suspend the connection until an answer arrives.
@@ -153,6 +155,9 @@ struct HTTPRequestState {
 
     let connection: MHDConnection
     let peer: PeerAddress?
+    /// The head's fields, read at the first access call, until handed on.
+    var headers: HTTPHeaders
+    let headerCount: Int
     var phase: Phase = .reading
     var pending: HTTPResponse?
     var responded = false
@@ -162,9 +167,11 @@ struct HTTPRequestState {
     /// Bytes of the held-answer budget its queued answer holds.
     var heldBytes = 0
 
-    init(connection: MHDConnection, peer: PeerAddress?) {
+    init(connection: MHDConnection, peer: PeerAddress?, headers: HTTPHeaders, headerCount: Int) {
         self.connection = connection
         self.peer = peer
+        self.headers = headers
+        self.headerCount = headerCount
     }
 
     mutating func append(_ chunk: UnsafeRawBufferPointer, limit: Int) -> Action {
@@ -197,7 +204,9 @@ struct HTTPRequestState {
             phase = .handling
             let bytes = body
             body = []
-            return .handle(body: bytes)
+            let fields = headers
+            headers = HTTPHeaders()
+            return .handle(body: bytes, headers: fields, headerCount: headerCount)
         case .resumed:
             guard let response = pending else { return .none }
             pending = nil

@@ -162,13 +162,6 @@ extension HTTPServerCore {
         }
     }
 
-    /// The request's header fields (a repeated one joined, see `HTTPHeaders.append`).
-    static func headerFields(_ connection: OpaquePointer) -> HTTPHeaders {
-        var headers = HTTPHeaders()
-        forEachValue(connection, kind: .HEADER_KIND) { headers.append($0, $1) }
-        return headers
-    }
-
     static func queryArguments(_ connection: OpaquePointer) -> [String: String] {
         var query: [String: String] = [:]
         forEachValue(connection, kind: .GET_ARGUMENT_KIND) { rawKey, rawValue in

@@ -160,13 +160,14 @@ final class HTTPServerCore: Sendable {
             return collect(uploadData, uploadDataSize, into: context)
         }
         switch context.transition(.access) {
-        case .handle(let body):
+        case .handle(let body, let headers, let headerCount):
             let cutQuery = deadlines.received(connection)
-            if let refusal = layerRefusal(connection, cutQuery: Int(cutQuery)) {
+            if let refusal = layerRefusal(cutQuery: Int(cutQuery), headerCount: headerCount) {
                 _ = context.transition(.refused)
                 return queue(refusal, on: connection, for: context)
             }
-            return dispatch(context: context, connection: connection, url: url, method: method, body: body)
+            return dispatch(
+                context: context, connection: connection, url: url, method: method, headers: headers, body: body)
         case .refuseTooLarge:
             deadlines.received(connection)
             return queue(payloadTooLarge(), on: connection, for: context)
@@ -199,13 +200,12 @@ final class HTTPServerCore: Sendable {
 
     /// The layer's own refusal of a whole request: too many query parameters
     /// (cut by the URI callback) or header fields. Nil for the usual request.
-    private func layerRefusal(_ connection: OpaquePointer, cutQuery: Int) -> HTTPResponse? {
+    private func layerRefusal(cutQuery: Int, headerCount: Int) -> HTTPResponse? {
         if cutQuery > 0 {
             return refusal(
                 414, .tooManyParameters,
                 "the query has \(cutQuery) parameters; at most \(configuration.maxQueryParameters) are read")
         }
-        let headerCount = Int(MHD_get_connection_values(connection, .HEADER_KIND, nil, nil))
         if headerCount > configuration.maxHeaders {
             return refusal(
                 431, .tooManyHeaders,
@@ -219,22 +219,23 @@ final class HTTPServerCore: Sendable {
         contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         let peer = runloopd_mhd_client_address(connection).flatMap(SocketAddress.peer)
-        let context = HTTPRequestContext(connection: MHDConnection(pointer: connection), peer: peer)
+        // The head, read once: its fields wait in the context for the handler.
+        let head = RequestHead.read(connection)
+        let context = HTTPRequestContext(
+            connection: MHDConnection(pointer: connection), peer: peer, headers: head.headers, headerCount: head.count)
         contextSlot.pointee = context.retained()
         liveContexts.add(1, ordering: .relaxed)
 
         // RFC 9112's framing rules, before a byte of the body is read.
-        if let bad = RequestFraming.of(connection).check(version: version.map { String(cString: $0) } ?? "") {
+        let isHTTP11 = version.map { strcmp($0, "HTTP/1.1") == 0 } ?? false
+        if let bad = head.framing.check(isHTTP11: isHTTP11) {
             _ = context.transition(.refused)
             deadlines.received(connection)
             framingRefusals.add(1, ordering: .relaxed)
             return queue(refusal(400, bad.code, bad.message), on: connection, for: context)
         }
 
-        if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") {
-            let text = String(cString: value).trimmingSpaces()
-            // MHD itself rejects a malformed Content-Length; a huge one may not fit in Int.
-            let length = Int(text) ?? (text.allSatisfy(\.isNumber) && !text.isEmpty ? Int.max : 0)
+        if let length = head.framing.declaredLength {
             if length > configuration.maxBodyBytes {
                 _ = context.transition(.refusedTooLarge)
                 deadlines.received(connection)
@@ -260,13 +261,13 @@ final class HTTPServerCore: Sendable {
 
     private func dispatch(
         context: HTTPRequestContext, connection: OpaquePointer, url: UnsafePointer<CChar>?,
-        method: UnsafePointer<CChar>?, body: [UInt8]
+        method: UnsafePointer<CChar>?, headers: HTTPHeaders, body: [UInt8]
     ) -> MHD_Result {
         var request = HTTPRequest(
             id: nextRequestID.add(1, ordering: .relaxed).newValue,
             method: method.map { String(cString: $0) } ?? "GET",
             path: url.map { String(cString: $0) } ?? "/",
-            query: Self.queryArguments(connection), headers: Self.headerFields(connection), body: body)
+            query: Self.queryArguments(connection), headers: headers, body: body)
         request.peer = context.peer
         let accepted = registry.withLock { r in
             if r.stopping { return false }

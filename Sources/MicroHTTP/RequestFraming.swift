@@ -59,7 +59,27 @@ public struct RequestFraming: Sendable {
 
     /// The refusal for a request of `version` (`HTTP/1.1`, `HTTP/1.0`) with
     /// the fields added, or nil when its framing is sound.
-    public func check(version: String) -> Refusal? {
+    public func check(version: String) -> Refusal? { check(isHTTP11: version == "HTTP/1.1") }
+
+    /// The value of the first `Content-Length` field as a length: `Int.max`
+    /// for digits too many for an `Int`, 0 for anything else (libmicrohttpd
+    /// itself refuses a malformed one). Nil without the field.
+    var declaredLength: Int? {
+        guard let value = contentLengths.first else { return nil }
+        let digits = Self.trimmed(value[...])
+        guard !digits.isEmpty, digits.allSatisfy({ (0x30...0x39).contains($0) }) else { return 0 }
+        var length = 0
+        for digit in digits {
+            let (times, over) = length.multipliedReportingOverflow(by: 10)
+            let (sum, carry) = times.addingReportingOverflow(Int(digit - 0x30))
+            if over || carry { return Int.max }
+            length = sum
+        }
+        return length
+    }
+
+    /// `check(version:)`, told only whether the request is HTTP/1.1.
+    func check(isHTTP11: Bool) -> Refusal? {
         if transferEncoding && !contentLengths.isEmpty {
             return Refusal(
                 code: .ambiguousFraming,
@@ -85,7 +105,7 @@ public struct RequestFraming: Sendable {
         if let host = hosts.first, Self.trimmed(host[...]).contains(where: { $0 < 0x20 || $0 == 0x7F }) {
             return Refusal(code: .badHost, message: "the Host field holds a NUL or a control byte (RFC 9112 §3.2)")
         }
-        if hosts.isEmpty && version == "HTTP/1.1" {
+        if hosts.isEmpty && isHTTP11 {
             return Refusal(code: .badHost, message: "an HTTP/1.1 request must carry a Host field (RFC 9112 §3.2)")
         }
         return nil
@@ -105,10 +125,21 @@ public struct RequestFraming: Sendable {
     }
 }
 
-extension RequestFraming {
-    /// Carries the fields through libmicrohttpd's `void *` argument.
+/// A request's head as libmicrohttpd parsed it, read in one walk of its
+/// header fields at the first access call: the fields for the handler,
+/// their framing and how many there are. Kept in the request's context
+/// until the request is whole.
+struct RequestHead {
+    var headers = HTTPHeaders()
+    var framing = RequestFraming()
+    /// Header fields as sent (a repeated one counted each time).
+    var count = 0
+}
+
+extension RequestHead {
+    /// Carries the head through libmicrohttpd's `void *` argument.
     private final class Collector {
-        var framing = RequestFraming()
+        var head = RequestHead()
         /// Where the previous field's value ended (its terminating NUL).
         var previousEnd: UnsafeRawPointer?
 
@@ -128,12 +159,18 @@ extension RequestFraming {
                 if nextKey == nil && nuls >= 2 { return }
                 cursor += 1
             }
-            framing.hiddenNULInLastValue()
+            head.framing.hiddenNULInLastValue()
+        }
+
+        func add(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+            head.count += 1
+            head.framing.add(name: name, value: value)
+            head.headers.append(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
         }
     }
 
-    /// The framing of a connection's request head, read with each value's
-    /// length (`MHD_get_connection_values_n`).
+    /// The head of a connection's request, each value read with its length
+    /// (`MHD_get_connection_values_n`).
     ///
     /// libmicrohttpd (0.9.75) measures a value with `strlen`, so a NUL inside
     /// one cuts it silently. It parses the head in place, each line's end
@@ -141,7 +178,7 @@ extension RequestFraming {
     /// name may only be NULs and blanks (and after the last field, its line
     /// end and the empty line: at least two NULs). Anything else there was
     /// behind a NUL inside the value: the value is marked as holding one.
-    static func of(_ connection: OpaquePointer) -> RequestFraming {
+    static func read(_ connection: OpaquePointer) -> RequestHead {
         let collector = Collector()
         withExtendedLifetime(collector) {
             _ = MHD_get_connection_values_n(
@@ -150,7 +187,7 @@ extension RequestFraming {
                     guard let cls, let key else { return .YES }
                     let collector = Unmanaged<Collector>.fromOpaque(cls).takeUnretainedValue()
                     collector.closePrevious(nextKey: UnsafeRawPointer(key))
-                    collector.framing.add(
+                    collector.add(
                         name: UnsafeRawBufferPointer(start: key, count: keySize),
                         value: UnsafeRawBufferPointer(start: value, count: value == nil ? 0 : valueSize))
                     collector.previousEnd = value.map { UnsafeRawPointer($0) + valueSize }
@@ -158,6 +195,6 @@ extension RequestFraming {
                 }, Unmanaged.passUnretained(collector).toOpaque())
         }
         collector.closePrevious(nextKey: nil)
-        return collector.framing
+        return collector.head
     }
 }

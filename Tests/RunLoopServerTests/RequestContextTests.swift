@@ -16,7 +16,7 @@ struct RequestContextTests {
         case .none: "none"
         case .dropped(let count): "dropped \(count)"
         case .refuseTooLarge: "refuseTooLarge"
-        case .handle(let body): "handle \(body.count)"
+        case .handle(let body, _, _): "handle \(body.count)"
         case .queue(let response): "queue \(response.status)"
         case .suspend: "suspend"
         case .resume: "resume"
@@ -82,10 +82,24 @@ struct RequestContextTests {
         let bytes: [UInt8] = Array("{\"a\":1}".utf8)
         let read = bytes.withUnsafeBytes { chunk in Self.run(context, [.chunk(chunk, limit: 10)]) }
         #expect(read == ["none"])
-        guard case .handle(let body) = context.transition(.access) else {
+        guard case .handle(let body, _, _) = context.transition(.access) else {
             Issue.record("the whole request goes to the handler")
             return
         }
         #expect(body == bytes)
+    }
+
+    /// The head read at the first access call waits in the context and goes
+    /// to the handler with the body, once.
+    @Test func headGoesToTheHandlerWithTheBody() {
+        let context = HTTPRequestContext(
+            connection: MHDConnection(pointer: OpaquePointer(bitPattern: 0x10)!), peer: nil,
+            headers: ["Host": "127.0.0.1:8080", "Accept": "*/*"], headerCount: 3)
+        guard case .handle(_, let headers, let count) = context.transition(.access) else {
+            Issue.record("the whole request goes to the handler")
+            return
+        }
+        #expect(headers["host"] == "127.0.0.1:8080" && headers["Accept"] == "*/*" && count == 3)
+        #expect(Self.outcome(context.transition(.access)) == "none")
     }
 }
