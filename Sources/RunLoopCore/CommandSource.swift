@@ -55,7 +55,10 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
 
     /// The buffer: any thread appends, the loop's thread drains.
     @usableFromInline let buffer = Locked(Buffer())
-    private let handler: @Sendable ([Command]) -> Void
+    @usableFromInline let handler: @Sendable ([Command]) -> Void
+    /// The perform routine's body (`performBatch`), made where the command
+    /// type is known (see `init(order:capacity:coalescingWakeUps:handler:)`).
+    private let performer: (CommandSource) -> Void
 
     /// Creates the source. `handler` runs on the loop's thread with each drained batch.
     ///
@@ -63,13 +66,29 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
     /// still undelivered only appends: the perform routine that wake-up causes
     /// drains both. Use it only for a source that stays in its mode while it
     /// holds commands (the wake-up must reach a perform).
-    public init(
+    ///
+    /// Inlinable: the perform routine's body is made here, specialised for
+    /// the caller's command type, so draining a batch looks no generic type
+    /// up at run time (CF calls the routine through a protocol, which only a
+    /// generic copy could serve).
+    @inlinable
+    public convenience init(
         order: Int = 0, capacity: Int = Int.max, coalescingWakeUps: Bool = false,
         handler: @escaping @Sendable ([Command]) -> Void
+    ) {
+        self.init(
+            order: order, capacity: capacity, coalescingWakeUps: coalescingWakeUps, handler: handler,
+            performer: { $0.performBatch() })
+    }
+
+    @usableFromInline init(
+        order: Int, capacity: Int, coalescingWakeUps: Bool, handler: @escaping @Sendable ([Command]) -> Void,
+        performer: @escaping (CommandSource) -> Void
     ) {
         self.capacity = capacity
         self.coalescesWakeUps = coalescingWakeUps
         self.handler = handler
+        self.performer = performer
         self.source = SourceFactory.makeSource0(order: order, target: self)
     }
 
@@ -181,7 +200,11 @@ public final class CommandSource<Command: Sendable>: @unchecked Sendable, Source
         buffer.withLock { $0.stats.cancelled += 1 }
     }
 
-    func sourcePerform() {
+    func sourcePerform() { performer(self) }
+
+    /// Drains the buffer and hands the batch to the handler.
+    @inlinable
+    func performBatch() {
         let batch: [Command] = buffer.withLock { b in
             let batch = b.commands
             b.commands.removeAll(keepingCapacity: true)

@@ -21,12 +21,19 @@ public final class ControlLoop<Command: Sendable>: Sendable {
     private let exited = DispatchSemaphore(value: 0)
 
     /// Starts the thread and returns once its loop holds the command source.
-    /// `handler` gets each drained batch on the loop's thread.
-    public init(
+    /// `handler` gets each drained batch on the loop's thread. (Inlinable, so
+    /// the source is made where the command type is known.)
+    @inlinable
+    public convenience init(
         name: String, capacity: Int = Int.max, handler: @escaping @Sendable ([Command]) -> Void
     ) throws(RunLoopError) {
+        try self.init(
+            name: name, commands: CommandSource<Command>(capacity: capacity, coalescingWakeUps: true, handler: handler))
+    }
+
+    @usableFromInline init(name: String, commands: CommandSource<Command>) throws(RunLoopError) {
         self.name = name
-        self.commands = CommandSource<Command>(capacity: capacity, coalescingWakeUps: true, handler: handler)
+        self.commands = commands
         try start()
     }
 
