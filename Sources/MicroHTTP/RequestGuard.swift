@@ -57,6 +57,8 @@ public struct RequestGuard: Sendable {
     /// Host names (canonical, each once) any request may carry: a handful,
     /// compared in turn rather than hashed.
     let allowedHostNames: [String]
+    /// The same names as bytes, for the check without a parse.
+    private let allowedHostBytes: [[UInt8]]
     /// Whether the host check is off (`--allowed-host '*'`).
     public let allowsAnyHost: Bool
     /// Whether the server is bound to `0.0.0.0` or `::` (any IP literal is then a valid `Host`).
@@ -103,6 +105,7 @@ public struct RequestGuard: Sendable {
             origins.insert(origin.serialized)
         }
         allowedHostNames = names.sorted()
+        allowedHostBytes = allowedHostNames.map { Array($0.utf8) }
         allowsAnyHost = any
         boundToWildcard = wildcard
         self.allowedOrigins = origins
@@ -229,14 +232,16 @@ public struct RequestGuard: Sendable {
     /// port: what `authority` would parse to an allowed host, checked without
     /// parsing. Anything else takes the full parse.
     private func isPlainAllowedHost(_ host: String) -> Bool {
-        let bytes = host.utf8
-        guard bytes.first != UInt8(ascii: "[") else { return false }
-        var name = Substring(host)
-        if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
-            guard Self.port(bytes[bytes.index(after: colon)...]) != nil else { return false }
-            name = host[..<colon]
+        var host = host
+        return host.withUTF8 { bytes in
+            guard bytes.first != UInt8(ascii: "[") else { return false }
+            var name = bytes[...]
+            if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+                guard Self.port(bytes[(colon + 1)...]) != nil else { return false }
+                name = bytes[..<colon]
+            }
+            return allowedHostBytes.contains { $0.count == name.count && $0.elementsEqual(name) }
         }
-        return allowedHostNames.contains { $0.utf8.elementsEqual(name.utf8) }
     }
 
     /// The port in `digits` (1–5 ASCII digits, at most 65535), or nil.
