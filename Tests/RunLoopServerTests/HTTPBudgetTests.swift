@@ -28,6 +28,19 @@ struct HTTPBudgetTests {
         #expect(framing([("Host", "a"), ("Transfer-Encoding", "chunked")]).check(version: "HTTP/1.1") == nil)
     }
 
+    @Test("the declared length: the first Content-Length's digits, Int.max past Int, 0 for other text")
+    func declaredLength() {
+        #expect(framing([("Host", "a")]).declaredLength == nil)
+        #expect(framing([("Content-Length", "512")]).declaredLength == 512)
+        #expect(framing([("Content-Length", " 7\t")]).declaredLength == 7)
+        #expect(framing([("content-length", "99999999999999999999999")]).declaredLength == Int.max)
+        #expect(framing([("Content-Length", "\(Int.max)")]).declaredLength == Int.max)
+        #expect(framing([("Content-Length", "12"), ("Content-Length", "30")]).declaredLength == 12)
+        for text in ["", "1 2", "-5", "+5", "0x10", "5, 5"] {
+            #expect(framing([("Content-Length", text)]).declaredLength == 0, "\(text)")
+        }
+    }
+
     @Test("Content-Length values that differ (repeated or listed) are 400; equal ones pass")
     func conflictingLengths() {
         let bad: [[(String, String)]] = [
