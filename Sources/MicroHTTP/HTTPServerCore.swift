@@ -235,12 +235,10 @@ final class HTTPServerCore: Sendable {
             return queue(refusal(400, bad.code, bad.message), on: connection, for: context)
         }
 
-        if let length = head.framing.declaredLength {
-            if length > configuration.maxBodyBytes {
-                _ = context.transition(.refusedTooLarge)
-                deadlines.received(connection)
-                return queue(payloadTooLarge(), on: connection, for: context)
-            }
+        if let length = head.framing.declaredLength, length > configuration.maxBodyBytes {
+            _ = context.transition(.refusedTooLarge)
+            deadlines.received(connection)
+            return queue(payloadTooLarge(), on: connection, for: context)
         }
         return .YES
     }
