@@ -96,7 +96,7 @@ extension PredictHarness {
         let seed = SplitMix.seed("PREDICT_SEED", test: "predict differential")
         let count = env["PREDICT_SETUPS"].flatMap { Int($0) } ?? 1000
         let kept = Self.keptSeeds()
-        print("predict differential: seed \(seed), \(count) setups, \(kept.count) kept seeds")
+        print("predict differential: \(count) setups, \(kept.count) kept seeds")
         // PREDICT_REPEAT=n plays the one setup PREDICT_SEED n times (a probe).
         let repeats = env["PREDICT_REPEAT"].flatMap { Int($0) }
         // A kept seed is played both as a top-level run and nested.
