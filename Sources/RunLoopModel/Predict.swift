@@ -30,46 +30,49 @@ public enum Predictor {
         _ model: LoopModel, mode: String, seconds: Double, returnAfterSourceHandled: Bool,
         stimuli: [Stimulus], margin: Double, budget: PredictBudget, underWay: RunSimulator.UnderWay? = nil
     ) -> Prediction {
-        func play(flip: Int?) -> (Prediction, Int, gaveUp: Bool) {
+        func play(flip: Int?) -> (Prediction, races: [String], gaveUp: Bool, settled: Bool) {
             var sim = RunSimulator(
                 model: model, mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
                 stimuli: stimuli, margin: margin)
             sim.flip = flip
             sim.budget = budget
             let prediction = underWay.map { sim.runUnderWay($0) } ?? sim.run()
-            return (prediction, sim.decisions, sim.outOfBudget)
+            return (prediction, sim.races, sim.outOfBudget, !sim.unsettled)
         }
-        var (base, decisions, _) = play(flip: nil)
+        var (base, races, _, settled) = play(flip: nil)
         if model.depth > 0 {
             base.reasons.insert(
                 "the thread is inside \(model.depth) run\(model.depth == 1 ? "" : "s") now: this run would be nested in them",
                 at: 0)
         }
-        guard decisions > 0 else { return base }
+        guard !races.isEmpty else { return base }
+        // Alike: the same exit, cause code and details (compared as values:
+        // a dictionary's printed order differs between two equal ones).
+        let alike: (Prediction.Outcome, Prediction.Outcome) -> Bool = { a, b in
+            a.exitReason == b.exitReason && a.cause?.code == b.cause?.code && a.cause?.details == b.cause?.details
+        }
         var outcomes = [base.outcome]
-        var whys = base.reasons
-        for flip in 0..<min(decisions, 4) where budget.left > 0 {
-            let (other, _, gaveUp) = play(flip: flip)
+        // The decisions that, taken the other way, change the answer: what
+        // the race is about (`races[n]` says decision n in words).
+        var whys: [String] = []
+        for flip in 0..<min(races.count, 4) where budget.left > 0 {
+            let (other, _, gaveUp, otherSettled) = play(flip: flip)
             if gaveUp { break }  // not an outcome: the work ran out
             outcomes.append(other.outcome)
-            whys.append(contentsOf: other.reasons.filter { !whys.contains($0) })
-        }
-        let key: (Prediction.Outcome) -> String = { o in
-            "\(o.exitReason?.name ?? "none")|\(o.cause?.code ?? "")|\(o.cause.map { "\($0.details)" } ?? "")"
+            settled = settled && otherSettled
+            if !alike(other.outcome, base.outcome), !whys.contains(races[flip]) { whys.append(races[flip]) }
         }
         var distinct: [Prediction.Outcome] = []
-        for outcome in outcomes where !distinct.contains(where: { key($0) == key(outcome) }) {
+        for outcome in outcomes where !distinct.contains(where: { alike($0, outcome) }) {
             distinct.append(outcome)
         }
         let times = outcomes.compactMap(\.atMs)
         if let lo = times.min(), let hi = times.max(), hi > lo { base.windowMs = [lo, hi] }
+        // Certain when every way the decisions go ends alike and each play
+        // was taken to its end.
+        base.certain = distinct.count == 1 && settled
         if distinct.count > 1 {
-            base.certain = false
-            base.race = Prediction.Race(
-                outcomes: distinct,
-                why: "timing decides: " + (base.reasons.last ?? "two things are ready at nearly the same moment"))
-        } else {
-            base.certain = true
+            base.race = Prediction.Race(outcomes: distinct, why: whys.joined(separator: "; "))
         }
         return base
     }

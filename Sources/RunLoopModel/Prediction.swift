@@ -10,9 +10,12 @@ public struct Prediction: Sendable {
         public var atMs: Double?
     }
 
-    /// Where timing decides between outcomes.
+    /// Where timing (or CF's set order among signalled version-0 sources
+    /// of equal order) decides between outcomes that differ.
     public struct Race: Sendable {
         public var outcomes: [Outcome]
+        /// What decides: each decision that, taken the other way, changes
+        /// the answer.
         public var why: String
     }
 

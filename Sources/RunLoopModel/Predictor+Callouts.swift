@@ -18,11 +18,28 @@ extension RunSimulator {
         }
         guard !ready.isEmpty else { return false }
         ready.sort { $0.order < $1.order }
-        let orders = ready.map(\.order)
-        if Set(orders).count < orders.count {
-            races.append(
-                "version-0 sources of equal order are ready together: CF runs them in its set's order, which nobody chooses"
-            )
+        // Equal orders: CF sorts its set's sources by order alone, so they
+        // run in the set's order, which nobody chooses. Played both ways
+        // (each group reversed), so the answer names each outcome.
+        let groups = Dictionary(grouping: ready.indices, by: { ready[$0].order }).filter { $0.value.count > 1 }
+        if !groups.isEmpty {
+            var names: [String] = []
+            for (order, indices) in groups.sorted(by: { $0.key < $1.key }) {
+                let ids = indices.map { index in
+                    ready[index].carrier.map { "the perform source of \($0)" }
+                        ?? ready[index].index.map { model.sources[$0].id } ?? ""
+                }
+                names.append("\(ids.joined(separator: " and ")) (order \(order))")
+            }
+            let after = returnAfterSourceHandled ? "; the run returns after the first one handled" : ""
+            let why =
+                "version-0 sources of equal order are signalled together, \(names.joined(separator: "; ")): "
+                + "CF runs them in its set's order, which nobody chooses\(after)"
+            if decide(why) {
+                for indices in groups.values {
+                    if let first = indices.first, let last = indices.last { ready[first...last].reverse() }
+                }
+            }
         }
         // CF (swift-corelibs) keeps only the last source's result: a source
         // a nested run inside an earlier one's callout already handled (CF

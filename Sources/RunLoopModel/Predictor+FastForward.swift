@@ -43,7 +43,10 @@ extension RunSimulator {
 
     /// No exit predicted: the run goes on (or is too long to play).
     mutating func unknown(_ why: String?) -> Prediction {
-        if let why { reasons.append(why) }
+        if let why {
+            reasons.append(why)
+            unsettled = true
+        }
         return Prediction(
             mode: mode, seconds: seconds, returnAfterSourceHandled: returnAfterSourceHandled,
             outcome: .init(exitReason: nil, cause: nil, atMs: nil), windowMs: nil, certain: why == nil,

@@ -23,7 +23,7 @@ extension RunSimulator {
         inner.lastRemoval = lastRemoval
         inner.budget = budget
         inner.flip = flip
-        inner.decisions = decisions
+        (inner.decisions, inner.races) = (decisions, races)
         // Every enclosing run's timeout, as it comes, wakes the innermost run.
         inner.outerTimeouts = (outerTimeouts + (hasTimeout ? [deadline] : [])).filter { $0 > now }.sorted()
         // CF's new per-run record (`__CFRunLoopPushPerRunData`) starts
@@ -42,9 +42,8 @@ extension RunSimulator {
         (armedAt, sequence, wakeSequence) = (inner.armedAt, inner.sequence, inner.wakeSequence)
         lastRemoval = inner.lastRemoval
         stimuli = inner.stimuli
-        decisions = inner.decisions
+        (decisions, races) = (inner.decisions, inner.races)
         outOfBudget = outOfBudget || inner.outOfBudget
-        for race in inner.races where !races.contains(race) { races.append(race) }
         outerTimeouts.removeAll { $0 <= inner.now + 1e-9 }
         if hasTimeout && deadline <= inner.now + 1e-9 { timeoutSpent = true }
         nested.append(contentsOf: result.nested)

@@ -136,9 +136,9 @@ extension Predictor {
             for outcome in others where !outcomes.contains(where: { key($0) == key(outcome) }) {
                 outcomes.append(outcome)
             }
+            let phase = "where in its repeating timers' periods the run begins decides how it ends"
             result.race = Prediction.Race(
-                outcomes: outcomes,
-                why: "timing decides: where in its repeating timers' periods the run begins decides how it ends")
+                outcomes: outcomes, why: base.race.map { "\($0.why); \(phase)" } ?? phase)
             result.certain = false
         }
         let fires = all.filter { $0.cause?.code == "deadline" }.compactMap { $0.cause?.details["timerFires"]?.number }

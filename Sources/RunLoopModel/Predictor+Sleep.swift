@@ -36,9 +36,9 @@ extension RunSimulator {
         if ready.count > 1 && !(known && ready[1].since >= 0) && !afterCallout
             && ready[1].since - ready[0].since < (known ? 0.0002 : margin)
         {
-            races.append(
-                "\(ready[0].what) and \(ready[1].what) are ready at once: epoll hands CF one of them per pass")
-            if decide() { return ready[1].live }
+            if decide("\(ready[0].what) and \(ready[1].what) are ready at once: epoll hands CF one of them per pass") {
+                return ready[1].live
+            }
         }
         return ready.first?.live
     }
@@ -56,10 +56,12 @@ extension RunSimulator {
             guard var first = candidates.min(by: { $0.at < $1.at }) else { return .never }
             let close = candidates.filter { $0.at - first.at < margin && $0.what != first.what }
             if !close.isEmpty {
-                races.append(
-                    "\(first.what) and \(close.map(\.what).joined(separator: ", ")) fall within \(Int(margin * 1000)) ms of each other at \(Int(first.at * 1000)) ms"
-                )
-                if decide() { first = close[0] }
+                let said = ([first] + close).map { Self.said($0.what) }
+                if decide(
+                    "\(said.joined(separator: " and ")) fall within \(Int(margin * 1000)) ms of each other at \(Int(first.at * 1000)) ms: which comes first is timing"
+                ) {
+                    first = close[0]
+                }
             }
             now = first.at
             switch first.what {
@@ -112,8 +114,20 @@ extension RunSimulator {
         }
     }
 
-    /// A race decision: whether to take the other way this time.
-    mutating func decide() -> Bool {
+    /// A sleep's candidate, as a race's why says it.
+    static func said(_ what: String) -> String {
+        switch what {
+        case "timer": return "the mode's next timer"
+        case "timeout": return "the run's timeout"
+        case "stimulus": return "the next thing from outside"
+        default: return what
+        }
+    }
+
+    /// A race decision, `why` in words (`races[n]` says decision n):
+    /// whether to take the other way this time.
+    mutating func decide(_ why: String) -> Bool {
+        races.append(why)
         defer { decisions += 1 }
         return flip == decisions
     }

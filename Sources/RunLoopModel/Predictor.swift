@@ -74,7 +74,11 @@ package struct RunSimulator {
     /// Per carrier key: signalled and in the loop.
     var carriers: [String: Bool] = [:]
     var reasons: [String] = []
+    /// Each race decision's why, in the order they were met (`decide`).
     var races: [String] = []
+    /// The play could not be taken to its end (a nested run that never
+    /// returns, too many passes, the budget spent): never certain.
+    var unsettled = false
     var entered = false
     var passes = 0
     /// Passes played one by one; past them, only repeating timers are left

@@ -1,3 +1,4 @@
+import CFOracle
 import Foundation
 import Testing
 
@@ -21,7 +22,106 @@ import Testing
         let fires = race.outcomes.compactMap { $0.cause?.details["timerFires"] }
         #expect(Set(fires.map { "\($0)" }).count == 2, "\(race.outcomes.map(\.cause))")
         #expect(race.outcomes.allSatisfy { $0.exitReason == .timedOut })
-        #expect(!race.why.isEmpty)
+        // The race says what it is about: the decision taken the other way.
+        #expect(
+            race.why == "the run's timeout and the mode's next timer fall within 2 ms of each other at 500 ms: "
+                + "which comes first is timing", "\(race.why)")
+    }
+
+    static func source(_ id: String, order: Int) -> LoopModel.Source {
+        LoopModel.Source(
+            id: id, port: false, modeNames: ["default"], modes: ["default"], order: order, signalled: true)
+    }
+
+    /// CF sorts the signalled version-0 sources by order alone: two of
+    /// equal order run in its set's order, which nobody chooses. With
+    /// `returnAfterSourceHandled` only the first runs: either may be the
+    /// one the run answers with, and the answer names both.
+    @Test func signalledSourcesOfEqualOrderAreARaceNamingEach() throws {
+        let model = LoopModel(
+            sources: [Self.source("s1", order: 0), Self.source("s2", order: 0)], everFilled: ["default"])
+        let p = Worker.predict(model, mode: "default", seconds: 1, returnAfterSourceHandled: true)
+        #expect(!p.certain)
+        let race = try #require(p.race)
+        let handled = race.outcomes.compactMap { $0.cause?.details["source"] }.map { "\($0)" }
+        #expect(Set(handled) == ["string(\"s1\")", "string(\"s2\")"], "\(handled)")
+        #expect(race.outcomes.allSatisfy { $0.exitReason == .handledSource })
+        #expect(
+            race.why == "version-0 sources of equal order are signalled together, s1 and s2 (order 0): "
+                + "CF runs them in its set's order, which nobody chooses; the run returns after the first one handled",
+            "\(race.why)")
+
+        // Orders that differ decide it.
+        let ordered = LoopModel(
+            sources: [Self.source("s1", order: 1), Self.source("s2", order: 0)], everFilled: ["default"])
+        let first = Worker.predict(ordered, mode: "default", seconds: 1, returnAfterSourceHandled: true)
+        #expect(first.certain)
+        #expect(first.race == nil)
+        #expect(first.cause?.details["source"] == .string("s2"))
+
+        // Without it both run in the pass, and the run ends alike either way.
+        let both = Worker.predict(model, mode: "default", seconds: 0.3, returnAfterSourceHandled: false)
+        #expect(both.exitReason == .timedOut)
+        #expect(both.certain)
+        #expect(both.race == nil)
+    }
+
+    /// Plain CF on the same loop: two signalled sources of order 0 and a
+    /// `returnAfterSourceHandled` run handle one of them, either; the
+    /// other stays signalled. Which one is CF's set order.
+    @Test func plainCFHandlesOneOfTwoSourcesOfEqualOrder() {
+        let source = OracleSetup.Source(
+            port: false, modes: ["default"], order: 0, signalled: true, wakeUp: false, messages: 0, action: nil)
+        let setup = OracleSetup(
+            quantum: 0.025, keepAlive: "port", runMode: "default", trackingIsCommon: false, startSlot: 0,
+            deadlineSlot: 4, returnAfterSourceHandled: true, nested: false, timers: [], sources: [source, source],
+            performs: [], observers: [], stimuli: [])
+        var seen: [String: Int] = [:]
+        for _ in 0..<10 {
+            let result = CFOracle.play(setup)
+            #expect(result.run.exitReason == "handledSource", "\(result.run)")
+            #expect(result.run.handled.count == 1, "\(result.run.handled)")
+            for label in result.run.handled { seen[label, default: 0] += 1 }
+        }
+        #expect(Set(seen.keys).isSubset(of: ["source s0", "source s1"]), "\(seen)")
+        print("plain CF, two signalled sources of order 0 (10 plays): \(seen.sorted { $0.key < $1.key })")
+    }
+
+    /// A race whose two ways end alike is no race: the answer is certain.
+    /// (Outcomes were once told apart by their details' printed order,
+    /// which differs between two equal dictionaries: about one call in two
+    /// answered "not certain" with the same outcome twice.)
+    @Test func aRaceWhoseWaysEndAlikeIsCertain() {
+        let port = LoopModel.Source(id: "s9", port: true, modeNames: ["default"], modes: ["default"], role: .keepAlive)
+        let model = LoopModel(timers: [Self.timer("tm1", next: 0.1005)], sources: [port], everFilled: ["default"])
+        let stimuli = [Stimulus(at: 0.1, .wakeUp)]
+        for _ in 0..<20 {
+            let p = Worker.predict(
+                model, mode: "default", seconds: 0.5, returnAfterSourceHandled: false, stimuli: stimuli)
+            #expect(p.exitReason == .timedOut)
+            #expect(p.cause?.details["timerFires"] == .number(1))
+            #expect(p.certain, "\(p.race.map(\.why) ?? "")")
+            #expect(p.race == nil)
+        }
+    }
+
+    /// A race whose every way ends in a run that cannot be played to its end
+    /// is not certain (each way alike once told "certain").
+    @Test func aRaceBetweenPlaysThatNeverEndIsNotCertain() {
+        let forever = LoopModel.NestedRun(
+            mode: "default", seconds: RunPolicy.distantFuture, returnAfterSourceHandled: false)
+        let port = LoopModel.Source(id: "s9", port: true, modeNames: ["default"], modes: ["default"], role: .keepAlive)
+        var source = Self.source("s1", order: 0)
+        source.signalled = false
+        source.nested = forever
+        var timer = Self.timer("tm1", next: 0.1005)
+        timer.nested = forever
+        let model = LoopModel(timers: [timer], sources: [port, source], everFilled: ["default"])
+        let stimuli = [Stimulus(at: 0.1, .signal(source: "s1", wakeUp: true))]
+        let p = Worker.predict(
+            model, mode: "default", seconds: 1, returnAfterSourceHandled: false, stimuli: stimuli)
+        #expect(p.exitReason == nil)
+        #expect(!p.certain, "\(p.reasons)")
     }
 
     @Test func aFastRepeatingTimerIsCountedUpToTheDeadline() {
