@@ -5,8 +5,9 @@ HOST ?= 127.0.0.1
 RELEASE_FLAGS := -c release --static-swift-stdlib
 BIN_DEBUG := .build/debug/runloopd
 BIN_RELEASE := .build/release/runloopd
-# The tests that compare a real run's timing with its prediction: run apart from the rest.
-PREDICT_TESTS := PredictDifferentialTests|E2EPredictTests
+# The tests that compare a real run's timing with its prediction, and the plain-CF
+# cases of docs/claims.md (on a slot grid too): run apart from the rest.
+PREDICT_TESTS := PredictDifferentialTests|E2EPredictTests|ClaimOracleTests
 # What swift format lints and formats (make test, make lint, make format).
 FORMAT_PATHS := Sources Tests Plugins Package.swift benchmarks/Sources benchmarks/Package.swift
 
