@@ -184,7 +184,7 @@ const causeCode = (c) => (c && c.code) || '–';
 export const outcomeText = (o) =>
   o.exitReason
     ? [h('span', { class: 'predict-exit mono' }, user(o.exitReason)), ' · ', h('code', { class: 'predict-cause' }, user(causeCode(o.cause))), ' · ', whenText(o)]
-    : [h('span', { class: 'predict-exit' }, 'no return by itself'), ' (it sleeps until a stop, a wake-up or something added)'];
+    : [h('span', { class: 'predict-exit' }, 'no return by itself'), ' (it sleeps until a stop, a wake-up, a perform queued or a timer added)'];
 
 /** A timer fire count that depends on the run's start: " · 4 to 5 timer fires (…)", or nothing. */
 export function firesText(p) {

@@ -3,7 +3,7 @@ public struct Prediction: Sendable {
     /// One possible end of the run.
     public struct Outcome: Sendable {
         /// nil: the run does not return by itself (it sleeps until a stop,
-        /// a wake-up or something added).
+        /// a wake-up, a perform queued or a timer added).
         public var exitReason: ExitReason?
         public var cause: ExitCause?
         /// Milliseconds from the start of the run.

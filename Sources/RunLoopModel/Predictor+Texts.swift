@@ -16,7 +16,7 @@ extension RunSimulator {
         if !customs.isEmpty {
             wakers.append("a signal with a wake-up of \(customs.map(\.id).joined(separator: ", "))")
         }
-        let others = "a stop, a wake-up or something added"
+        let others = "a stop, a wake-up, a perform queued or a timer added"
         let until = wakers.isEmpty ? others : (wakers + [others]).joined(separator: ", ")
         if timeoutSpent {
             return

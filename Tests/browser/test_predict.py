@@ -201,7 +201,7 @@ def test_run_form_shows_the_prediction_live_then_beside_the_outcome(driver, cons
         read = 'const e = document.querySelector(arguments[0]); return e && [e.getAttribute("data-exit"), e.innerText]'
         exit_reason, text = wait(driver, 10).until(lambda d: d.execute_script(read, '#d-why-modes li[data-mode="default"] .why-predict'))
         assert exit_reason == (default["prediction"]["exitReason"] or "")
-        assert "no deadline" in text and text.endswith("no return by itself (it sleeps until a stop, a wake-up or something added)"), text  # its keep-alive port
+        assert "no deadline" in text and text.endswith("no return by itself (it sleeps until a stop, a wake-up, a perform queued or a timer added)"), text  # its keep-alive port
         # each prediction says which run it is about (issue 39): this one a run with no deadline, the form's its own
         form_line = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, "#run-predict .predict-line"))
         assert "for the run this form would start" in form_line.text, form_line.text

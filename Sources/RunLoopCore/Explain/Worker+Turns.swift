@@ -172,6 +172,7 @@ extension Worker {
         return
             "\(id) waits in \(mode) for \(ExitCause.seconds(seconds)) with nothing in the mode due or on its way: "
             + "only its keep-alive port holds the mode open, so only \(port)a stop, a wake-up, "
-            + "or a perform, source or timer added later will wake it"
+            + "a perform queued, or a timer added later (at its fire date) will wake it; "
+            + "a source added later wakes it only once signalled with a wake-up"
     }
 }

@@ -199,7 +199,9 @@ extension Worker {
         if !signalled.isEmpty {
             waiting.append("source \(signalled.map(\.id).joined(separator: ", ")) (signalled)")
         }
+        var deadline: String?
         if let run, run.seconds < 1e9 {
+            deadline = String(format: "in %.2f s, of its %@", run.left, ExitCause.seconds(run.seconds))
             wakes.append(
                 String(
                     format: "its deadline passes in %.2f s (of its %@)", run.left, ExitCause.seconds(run.seconds)))
@@ -231,10 +233,22 @@ extension Worker {
         if !waiting.isEmpty {
             let list = waiting.joined(separator: ", ")
             if asleep {
+                // Only a wake brings that turn: the deadline and a stop end
+                // the run (CF checks them after the wake, before any source).
+                let wakers = wakes.filter { !$0.hasPrefix("its deadline passes") }.dropLast() + ["a wake-up"]
+                let ends =
+                    deadline.map {
+                        "if its deadline passes first (\($0)), the run returns timedOut with it still waiting, and a stop returns stopped"
+                    }
+                    ?? "a stop returns stopped with it still waiting"
+                let first =
+                    run?.returnAfterSourceHandled == true
+                    ? "; with returnAfterSourceHandled, a turn that handles a port message or another source first returns without it"
+                    : ""
                 return
                     "the loop sleeps in \(mode) although work is waiting there (\(list)): "
                     + "a sleeping loop looks at it only on its next turn (a signal without a wake-up does not wake it), "
-                    + "which comes when " + wakes.joined(separator: "; or ")
+                    + "which comes when something wakes it: " + wakers.joined(separator: "; or ") + "; " + ends + first
             }
             return "\(subject) handles \(list) on its next turn; after that it sleeps until "
                 + wakes.joined(separator: "; or ")
