@@ -17,6 +17,18 @@ extension RunSimulator {
             wakers.append("a signal with a wake-up of \(customs.map(\.id).joined(separator: ", "))")
         }
         let others = "a stop, a wake-up, a perform queued or a timer added"
+        // What the run did before this sleep (a queued message handled):
+        // "nothing ... holding a message" is said of the loop after it.
+        var ran: [String] = []
+        for ref in turns.flatMap(\.callouts) where ref.kind != .observer {
+            let name = "\(ref.kind.rawValue) \(ref.id)"
+            if !ran.contains(name) { ran.append(name) }
+        }
+        let once =
+            ran.isEmpty
+            ? ""
+            : "once \(ran.prefix(3).joined(separator: ", "))\(ran.count > 3 ? " and \(ran.count - 3) more" : "") "
+                + "ran, "
         let until = wakers.isEmpty ? others : (wakers + [others]).joined(separator: ", ")
         if timeoutSpent {
             return
@@ -24,9 +36,10 @@ extension RunSimulator {
                 + "it sleeps past its deadline until \(until)"
         }
         guard !wakers.isEmpty else {
-            return "nothing left in \(mode) can wake the loop and the run has no timeout: it sleeps until \(others)"
+            return once
+                + "nothing left in \(mode) can wake the loop and the run has no timeout: it sleeps until \(others)"
         }
-        return
-            "nothing in \(mode) is due, signalled or holding a message, and the run has no timeout: it sleeps until \(until)"
+        return once
+            + "nothing in \(mode) is due, signalled or holding a message, and the run has no timeout: it sleeps until \(until)"
     }
 }

@@ -99,6 +99,22 @@ import Testing
         }
     }
 
+    /// A message queued on the keep-alive port of a manual thread not
+    /// running: the run handles it first, then sleeps. Neither text may say
+    /// the run only sleeps, nor that nothing holds a message before it ran.
+    @Test func aQueuedMessageIsTheNextTurnsWorkNotNothing() throws {
+        try withWorker(options(.manual)) { worker in
+            let port = try #require(worker.why().modes.first { $0.mode == "default" }?.ports.first?.id)
+            _ = try worker.sendMessage(toSource: port, msgid: 1, data: "hi")
+            let mode = try #require(worker.why().modes.first { $0.mode == "default" })
+            #expect(
+                mode.verdict.hasPrefix("a run in default handles port \(port) (a message queued) on its next turn"),
+                "\(mode.verdict)")
+            let last = mode.prediction?.reasons.last ?? ""
+            #expect(last.hasPrefix("once port \(port) ran, nothing in default is due"), "\(last)")
+        }
+    }
+
     /// Names close to CF's or Cocoa's get a suggestion; others, and the real
     /// names, none.
     @Test func modeNamesCloseToKnownOnesGetASuggestion() throws {

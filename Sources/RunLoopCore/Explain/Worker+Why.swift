@@ -199,6 +199,12 @@ extension Worker {
         if !signalled.isEmpty {
             waiting.append("source \(signalled.map(\.id).joined(separator: ", ")) (signalled)")
         }
+        // A port holding a message (`signalled` for a port) is work for the
+        // next turn; one asleep is woken by it at once (epoll).
+        let holding = ports.filter(\.signalled)
+        if !holding.isEmpty && !asleep {
+            waiting.append("port \(holding.map(\.id).joined(separator: ", ")) (a message queued)")
+        }
         var deadline: String?
         if let run, run.seconds < 1e9 {
             deadline = String(format: "in %.2f s, of its %@", run.left, ExitCause.seconds(run.seconds))
