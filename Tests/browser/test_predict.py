@@ -225,6 +225,42 @@ def test_run_form_shows_the_prediction_live_then_beside_the_outcome(driver, cons
     assert page_problems(driver, console, console_mark) == []
 
 
+def test_a_count_the_runs_start_decides_reads_as_one_range_however_often_asked(driver, console, console_mark):
+    """Issue 38's learner saw the form flip between 4 and 5 fires, and
+    between certain and not, across a 0.5 ms window. A 100 ms repeating
+    timer: how many times it fires in a 0.35 s or a 0.45 s run depends on
+    where in its period the run begins. Asked again and again (each time at
+    another point of the period), the form reads one range, the server's,
+    and "not certain", every time."""
+    status, thread = api("POST", "/api/threads", {"name": unique("range"), "keepAlive": "port", "run": {"style": "manual"}})
+    assert status == 201, thread
+    tid = thread["id"]
+    try:
+        status, timer = api("POST", f"/api/threads/{tid}/timers", {"delay": 0.1, "interval": 0.1, "repeats": True})
+        assert status == 201, timer
+        card = wait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, f'article.card[data-thread="{tid}"]'))
+        open_details(driver, card)
+        set_input(driver, "mode", "")
+        read = 'const e = document.querySelector("#run-predict"); return e && [e.getAttribute("data-state"), e.getAttribute("data-certain"), e.innerText]'
+        fires = re.compile(r" · (\d+) to (\d+) timer fires \(")
+        seen = {"0.35": set(), "0.45": set()}
+        for seconds in ["0.35", "0.45"] * 4:
+            set_input(driver, "seconds", seconds)
+            ms = f"at {float(seconds) * 1000:.1f} ms"
+            state, certain, text = wait(driver, 10).until(
+                lambda d: (lambda r: r if r and r[0] == "ready" and ms in r[2] else None)(d.execute_script(read))
+            )
+            found = fires.search(text)
+            assert found and certain == "false" and " · not certain" in text, text
+            seen[seconds].add((int(found.group(1)), int(found.group(2))))
+        for seconds, ranges in seen.items():
+            server = server_prediction(tid, {"seconds": float(seconds)})
+            assert not server["certain"] and ranges == {(server["timerFiresRange"]["min"], server["timerFiresRange"]["max"])}, (seconds, ranges, server)
+    finally:
+        api("DELETE", f"/api/threads/{tid}")
+    assert page_problems(driver, console, console_mark) == []
+
+
 def test_run_form_lists_the_nested_runs_a_callout_starts(driver, console, console_mark):
     """A timer whose fire runs the loop nested in an empty mode (runNested,
     tracking): the form's prediction lists that nested run with its own exit
