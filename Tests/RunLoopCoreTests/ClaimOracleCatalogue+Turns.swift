@@ -128,6 +128,17 @@ extension ClaimCase {
             }
         },
         ClaimCase(
+            name: "a-perform-queued-during-a-run-wakes-it",
+            shows:
+                "a perform queued from another thread while the loop sleeps (its mode's version-0 source signalled, "
+                + "the loop woken) runs at once, and ends a returnAfterSourceHandled run as a handled source"
+        ) {
+            S.play("perform", S.setup(deadline: 3, rash: true, stimuli: [.init(slot: 1, kind: "perform")])) { run, _ in
+                S.expect(run.exitReason == "handledSource" && run.handled == ["perform x0"], "not handled")
+                    + S.expect(run.ms >= 0.5 * 25 && run.ms < 2.5 * 25, "not at the perform's slot: \(run.ms) ms")
+            }
+        },
+        ClaimCase(
             name: "a-perform-source-leaves-the-mode",
             shows: "once its performs ran, the perform source leaves the mode: a mode it alone held finishes"
         ) {
