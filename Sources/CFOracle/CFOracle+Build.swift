@@ -152,12 +152,33 @@ extension Player {
         }
         for (index, plan) in setup.observers.enumerated() {
             let bits = plan.activities.compactMap { activityBits[$0] }.reduce(0, |)
-            let observer = CFRunLoopObserverCreateWithHandler(nil, bits, plan.repeats, plan.order) { [self] _, _ in
+            // A C callout with an info CF does not own, not a block: a stimulus
+            // invalidates the observer from another thread, and CF releases a
+            // block's context at once, even while its callout runs (runloopd's
+            // ObserverRecord says more). `keep` holds the info until the
+            // loop's thread has exited.
+            let info = ObserverInfo { [self] in
                 callout("observer o\(index)", source: false) { act(plan.action, label: "observer o\(index)") }
             }
+            keep.append(info)
+            var context = CFRunLoopObserverContext(
+                version: 0, info: Unmanaged.passUnretained(info).toOpaque(), retain: nil, release: nil,
+                copyDescription: nil)
+            let observer = CFRunLoopObserverCreate(
+                nil, bits, plan.repeats, plan.order,
+                { _, _, info in
+                    guard let info else { return }
+                    Unmanaged<ObserverInfo>.fromOpaque(info).takeUnretainedValue().fire()
+                }, &context)
             CFRunLoopAddObserver(loop, observer, cfMode(plan.mode))
             observers.append(observer!)
         }
     }
 
+}
+
+/// What a user observer's C callout reaches through its info pointer.
+final class ObserverInfo {
+    let fire: () -> Void
+    init(_ fire: @escaping () -> Void) { self.fire = fire }
 }

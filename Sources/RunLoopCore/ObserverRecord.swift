@@ -57,11 +57,20 @@ public struct ObserverSnapshot: Sendable {
 /// thread. The callback count is `Locked`; the CF observer is set once;
 /// whether it is still valid is an atomic flag (`isLive`), so the worker
 /// reads it under its own lock without a CF call.
+///
+/// The CF observer calls a C function with this record as its info, not a
+/// block: `CFRunLoopObserverInvalidate` releases an observer's info at once,
+/// even while its callout runs on the loop's thread, and a block released
+/// there was freed under the callout (a DELETE of an observer as it fired
+/// crashed the process: a call to a freed block's code pointer). CF does
+/// not own the info (no retain or release); the worker's book keeps the
+/// record, and drops it only once it is invalidated, at a later insert.
 // @unchecked: the CF observer, set once in init, is a thread-safe CF object.
 final class ObserverRecord: @unchecked Sendable {
     let id: String
     let spec: ObserverSpec
     private(set) var observer: CFRunLoopObserver! = nil
+    private let onActivity: @Sendable (ObserverRecord, Activity) -> Void
     private let fired = Locked(0)
     /// False once invalidated: by `invalidate`, or by CF after a one-shot
     /// observer's callout.
@@ -76,15 +85,24 @@ final class ObserverRecord: @unchecked Sendable {
     init(id: String, spec: ObserverSpec, onActivity: @escaping @Sendable (ObserverRecord, Activity) -> Void) {
         self.id = id
         self.spec = spec
-        self.observer = CFRunLoopObserverCreateWithHandler(
-            kCFAllocatorDefault, Activities(spec.activities).rawValue, spec.repeats, spec.order
-        ) { [weak self] _, activity in
-            guard let self, let which = Activity(bit: UInt(activity.rawValue)) else { return }
-            self.fired.withLock { $0 += 1 }
-            onActivity(self, which)
-            // CF invalidates a one-shot observer right after this callout.
-            if !self.spec.repeats { self.live.store(false, ordering: .releasing) }
-        }
+        self.onActivity = onActivity
+        var context = CFRunLoopObserverContext(
+            version: 0, info: Unmanaged.passUnretained(self).toOpaque(), retain: nil, release: nil,
+            copyDescription: nil)
+        self.observer = CFRunLoopObserverCreate(
+            kCFAllocatorDefault, Activities(spec.activities).rawValue, spec.repeats, spec.order,
+            { _, activity, info in
+                guard let info else { return }
+                Unmanaged<ObserverRecord>.fromOpaque(info).takeUnretainedValue().fire(activity)
+            }, &context)
+    }
+
+    private func fire(_ activity: CFRunLoopActivity) {
+        guard let which = Activity(bit: UInt(activity.rawValue)) else { return }
+        fired.withLock { $0 += 1 }
+        onActivity(self, which)
+        // CF invalidates a one-shot observer right after this callout.
+        if !spec.repeats { live.store(false, ordering: .releasing) }
     }
 
     func invalidate() {

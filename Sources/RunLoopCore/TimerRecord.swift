@@ -133,10 +133,19 @@ final class TimerRecord: @unchecked Sendable, ModeScheduled {
         let delay = spec.delay ?? spec.interval
         self.firstFire = CFAbsoluteTimeGetCurrent() + delay
         let interval = spec.repeats ? spec.interval : 0
-        self.timer = CFRunLoopTimerCreateWithHandler(kCFAllocatorDefault, firstFire, interval, 0, 0) {
-            [weak self] _ in
-            self?.fired()
-        }
+        // A C callout with this record as an info CF does not own, not a
+        // block: CFRunLoopTimerInvalidate releases a timer's info at once,
+        // even while it fires on the loop's thread (ObserverRecord says
+        // more). The worker's book keeps the record until it is invalid.
+        var context = CFRunLoopTimerContext(
+            version: 0, info: Unmanaged.passUnretained(self).toOpaque(), retain: nil, release: nil,
+            copyDescription: nil)
+        self.timer = CFRunLoopTimerCreate(
+            kCFAllocatorDefault, firstFire, interval, 0, 0,
+            { _, info in
+                guard let info else { return }
+                Unmanaged<TimerRecord>.fromOpaque(info).takeUnretainedValue().fired()
+            }, &context)
         CFRunLoopTimerSetTolerance(timer, spec.tolerance)
     }
 
