@@ -23,7 +23,7 @@ extension RunSimulator {
         inner.lastRemoval = lastRemoval
         inner.budget = budget
         inner.flip = flip
-        (inner.decisions, inner.races) = (decisions, races)
+        inner.races = races
         // Every enclosing run's timeout, as it comes, wakes the innermost run.
         inner.outerTimeouts = (outerTimeouts + (hasTimeout ? [deadline] : [])).filter { $0 > now }.sorted()
         // CF's new per-run record (`__CFRunLoopPushPerRunData`) starts
@@ -42,7 +42,7 @@ extension RunSimulator {
         (armedAt, sequence, wakeSequence) = (inner.armedAt, inner.sequence, inner.wakeSequence)
         lastRemoval = inner.lastRemoval
         stimuli = inner.stimuli
-        (decisions, races) = (inner.decisions, inner.races)
+        races = inner.races
         outOfBudget = outOfBudget || inner.outOfBudget
         outerTimeouts.removeAll { $0 <= inner.now + 1e-9 }
         if hasTimeout && deadline <= inner.now + 1e-9 { timeoutSpent = true }

@@ -128,7 +128,6 @@ extension RunSimulator {
     /// whether to take the other way this time.
     mutating func decide(_ why: String) -> Bool {
         races.append(why)
-        defer { decisions += 1 }
-        return flip == decisions
+        return flip == races.count - 1
     }
 }

@@ -89,9 +89,8 @@ package struct RunSimulator {
     var budget = PredictBudget()
     /// Whether the run was given up because `budget` ran out.
     var outOfBudget = false
-    /// The race decision (counted from 0) to take the other way, if any.
+    /// The race decision (an index of `races`) to take the other way, if any.
     var flip: Int?
-    var decisions = 0
 
     struct OpenTurn {
         var wokeBy: WokeBy?
