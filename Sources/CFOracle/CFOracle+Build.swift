@@ -157,7 +157,7 @@ extension Player {
             // block's context at once, even while its callout runs (runloopd's
             // ObserverRecord says more). `keep` holds the info until the
             // loop's thread has exited.
-            let info = ObserverInfo { [self] in
+            let info = SourceInfo { [self] in
                 callout("observer o\(index)", source: false) { act(plan.action, label: "observer o\(index)") }
             }
             keep.append(info)
@@ -166,19 +166,10 @@ extension Player {
                 copyDescription: nil)
             let observer = CFRunLoopObserverCreate(
                 nil, bits, plan.repeats, plan.order,
-                { _, _, info in
-                    guard let info else { return }
-                    Unmanaged<ObserverInfo>.fromOpaque(info).takeUnretainedValue().fire()
-                }, &context)
+                { _, _, info in SourceInfo.from(info)?.perform() }, &context)
             CFRunLoopAddObserver(loop, observer, cfMode(plan.mode))
             observers.append(observer!)
         }
     }
 
-}
-
-/// What a user observer's C callout reaches through its info pointer.
-final class ObserverInfo {
-    let fire: () -> Void
-    init(_ fire: @escaping () -> Void) { self.fire = fire }
 }

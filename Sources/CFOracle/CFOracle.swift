@@ -70,7 +70,8 @@ let activityBits: [String: CFOptionFlags] = [
 ]
 
 /// The info a version-0 or version-1 source's C callbacks reach; its source
-/// owns it (the context's retain and release).
+/// owns it (the context's retain and release). A user observer's C callout
+/// reaches one too, owned by the player's `keep` instead.
 final class SourceInfo {
     let perform: () -> Void
     let port: Int32
