@@ -2,6 +2,8 @@ import CoreFoundation
 import Foundation
 import RunLoopTestSupport
 
+@testable import CFOracle
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -78,7 +80,7 @@ extension ClaimCase {
                 context.cancel = { info, _, mode in R.Calls.from(info).add("cancel \(R.name(mode))") }
                 context.perform = { _ in }
                 let source = CFRunLoopSourceCreate(nil, 0, &context)
-                let tracking = R.mode("tracking")
+                let tracking = cfMode("tracking")
                 CFRunLoopAddSource(loop, source, kCFRunLoopDefaultMode)
                 CFRunLoopAddSource(loop, source, tracking)
                 CFRunLoopRemoveSource(loop, source, tracking)
@@ -95,7 +97,7 @@ extension ClaimCase {
             shows: "a port source's callout runs on the thread whose run loop read the message, no other"
         ) {
             R.asleep { loop, asleep in
-                guard let fd = R.eventfd() else { return ["no eventfd"] }
+                guard let fd = eventfdCall?(0, 0), fd >= 0 else { return ["no eventfd"] }
                 defer { close(fd) }
                 let calls = R.Calls(fd: fd, loopThread: pthread_self())
                 var context = CFRunLoopSourceContext1()

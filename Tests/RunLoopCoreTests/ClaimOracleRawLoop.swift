@@ -114,11 +114,6 @@ enum RawLoop {
         return timer
     }
 
-    static func mode(_ name: String) -> CFRunLoopMode {
-        var bytes = Array(name.utf8)
-        return CFStringCreateWithBytes(nil, &bytes, bytes.count, CFStringBuiltInEncodings.UTF8.rawValue, false)
-    }
-
     static func name(_ mode: CFRunLoopMode?) -> String {
         guard let mode else { return "-" }
         var buffer = [CChar](repeating: 0, count: 256)
@@ -126,13 +121,5 @@ enum RawLoop {
             return "?"
         }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    /// `eventfd(2)` (Glibc's module does not import it).
-    static func eventfd() -> Int32? {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "eventfd") else { return nil }
-        let call = unsafeBitCast(symbol, to: (@convention(c) (UInt32, Int32) -> Int32).self)
-        let fd = call(0, 0)
-        return fd >= 0 ? fd : nil
     }
 }
