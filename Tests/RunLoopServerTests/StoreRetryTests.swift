@@ -232,6 +232,37 @@ struct StoreRetryTests {
         #expect(recorder.state.withLock { !$0.awaitingNext })
     }
 
+    @Test("a perform queued as the writer takes its first batch waits for its answer (random gaps; seed printed)")
+    func performQueuedAsTheWriterTakes() throws {
+        // CI (ThreadSanitizer) saw a perform recorded just after the start
+        // committed 0.4 ms later: the writer had looked at the queue (the
+        // start's event last, no perform to wait for) and took the perform
+        // with it. Each round starts a writer and records a perform a random
+        // moment later, before, during or after its first take.
+        let seed = UInt64.random(in: 1...UInt64.max)
+        print("StoreRetryTests.performQueuedAsTheWriterTakes seed \(seed)")
+        var generator = SplitMix(seed)
+        for round in 0..<100 {
+            let store = SwitchedStore()
+            store.turn(reads: true, writes: true)
+            let recorder = Self.recorder(store, backoff: 0.25...0.25, flushInterval: 0)
+            defer { recorder.stop(timeout: 5) }
+            // Spun, not slept: a gap of microseconds.
+            let until = Monotonic.now() + Double.random(in: 0...0.0003, using: &generator)
+            while Monotonic.now() < until {}
+            let at = Date().timeIntervalSince1970
+            recorder.record(.event(.perform(thread: "t1", result: HistoryRowTests.results[0])), seq: 1_000, at: at)
+            let index = { (s: SwitchedStore.State) in
+                s.committed.firstIndex { $0.events.contains { $0.seq == 1_000 } }
+            }
+            #expect(store.wait { index($0) != nil })
+            let after = store.state.withLock { s in index(s).map { s.committedAt[$0] } ?? 0 } - at
+            #expect(
+                after >= StoredEvent.foldWindow - 0.001,
+                "round \(round): the perform committed \(after) s after it was queued, within its window")
+        }
+    }
+
     @Test("an outage's start: the last answer, at most one heartbeat interval back, never after now")
     func outageStartBounds() {
         var status = HistoryRecorder.Status()

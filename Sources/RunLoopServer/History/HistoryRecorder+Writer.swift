@@ -66,42 +66,9 @@ extension HistoryRecorder {
             if early > 0, !backlog {
                 state.withLock(when: { $0.stopping || $0.flushWanted }, timeout: early) { _, _ in }
             }
-            awaitAnswer()
             // A transaction takes at most `batchBytes` of text (a commit's
-            // pages stay a small share of the size bound). The whole queue,
-            // when it fits, changes hands in O(1): the recording threads
-            // never wait behind a copy. The queue's storage is recycled: the
-            // next queue is the batch before last's buffer, emptied (see
-            // `State.spare`). A larger queue gives its oldest chunk.
-            var (taken, stopping, queuedBytes, takenBytes) = state.withLock { s -> (Deque<Queued>, Bool, Int, Int) in
-                s.flushWanted = false
-                // Only a read answered from here on calls for an early try.
-                s.retryNow = false
-                let queued = s.queueBytes
-                if s.queueBytes <= batchBytes {
-                    s.inFlight = s.queue
-                    s.inFlightBytes = s.queueBytes
-                    s.queue = s.spare
-                    s.queueBytes = 0
-                    s.spare = Deque()
-                } else {
-                    var chunk = Deque<Queued>()
-                    var bytes = 0
-                    while let oldest = s.queue.first, chunk.isEmpty || bytes + oldest.bytes <= batchBytes {
-                        chunk.append(s.queue.removeFirst())
-                        bytes += oldest.bytes
-                    }
-                    // A chunk never ends between a perform and its request (one row).
-                    if let last = chunk.last, let next = s.queue.first, Self.folds(last, next) {
-                        chunk.append(s.queue.removeFirst())
-                        bytes += next.bytes
-                    }
-                    s.inFlight = chunk
-                    s.inFlightBytes = bytes
-                    s.queueBytes -= bytes
-                }
-                return (s.inFlight, s.stopping, queued, s.inFlightBytes)
-            }
+            // pages stay a small share of the size bound).
+            var (taken, stopping, queuedBytes, takenBytes) = takeBatch(batchBytes: batchBytes)
             backlog = queuedBytes > batchBytes
             writtenBytes += takenBytes
             unchecked += takenBytes
@@ -284,16 +251,76 @@ extension HistoryRecorder {
     /// machine. A stop or a flush does not wait; a perform nobody answers
     /// over HTTP is committed at most the window later.
     func awaitAnswer() {
-        let last = state.withLock { s -> (seq: Int64, at: Double)? in
-            guard !s.stopping, !s.flushWanted, let last = s.queue.last, last.type == "perform" else { return nil }
+        let last = state.withLock { s -> Queued? in
+            guard let last = Self.answerPending(s) else { return nil }
             s.awaitingNext = true
-            return (last.seq, last.at)
+            return last
         }
         guard let last else { return }
         let remaining = last.at + StoredEvent.foldWindow - Date().timeIntervalSince1970
         state.withLock(
             when: { $0.stopping || $0.flushWanted || $0.queue.last?.seq != last.seq }, timeout: max(0, remaining)
         ) { s, _ in s.awaitingNext = false }
+    }
+
+    /// The perform that ends the queue, while the writer waits for its
+    /// answer: within its fold window, and no stop or flush wanted.
+    static func answerPending(_ s: State) -> Queued? {
+        guard !s.stopping, !s.flushWanted, let last = s.queue.last, last.type == "perform",
+            last.at + StoredEvent.foldWindow > Date().timeIntervalSince1970
+        else { return nil }
+        return last
+    }
+
+    /// The next batch, taken from the queue. The wait for a perform's
+    /// answer and the take are one decision: a perform queued between the
+    /// two was committed at once, without its request (CI saw it 0.4 ms
+    /// after the perform). A take that finds a perform still in its window
+    /// waits again.
+    func takeBatch(batchBytes: Int) -> (Deque<Queued>, Bool, Int, Int) {
+        while true {
+            awaitAnswer()
+            let took = state.withLock { s -> (Deque<Queued>, Bool, Int, Int)? in
+                if Self.answerPending(s) != nil { return nil }
+                return Self.take(&s, batchBytes: batchBytes)
+            }
+            if let took { return took }
+        }
+    }
+
+    /// Takes a transaction's worth from the queue, under the state's lock.
+    /// The whole queue, when it fits, changes hands in O(1): the recording
+    /// threads never wait behind a copy. The queue's storage is recycled:
+    /// the next queue is the batch before last's buffer, emptied (see
+    /// `State.spare`). A larger queue gives its oldest chunk, which never
+    /// ends between a perform and its request (one row).
+    static func take(_ s: inout State, batchBytes: Int) -> (Deque<Queued>, Bool, Int, Int) {
+        s.flushWanted = false
+        // Only a read answered from here on calls for an early try.
+        s.retryNow = false
+        let queued = s.queueBytes
+        if s.queueBytes <= batchBytes {
+            s.inFlight = s.queue
+            s.inFlightBytes = s.queueBytes
+            s.queue = s.spare
+            s.queueBytes = 0
+            s.spare = Deque()
+        } else {
+            var chunk = Deque<Queued>()
+            var bytes = 0
+            while let oldest = s.queue.first, chunk.isEmpty || bytes + oldest.bytes <= batchBytes {
+                chunk.append(s.queue.removeFirst())
+                bytes += oldest.bytes
+            }
+            if let last = chunk.last, let next = s.queue.first, folds(last, next) {
+                chunk.append(s.queue.removeFirst())
+                bytes += next.bytes
+            }
+            s.inFlight = chunk
+            s.inFlightBytes = bytes
+            s.queueBytes -= bytes
+        }
+        return (s.inFlight, s.stopping, queued, s.inFlightBytes)
     }
 
     /// Rows for a batch (serialized here, on the writer's thread). A
