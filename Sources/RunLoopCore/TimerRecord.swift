@@ -133,10 +133,12 @@ final class TimerRecord: @unchecked Sendable, ModeScheduled {
         let delay = spec.delay ?? spec.interval
         self.firstFire = CFAbsoluteTimeGetCurrent() + delay
         let interval = spec.repeats ? spec.interval : 0
-        // A C callout with this record as an info CF does not own, not a
-        // block: CFRunLoopTimerInvalidate releases a timer's info at once,
-        // even while it fires on the loop's thread (ObserverRecord says
-        // more). The worker's book keeps the record until it is invalid.
+        // A C callout with this record as an info CF does not own, as
+        // ObserverRecord does (there a block was freed under its callout).
+        // A timer's block would be safe: `__CFRunLoopDoTimer` retains the
+        // info through the context's `retain` around the callout, and
+        // CFRunLoopTimerInvalidate's release comes after. The worker's book
+        // keeps the record until it is invalid.
         var context = CFRunLoopTimerContext(
             version: 0, info: Unmanaged.passUnretained(self).toOpaque(), retain: nil, release: nil,
             copyDescription: nil)

@@ -4,14 +4,19 @@ import Testing
 
 @testable import RunLoopCore
 
-/// An observer or a timer invalidated from another thread while its callout
-/// runs on the loop's thread (a DELETE as it fires). CF releases a block's
-/// context at once when it invalidates, even mid-callout: the predict
-/// differential once crashed there (a call to a freed block's code pointer,
-/// 0x3, from `__CFRunLoopDoObservers`). Observers and timers now call a C
-/// function whose info CF does not own. This hammers the window: a loop
-/// turning every 0.2 ms, each observer and timer invalidated as soon as it
-/// fired once. It passes by not crashing the test process.
+/// An observer, a timer or a delayed perform invalidated (deleted,
+/// cancelled) from another thread while its callout runs on the loop's
+/// thread. `CFRunLoopObserverInvalidate` releases an observer's info at once,
+/// even mid-callout (`__CFRunLoopDoObservers` passes it unretained): the
+/// predict differential once crashed there (a call to a freed block's code
+/// pointer, 0x3). Observers and timers now call a C function whose info CF
+/// does not own. A timer's callout holds its info retained
+/// (`__CFRunLoopDoTimer`), so a delayed perform's block timer is safe; its
+/// cancel racing its fire must still end one way or the other. This hammers
+/// the window: a loop turning every 0.2 ms, each observer and timer
+/// invalidated as soon as it fired once, each delayed perform cancelled a
+/// random moment after it was queued. It passes by not crashing the test
+/// process, and by both ends happening.
 @Suite struct InvalidateWhileFiringTests {
     @Test func invalidatingAsTheyFireNeverCrashes() throws {
         try withWorker(options(.loop)) { worker in
@@ -33,6 +38,28 @@ import Testing
             }
             #expect(rounds > 10, "only \(rounds) rounds in 3 s")
             print("invalidate while firing: \(rounds) rounds of an observer and a timer")
+        }
+    }
+
+    @Test func cancellingDelayedPerformsAsTheyFireNeverCrashes() throws {
+        try withWorker(options(.loop)) { worker in
+            _ = try worker.addTimer(TimerSpec(interval: 0.0002))
+            let seed = UInt64.random(in: 1...UInt64.max)
+            print("InvalidateWhileFiringTests.cancellingDelayedPerformsAsTheyFireNeverCrashes seed \(seed)")
+            var generator = SplitMix(seed)
+            let deadline = Monotonic.now() + 2
+            var (rounds, ran, cancelled) = (0, 0, 0)
+            while Monotonic.now() < deadline {
+                _ = try worker.perform(PerformSpec(call: SelectorCall(selector: "count"), afterDelay: 0))
+                // A random gap of up to 0.4 ms, spun: the cancel lands before,
+                // during or after the timer's callout.
+                let until = Monotonic.now() + Double.random(in: 0...0.0004, using: &generator)
+                while Monotonic.now() < until {}
+                if worker.cancelDelayedPerforms(selector: "count").isEmpty { ran += 1 } else { cancelled += 1 }
+                rounds += 1
+            }
+            #expect(ran > 0 && cancelled > 0, "\(ran) ran and \(cancelled) were cancelled: the gaps missed the fire")
+            print("cancel while firing: \(rounds) delayed performs, \(ran) ran, \(cancelled) cancelled")
         }
     }
 }
