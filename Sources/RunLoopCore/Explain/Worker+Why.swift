@@ -183,7 +183,14 @@ extension Worker {
         }
         // What waits to run on the next turn, and what will or can bring one.
         var waiting: [String] = []
+        // Everything that ends the sleep (the run's deadline too), and what
+        // wakes the loop to turn again (a deadline or a stop ends the run instead).
         var wakes: [String] = []
+        var wakers: [String] = []
+        func wake(_ text: String) {
+            wakes.append(text)
+            wakers.append(text)
+        }
         if let due = performs.first(where: { !$0.delayed }) {
             waiting.append("perform \(due.id) (\(due.selector))")
         }
@@ -192,7 +199,7 @@ extension Worker {
             if next.1 < 0.001 {
                 waiting.append("timer \(next.0) (due)")
             } else {
-                wakes.append(String(format: "timer %@ fires in %.2f s", next.0, next.1))
+                wake(String(format: "timer %@ fires in %.2f s", next.0, next.1))
             }
         }
         let signalled = sources.filter(\.signalled)
@@ -214,14 +221,14 @@ extension Worker {
         }
         let quiet = sources.filter { !$0.signalled }
         if !quiet.isEmpty {
-            wakes.append("a signal plus a wake-up of \(quiet.map(\.id).joined(separator: ", ")) wakes it")
+            wake("a signal plus a wake-up of \(quiet.map(\.id).joined(separator: ", ")) wakes it")
         }
         if !ports.isEmpty {
             let names = ports.map { $0.keepAlive ? "\($0.id) (its keep-alive port)" : $0.id }
-            wakes.append("a message to \(names.joined(separator: ", ")) wakes it")
+            wake("a message to \(names.joined(separator: ", ")) wakes it")
         }
         if let staleWakeIn, userTimers.isEmpty {
-            wakes.append(
+            wake(
                 String(
                     format:
                         "its timer descriptor, left armed at a removed timer's fire date (CF on Linux does not disarm it), wakes it once in %.2f s with nothing to fire, and it sleeps on",
@@ -229,7 +236,7 @@ extension Worker {
         }
         let delayed = performs.filter(\.delayed)
         if !delayed.isEmpty {
-            wakes.append(
+            wake(
                 "delayed perform\(delayed.count == 1 ? "" : "s") \(delayed.map(\.id).joined(separator: ", ")) fire on their timers"
             )
         }
@@ -241,7 +248,6 @@ extension Worker {
             if asleep {
                 // Only a wake brings that turn: the deadline and a stop end
                 // the run (CF checks them after the wake, before any source).
-                let wakers = wakes.filter { !$0.hasPrefix("its deadline passes") }.dropLast() + ["a wake-up"]
                 let ends =
                     deadline.map {
                         "if its deadline passes first (\($0)), the run returns timedOut with it still waiting, and a stop returns stopped"
@@ -254,7 +260,8 @@ extension Worker {
                 return
                     "the loop sleeps in \(mode) although work is waiting there (\(list)): "
                     + "a sleeping loop looks at it only on its next turn (a signal without a wake-up does not wake it), "
-                    + "which comes when something wakes it: " + wakers.joined(separator: "; or ") + "; " + ends + first
+                    + "which comes when something wakes it: " + (wakers + ["a wake-up"]).joined(separator: "; or ")
+                    + "; " + ends + first
             }
             return "\(subject) handles \(list) on its next turn; after that it sleeps until "
                 + wakes.joined(separator: "; or ")
