@@ -51,9 +51,9 @@ import Testing
             var (rounds, ran, cancelled) = (0, 0, 0)
             while Monotonic.now() < deadline {
                 _ = try worker.perform(PerformSpec(call: SelectorCall(selector: "count"), afterDelay: 0))
-                // A random gap of up to 0.4 ms, spun: the cancel lands before,
+                // A random gap of up to 2 ms, spun: the cancel lands before,
                 // during or after the timer's callout.
-                let until = Monotonic.now() + Double.random(in: 0...0.0004, using: &generator)
+                let until = Monotonic.now() + Double.random(in: 0...0.002, using: &generator)
                 while Monotonic.now() < until {}
                 if worker.cancelDelayedPerforms(selector: "count").isEmpty { ran += 1 } else { cancelled += 1 }
                 rounds += 1
