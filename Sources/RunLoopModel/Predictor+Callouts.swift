@@ -19,25 +19,26 @@ extension RunSimulator {
         guard !ready.isEmpty else { return false }
         ready.sort { $0.order < $1.order }
         // Equal orders: CF sorts its set's sources by order alone, so they
-        // run in the set's order, which nobody chooses. Played both ways
-        // (each group reversed), so the answer names each outcome.
+        // run in the set's order, which nobody chooses. Each source of a
+        // group is played first once (a decision per source after the
+        // first), so the answer names each source a run may handle first.
         let groups = Dictionary(grouping: ready.indices, by: { ready[$0].order }).filter { $0.value.count > 1 }
-        if !groups.isEmpty {
-            var names: [String] = []
-            for (order, indices) in groups.sorted(by: { $0.key < $1.key }) {
-                let ids = indices.map { index in
-                    ready[index].carrier.map { "the perform source of \($0)" }
-                        ?? ready[index].index.map { model.sources[$0].id } ?? ""
-                }
-                names.append("\(ids.joined(separator: " and ")) (order \(order))")
+        let after = returnAfterSourceHandled ? "; the run returns after the first one handled" : ""
+        for (order, indices) in groups.sorted(by: { $0.key < $1.key }) {
+            let ids = indices.map { index in
+                ready[index].carrier.map { "the perform source of \($0)" }
+                    ?? ready[index].index.map { model.sources[$0].id } ?? ""
             }
-            let after = returnAfterSourceHandled ? "; the run returns after the first one handled" : ""
+            let listed = ids.dropLast().joined(separator: ", ") + " and " + ids[ids.count - 1]
             let why =
-                "version-0 sources of equal order are signalled together, \(names.joined(separator: "; ")): "
+                "version-0 sources of equal order are signalled together, \(listed) (order \(order)): "
                 + "CF runs them in its set's order, which nobody chooses\(after)"
-            if decide(why) {
-                for indices in groups.values {
-                    if let first = indices.first, let last = indices.last { ready[first...last].reverse() }
+            for k in indices.indices.dropFirst() {
+                // One decision per source after the first; taken, that source
+                // goes first (sorted by order, a group's entries are adjacent).
+                if decide(why) {
+                    let entry = ready.remove(at: indices[k])
+                    ready.insert(entry, at: indices[0])
                 }
             }
         }

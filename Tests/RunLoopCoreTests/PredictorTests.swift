@@ -66,6 +66,27 @@ import Testing
         #expect(both.race == nil)
     }
 
+    /// Three or more of equal order: each is played first once, so the race
+    /// names every source the run may answer with (a reversal played only
+    /// the first and the last). Two groups are two decisions.
+    @Test func everySourceOfAnEqualOrderGroupMayBeFirst() throws {
+        let model = LoopModel(
+            sources: [
+                Self.source("s1", order: 0), Self.source("s2", order: 0), Self.source("s3", order: 0),
+                Self.source("s4", order: 2), Self.source("s5", order: 2),
+            ], everFilled: ["default"])
+        let p = Worker.predict(model, mode: "default", seconds: 1, returnAfterSourceHandled: true)
+        #expect(!p.certain)
+        let race = try #require(p.race)
+        let handled = race.outcomes.compactMap { $0.cause?.details["source"] }.map { "\($0)" }
+        #expect(Set(handled) == ["string(\"s1\")", "string(\"s2\")", "string(\"s3\")"], "\(handled)")
+        // Only the order-0 group decides what the run answers with.
+        #expect(
+            race.why == "version-0 sources of equal order are signalled together, s1, s2 and s3 (order 0): "
+                + "CF runs them in its set's order, which nobody chooses; the run returns after the first one handled",
+            "\(race.why)")
+    }
+
     /// Plain CF on the same loop: two signalled sources of order 0 and a
     /// `returnAfterSourceHandled` run handle one of them, either; the
     /// other stays signalled. Which one is CF's set order.
