@@ -263,6 +263,30 @@ struct StoreRetryTests {
         }
     }
 
+    @Test("a stream of performs nobody answers never starves the writer: the first commits while it flows")
+    func performStreamDoesNotStarveTheWriter() throws {
+        let store = SwitchedStore()
+        store.turn(reads: true, writes: true)
+        let recorder = Self.recorder(store, backoff: 0.25...0.25, flushInterval: 0)
+        defer { recorder.stop(timeout: 5) }
+        // A perform every 20 ms for 1.5 s, each the queue's last when the
+        // writer looks: a writer that waited for every new one's answer
+        // would commit nothing until the stream ends.
+        let streamEnds = Monotonic.now() + 1.5 * ServerProcess.slowdown
+        var seq: Int64 = 1_000
+        var committedWhileFlowing = false
+        while Monotonic.now() < streamEnds {
+            recorder.record(.event(.perform(thread: "t1", result: HistoryRowTests.results[0])), seq: seq)
+            seq += 1
+            // Paced by the wait for the first perform's commit (20 ms at most).
+            if store.wait(timeout: 0.02, { s in s.committed.contains { $0.events.contains { $0.seq == 1_000 } } }) {
+                committedWhileFlowing = true
+                break
+            }
+        }
+        #expect(committedWhileFlowing, "the first of \(seq - 1_000) performs was not committed while they flowed")
+    }
+
     @Test("an outage's start: the last answer, at most one heartbeat interval back, never after now")
     func outageStartBounds() {
         var status = HistoryRecorder.Status()

@@ -273,19 +273,20 @@ extension HistoryRecorder {
     }
 
     /// The next batch, taken from the queue. The wait for a perform's
-    /// answer and the take are one decision: a perform queued between the
-    /// two was committed at once, without its request (CI saw it 0.4 ms
-    /// after the perform). A take that finds a perform still in its window
-    /// waits again.
+    /// answer and the take look at the queue under two locks: a perform
+    /// queued between the two was committed at once, without its request
+    /// (CI saw it 0.4 ms after the perform). A take that finds a perform
+    /// still in its window waits for it once more, then takes: a stream of
+    /// performs with no requests (each one the queue's last) delays a
+    /// batch by two windows at most, never starves the writer.
     func takeBatch(batchBytes: Int) -> (Deque<Queued>, Bool, Int, Int) {
-        while true {
-            awaitAnswer()
-            let took = state.withLock { s -> (Deque<Queued>, Bool, Int, Int)? in
-                if Self.answerPending(s) != nil { return nil }
-                return Self.take(&s, batchBytes: batchBytes)
-            }
-            if let took { return took }
+        awaitAnswer()
+        let took = state.withLock { s -> (Deque<Queued>, Bool, Int, Int)? in
+            Self.answerPending(s) == nil ? Self.take(&s, batchBytes: batchBytes) : nil
         }
+        if let took { return took }
+        awaitAnswer()
+        return state.withLock { Self.take(&$0, batchBytes: batchBytes) }
     }
 
     /// Takes a transaction's worth from the queue, under the state's lock.
