@@ -176,7 +176,11 @@ extension E2EHistoryTests {
         let big = String(repeating: "x", count: 60_000)
         var answers: [Int] = []
         var full = false
-        for _ in 0..<200 where !full {
+        // Each perform's row holds its request too (folded) and is cut at
+        // --store-event-bytes (8 KiB): about 8 KiB a perform, so filling the
+        // 2 MiB takes over 250 of them. With 200, only a busy machine (folds
+        // missed, a row each) filled it; alone, the test never did.
+        for _ in 0..<1_000 where !full {
             let r = try await c.post(
                 "/api/threads/\(loop)/perform",
                 ["selector": "echo", "args": ["pad": .string(big)], "waitUntilDone": true])
