@@ -28,6 +28,11 @@ struct StoreRetryTests {
             var committed: [StoreBatch] = []
             /// When each of `committed` was written (wall clock, as events' `at`).
             var committedAt: [Double] = []
+
+            /// The index in `committed` of the batch holding event `seq`.
+            func batch(holding seq: Int64) -> Int? {
+                committed.firstIndex { $0.events.contains { $0.seq == seq } }
+            }
         }
         let kind = "switched"
         let location = "memory"
@@ -194,7 +199,7 @@ struct StoreRetryTests {
         let result = HistoryRowTests.results[0]
         let at = Date().timeIntervalSince1970
         recorder.record(.event(.perform(thread: "t1", result: result)), seq: 1_000, at: at)
-        let alone = { (s: SwitchedStore.State) in s.committed.firstIndex { $0.events.contains { $0.seq == 1_000 } } }
+        let alone = { (s: SwitchedStore.State) in s.batch(holding: 1_000) }
         _ = waitUntil(timeout: 10 * ServerProcess.slowdown) {
             recorder.state.withLock { $0.awaitingNext } || store.state.withLock { alone($0) != nil }
         }
@@ -227,7 +232,7 @@ struct StoreRetryTests {
         defer { recorder.stop(timeout: 5) }
         let at = Date().timeIntervalSince1970
         recorder.record(.event(.perform(thread: "t1", result: HistoryRowTests.results[0])), seq: 1_000, at: at)
-        #expect(store.wait { s in s.committed.contains { $0.events.contains { $0.seq == 1_000 } } })
+        #expect(store.wait { $0.batch(holding: 1_000) != nil })
         #expect(Date().timeIntervalSince1970 - at >= StoredEvent.foldWindow - 0.001, "committed within the window")
         #expect(recorder.state.withLock { !$0.awaitingNext })
     }
@@ -252,11 +257,8 @@ struct StoreRetryTests {
             while Monotonic.now() < until {}
             let at = Date().timeIntervalSince1970
             recorder.record(.event(.perform(thread: "t1", result: HistoryRowTests.results[0])), seq: 1_000, at: at)
-            let index = { (s: SwitchedStore.State) in
-                s.committed.firstIndex { $0.events.contains { $0.seq == 1_000 } }
-            }
-            #expect(store.wait { index($0) != nil })
-            let after = store.state.withLock { s in index(s).map { s.committedAt[$0] } ?? 0 } - at
+            #expect(store.wait { $0.batch(holding: 1_000) != nil })
+            let after = store.state.withLock { s in s.batch(holding: 1_000).map { s.committedAt[$0] } ?? 0 } - at
             #expect(
                 after >= StoredEvent.foldWindow - 0.001,
                 "round \(round): the perform committed \(after) s after it was queued, within its window")
@@ -279,7 +281,7 @@ struct StoreRetryTests {
             recorder.record(.event(.perform(thread: "t1", result: HistoryRowTests.results[0])), seq: seq)
             seq += 1
             // Paced by the wait for the first perform's commit (20 ms at most).
-            if store.wait(timeout: 0.02, { s in s.committed.contains { $0.events.contains { $0.seq == 1_000 } } }) {
+            if store.wait(timeout: 0.02, { $0.batch(holding: 1_000) != nil }) {
                 committedWhileFlowing = true
                 break
             }
