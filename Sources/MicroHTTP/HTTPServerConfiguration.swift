@@ -71,8 +71,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxPendingRequests: Int
     /// Connections of the table kept free of pending ones (reading a request,
     /// or idle between requests): past `connectionLimit - connectionHeadroom`
-    /// open connections, each accept closes the oldest pending connection of
-    /// the address with the most of them.
+    /// open connections, those pending for over half a second are closed (the
+    /// oldest of the address with the most pending first), at each accept and
+    /// by a timer; a connection younger than that is never closed for headroom.
     public var connectionHeadroom: Int
     /// Most query parameters a request line may carry (more: 414 `too_many_parameters`).
     public var maxQueryParameters: Int

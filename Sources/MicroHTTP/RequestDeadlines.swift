@@ -27,11 +27,15 @@ import Primitives
 ///   the next accept or by the timer (a client that sends its request at
 ///   once is never pending that long). A flood that fills the connection
 ///   limit at once is thus cut back to the cap a second later.
-/// - **Headroom** (`--connection-headroom`, 32): once the open connections
-///   pass the connection limit minus the headroom, each accept shuts down one
-///   pending connection of the address that has the most of them (its oldest),
-///   so the table never fills with connections that only read or idle and a
-///   client from a quiet address is always accepted at once.
+/// - **Headroom** (`--connection-headroom`, 32): while the open connections
+///   pass the connection limit minus the headroom, connections pending for at
+///   least `headroomGrace` (0.5 s) are shut down, the oldest of the address
+///   that has the most pending first, at each accept and by the timer. So the
+///   table is held full by connections that only read or idle for at most
+///   half a second (plus the timer's leeway), and a client that sends its
+///   request at once is never shut down for headroom, whoever else is
+///   connecting (before, a quiet client's connection, accepted a moment
+///   earlier, could be the one shut down when its address was the busiest).
 ///
 /// Shutting down is `shutdown(2)` on the connection's socket; libmicrohttpd
 /// then sees the socket end and closes the connection itself. The socket is
@@ -87,6 +91,8 @@ final class RequestDeadlines: @unchecked Sendable {
     private struct Open {
         var fd: Int32
         var address: AddressKey
+        /// Shut down by a budget, not yet closed by libmicrohttpd.
+        var isShut = false
     }
 
     private struct Pending {
@@ -100,6 +106,8 @@ final class RequestDeadlines: @unchecked Sendable {
     private struct State {
         /// Every open connection (from its accept to its close).
         var open: [UInt: Open] = [:]
+        /// Open connections shut down and not yet closed (they are leaving the table).
+        var shutOpen = 0
         var pending: [UInt: Pending] = [:]
         /// Pending connections per address (only addresses with some).
         var pendingByAddress: [AddressKey: Int] = [:]
@@ -147,7 +155,26 @@ final class RequestDeadlines: @unchecked Sendable {
         /// Shuts down a pending connection's socket and forgets it.
         mutating func shut(_ key: UInt) {
             guard let entry = removePending(key) else { return }
+            if open[key]?.isShut == false {
+                open[key]?.isShut = true
+                shutOpen += 1
+            }
             shutdown(entry.fd, Int32(SHUT_RDWR))
+        }
+
+        /// Open connections that are staying (not shut down).
+        var staying: Int { open.count - shutOpen }
+
+        /// The connection the headroom sheds at `now`: of those pending for at
+        /// least `grace`, the oldest of the address with the most pending.
+        func headroomVictim(now: UInt64, grace: UInt64) -> UInt? {
+            var best: (key: UInt, load: Int, since: UInt64)?
+            for (key, entry) in pending where now &- entry.since >= grace {
+                let load = pendingByAddress[entry.address] ?? 0
+                if let b = best, b.load > load || (b.load == load && b.since <= entry.since) { continue }
+                best = (key, load, entry.since)
+            }
+            return best?.key
         }
     }
 
@@ -159,6 +186,11 @@ final class RequestDeadlines: @unchecked Sendable {
     private let crowdedAt: Int
     /// How long a connection must have been pending before the cap may evict it.
     private static let evictableAfter: UInt64 = 1_000_000_000
+    /// How long a connection must have been pending before the headroom may
+    /// shed it: a client that sends its request at once is never shed.
+    static let headroomGrace: UInt64 = 500_000_000
+    /// The clock (uptime ns); a test's own clock in unit tests.
+    private let clock: @Sendable () -> UInt64
     private let state = Locked(State())
     private let queue = DispatchQueue(label: "runloopd.request-deadlines")
     private let timer: any DispatchSourceTimer
@@ -168,7 +200,12 @@ final class RequestDeadlines: @unchecked Sendable {
     ///   - cap: The most connections pending before the oldest is evicted.
     ///   - connectionLimit: The connection table's size.
     ///   - headroom: Connections kept free of pending ones in that table (at most half of it).
-    init(seconds: Double, cap: Int, connectionLimit: Int = Int.max, headroom: Int = 0) {
+    ///   - clock: The clock in nanoseconds (uptime; a test gives its own).
+    init(
+        seconds: Double, cap: Int, connectionLimit: Int = Int.max, headroom: Int = 0,
+        clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
+    ) {
+        self.clock = clock
         deadline = UInt64(max(0.001, seconds) * 1e9)
         self.cap = max(1, cap)
         // At most half the table is headroom (a small --max-connections keeps room to work).
@@ -196,26 +233,36 @@ final class RequestDeadlines: @unchecked Sendable {
         UInt(bitPattern: Int(bitPattern: connection))
     }
 
-    /// A connection was accepted from `address`. Past the crowding point, the
-    /// busiest address's oldest pending connection is shut down.
+    /// A connection was accepted from `address`. Past the crowding point,
+    /// connections pending for over `headroomGrace` are shut down (the
+    /// busiest address's oldest first); if none has been pending that long
+    /// yet, the timer comes back when the first has.
     func started(_ connection: OpaquePointer, fd: Int32, address: AddressKey = .unknown) {
         guard fd >= 0 else { return }
         let key = Self.key(connection)
-        state.withLock { s in
+        let now = clock()
+        let rearm: Bool = state.withLock { s in
             s.open[key] = Open(fd: fd, address: address)
-            guard s.open.count > crowdedAt else { return }
-            // The address with the most pending connections, then its oldest.
-            guard let busiest = s.pendingByAddress.max(by: { $0.value < $1.value })?.key else { return }
-            var victim: (key: UInt, since: UInt64)?
-            for (candidate, entry) in s.pending where entry.address == busiest {
-                if victim == nil || entry.since < victim!.since { victim = (candidate, entry.since) }
-            }
-            if let victim {
-                s.shut(victim.key)
-                s.crowded += 1
-            }
+            guard let due = shedForHeadroom(&s, now: now), due < s.armedAt else { return false }
+            s.armedAt = due
+            return true
         }
+        if rearm { queue.async { [weak self] in self?.setTimer() } }
         add(connection, cutQuery: 0)
+    }
+
+    /// Shuts down connections pending for over `headroomGrace` (the busiest
+    /// address's oldest first) while the staying connections pass the
+    /// crowding point. Returns when to come back if the table is still
+    /// crowded and a pending connection will have waited long enough then.
+    private func shedForHeadroom(_ s: inout State, now: UInt64) -> UInt64? {
+        guard s.staying > crowdedAt else { return nil }
+        while s.staying > crowdedAt, let victim = s.headroomVictim(now: now, grace: Self.headroomGrace) {
+            s.shut(victim)
+            s.crowded += 1
+        }
+        guard s.staying > crowdedAt, let oldest = s.oldest() else { return nil }
+        return oldest.since &+ Self.headroomGrace
     }
 
     /// A request line was read (on a kept-alive connection the request has
@@ -244,13 +291,13 @@ final class RequestDeadlines: @unchecked Sendable {
         let key = Self.key(connection)
         state.withLock { s in
             _ = s.removePending(key)
-            s.open.removeValue(forKey: key)
+            if s.open.removeValue(forKey: key)?.isShut == true { s.shutOpen -= 1 }
         }
     }
 
     private func add(_ connection: OpaquePointer, cutQuery: UInt32) {
         let key = Self.key(connection)
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = clock()
         let rearm: Bool = state.withLock { s in
             if s.pending[key] != nil {
                 if cutQuery > 0 { s.pending[key]?.cutQuery = cutQuery }
@@ -293,27 +340,34 @@ final class RequestDeadlines: @unchecked Sendable {
         timer.schedule(deadline: DispatchTime(uptimeNanoseconds: at), leeway: .milliseconds(50))
     }
 
-    /// Shuts down every connection past its deadline and evicts down to the
-    /// cap; sets the timer for what is due next (on `queue`).
+    /// Shuts down every connection past its deadline, evicts down to the
+    /// cap and sheds for headroom; sets the timer for what is due next (on `queue`).
     private func fire() {
-        let now = DispatchTime.now().uptimeNanoseconds
-        let next: UInt64 = state.withLock { s in
+        let next = expire(at: clock())
+        if next != UInt64.max {
+            timer.schedule(deadline: DispatchTime(uptimeNanoseconds: next), leeway: .milliseconds(50))
+        }
+    }
+
+    /// The timer's work at `now` (a unit test calls it with its own clock):
+    /// returns when it is due next (`UInt64.max`: nothing pending).
+    func expire(at now: UInt64) -> UInt64 {
+        state.withLock { s in
             while let oldest = s.oldest(), now &- oldest.since >= deadline {
                 s.shut(oldest.key)
                 s.expired += 1
             }
             evict(&s, now: now)
+            let headroomDue = shedForHeadroom(&s, now: now)
             guard let oldest = s.oldest()?.since else {
                 s.armedAt = UInt64.max
                 return UInt64.max
             }
             var due = oldest &+ deadline
             if s.pending.count > cap { due = min(due, oldest &+ Self.evictableAfter) }
+            if let headroomDue { due = min(due, headroomDue) }
             s.armedAt = max(due, now &+ 1_000_000)
             return s.armedAt
-        }
-        if next != UInt64.max {
-            timer.schedule(deadline: DispatchTime(uptimeNanoseconds: next), leeway: .milliseconds(50))
         }
     }
 }

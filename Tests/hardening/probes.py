@@ -70,18 +70,23 @@ def probe_once(port, path="/healthz", source="127.0.0.2", timeout=2.0):
 
 def _probe_loop(port, interval, stop, out):
     latencies = []
-    failures = 0
+    failed = []  # what each failed probe got: (path, status, how it ended, seconds)
     paths = ["/healthz", "/api/version"]
     n = 0
+    source = "127.0.0.2"
     while not stop.is_set() and n < 100_000:
-        took = probe_once(port, paths[n % 2])
-        if took is None:
-            failures += 1
+        path = paths[n % 2]
+        started = time.monotonic()
+        got, ended = raw_exchange(port, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode(),
+                                  read_timeout=2.0, source=source)
+        took = time.monotonic() - started
+        if status_of(got) != 200:
+            failed.append((path, status_of(got), ended, round(took, 3), got[:120]))
         else:
             latencies.append(took)
         n += 1
         stop.wait(interval)
-    out.put((latencies, failures))
+    out.put((latencies, failed))
 
 
 class Prober:
@@ -106,11 +111,13 @@ class Prober:
 
     def finish(self):
         self.stop_event.set()
-        latencies, failures = self.queue.get(timeout=30)
+        latencies, failed = self.queue.get(timeout=30)
         self.proc.join(timeout=10)
         latencies.sort()
         self.count = len(latencies)
-        self.failures = failures
+        self.failures = len(failed)
+        # (path, status or None, "closed" | "reset" | "timeout", seconds, first bytes)
+        self.failed = failed
         self.max_ms = round(latencies[-1] * 1000, 1) if latencies else None
         self.p99_ms = round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 1) if latencies else None
         return self

@@ -17,7 +17,7 @@ import socket
 import time
 
 from conftest import figure
-from probes import Prober
+from probes import Prober, closed_counts
 
 PROBE_BUDGET_MS = float(os.environ.get("HARDENING_PROBE_BUDGET_MS", "100"))
 
@@ -75,7 +75,7 @@ def test_slowloris_200_connections_a_byte_a_second(server_factory):
     figure("slowloris_refused_by_per_ip_limit", refused)
     figure("slowloris_probe_max_ms", probe.max_ms)
     figure("slowloris_probes", probe.count)
-    assert probe.failures == 0, f"{probe.failures} probes failed"
+    assert probe.failures == 0, f"{probe.failures} probes failed: {probe.failed}"
     assert probe.max_ms is not None and probe.max_ms < PROBE_BUDGET_MS, f"probe max {probe.max_ms} ms"
     assert held <= 100 and refused >= 100, (held, refused)
     _settle(s, fds0)
@@ -149,10 +149,11 @@ def test_ten_thousand_connection_attempts_against_a_low_limit(server_factory):
     figure("flood_probe_max_ms", probe.max_ms)
     figure("flood_probe_p99_ms", probe.p99_ms)
     figure("flood_probes", probe.count)
+    figure("flood_server_closed_by_reason", closed_counts(s.port, "127.0.0.2"))
     assert launched == attempts and not inflight
     assert sum(outcome.values()) - outcome["5xx"] == attempts
     assert outcome["5xx"] == 0
-    assert probe.failures == 0, f"{probe.failures} probes failed"
+    assert probe.failures == 0, f"{probe.failures} probes failed: {probe.failed}"
     assert probe.max_ms is not None and probe.max_ms < PROBE_BUDGET_MS, f"probe max {probe.max_ms} ms"
     _settle(s, fds0)
     rss1 = s.rss_kb()

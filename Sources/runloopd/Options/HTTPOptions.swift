@@ -51,7 +51,7 @@ struct HTTPOptions: ParsableArguments {
 
     @Option(
         help:
-            "Connections kept free of those only reading or idle: past --max-connections minus this, each accept closes the busiest address's oldest one (at most half the limit)."
+            "Connections kept free of those only reading or idle: past --max-connections minus this, those pending over 0.5 s are closed, the busiest address's oldest first (at most half the limit)."
     )
     var connectionHeadroom = Setting(
         Count(HTTPServerConfiguration.defaultConnectionHeadroom), env: "CONNECTION_HEADROOM")
