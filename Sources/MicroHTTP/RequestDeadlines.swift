@@ -34,8 +34,7 @@ import Primitives
 ///   table is held full by connections that only read or idle for at most
 ///   half a second (plus the timer's leeway), and a client that sends its
 ///   request at once is never shut down for headroom, whoever else is
-///   connecting (before, a quiet client's connection, accepted a moment
-///   earlier, could be the one shut down when its address was the busiest).
+///   connecting, even when its one connection makes its address the busiest.
 ///
 /// Shutting down is `shutdown(2)` on the connection's socket; libmicrohttpd
 /// then sees the socket end and closes the connection itself. The socket is
