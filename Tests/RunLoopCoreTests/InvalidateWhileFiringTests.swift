@@ -44,8 +44,8 @@ import Testing
     @Test func cancellingDelayedPerformsAsTheyFireNeverCrashes() throws {
         try withWorker(options(.loop)) { worker in
             _ = try worker.addTimer(TimerSpec(interval: 0.0002))
-            let seed = UInt64.random(in: 1...UInt64.max)
-            print("InvalidateWhileFiringTests.cancellingDelayedPerformsAsTheyFireNeverCrashes seed \(seed)")
+            let seed = SplitMix.seed(
+                "CANCEL_SEED", test: "InvalidateWhileFiringTests.cancellingDelayedPerformsAsTheyFireNeverCrashes")
             var generator = SplitMix(seed)
             let deadline = Monotonic.now() + 2
             var (rounds, ran, cancelled) = (0, 0, 0)

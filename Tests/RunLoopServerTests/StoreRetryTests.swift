@@ -244,8 +244,7 @@ struct StoreRetryTests {
         // start's event last, no perform to wait for) and took the perform
         // with it. Each round starts a writer and records a perform a random
         // moment later, before, during or after its first take.
-        let seed = UInt64.random(in: 1...UInt64.max)
-        print("StoreRetryTests.performQueuedAsTheWriterTakes seed \(seed)")
+        let seed = SplitMix.seed("WRITER_TAKE_SEED", test: "StoreRetryTests.performQueuedAsTheWriterTakes")
         var generator = SplitMix(seed)
         for round in 0..<100 {
             let store = SwitchedStore()
