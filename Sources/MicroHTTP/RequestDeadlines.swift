@@ -161,6 +161,14 @@ final class RequestDeadlines: @unchecked Sendable {
             shutdown(entry.fd, Int32(SHUT_RDWR))
         }
 
+        /// Brings the timer forward to `due`: true when it must be set again
+        /// (on the timer's queue, after the lock).
+        mutating func arm(at due: UInt64) -> Bool {
+            guard due < armedAt else { return false }
+            armedAt = due
+            return true
+        }
+
         /// Open connections that are staying (not shut down).
         var staying: Int { open.count - shutOpen }
 
@@ -242,9 +250,8 @@ final class RequestDeadlines: @unchecked Sendable {
         let now = clock()
         let rearm: Bool = state.withLock { s in
             s.open[key] = Open(fd: fd, address: address)
-            guard let due = shedForHeadroom(&s, now: now), due < s.armedAt else { return false }
-            s.armedAt = due
-            return true
+            guard let due = shedForHeadroom(&s, now: now) else { return false }
+            return s.arm(at: due)
         }
         if rearm { queue.async { [weak self] in self?.setTimer() } }
         add(connection, cutQuery: 0)
@@ -255,7 +262,6 @@ final class RequestDeadlines: @unchecked Sendable {
     /// crowding point. Returns when to come back if the table is still
     /// crowded and a pending connection will have waited long enough then.
     private func shedForHeadroom(_ s: inout State, now: UInt64) -> UInt64? {
-        guard s.staying > crowdedAt else { return nil }
         while s.staying > crowdedAt, let victim = s.headroomVictim(now: now, grace: Self.headroomGrace) {
             s.shut(victim)
             s.crowded += 1
@@ -315,9 +321,7 @@ final class RequestDeadlines: @unchecked Sendable {
                     due = min(due, oldest.since &+ Self.evictableAfter)
                 }
             }
-            guard due < s.armedAt else { return false }
-            s.armedAt = due
-            return true
+            return s.arm(at: due)
         }
         // The timer is set only on its own queue (no dispatch call under the lock);
         // each setting reads the latest due time, so none overtakes another.
@@ -368,42 +372,5 @@ final class RequestDeadlines: @unchecked Sendable {
             s.armedAt = max(due, now &+ 1_000_000)
             return s.armedAt
         }
-    }
-}
-
-/// The HTTP layer's connections now and what its budgets closed since start
-/// (`HTTPServer.connectionCounts`, for metrics).
-public struct HTTPConnectionCounts: Equatable, Sendable {
-    /// Connections shut down for passing the deadline.
-    public var expired: Int
-    /// Connections shut down to keep the pending ones within the cap.
-    public var evicted: Int
-    /// Connections shut down to keep headroom in the connection table.
-    public var crowded: Int
-    /// Connections pending now (reading a request, or idle between requests).
-    public var pending: Int
-    /// Connections open now.
-    public var open: Int
-    /// Requests refused 400 for their framing (RFC 9112) since start.
-    public var badFraming = 0
-    /// Event streams ended at once because their client hung up, since start.
-    public var streamsHungUp = 0
-    /// Bytes of queued answers their clients have not taken yet (`--max-held-answer-bytes`).
-    public var heldAnswerBytes = 0
-    /// Answers replaced by 503 `answers_over_budget` since start.
-    public var answersOverBudget = 0
-
-    /// Every count given (tests, and zeros before the server starts).
-    public init(
-        expired: Int = 0, evicted: Int = 0, crowded: Int = 0, pending: Int = 0, open: Int = 0, badFraming: Int = 0,
-        streamsHungUp: Int = 0
-    ) {
-        self.expired = expired
-        self.evicted = evicted
-        self.crowded = crowded
-        self.pending = pending
-        self.open = open
-        self.badFraming = badFraming
-        self.streamsHungUp = streamsHungUp
     }
 }

@@ -33,7 +33,7 @@ struct RequestDeadlinesTests {
 
         init(_ n: Int, address: UInt64) throws {
             var fds: [Int32] = [0, 0]
-            #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+            try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
             near = fds[0]
             far = fds[1]
             key = try #require(OpaquePointer(bitPattern: UInt(0x1000 + n * 16)))
